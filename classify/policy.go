@@ -49,9 +49,11 @@ const (
 )
 
 // String returns "retry" or "poison", the names used in envelopes and
-// headers.
+// headers, and "none" for the zero value.
 func (d Destination) String() string {
 	switch d {
+	case 0:
+		return "none"
 	case DestinationRetry:
 		return "retry"
 	case DestinationPoison:

@@ -1,0 +1,290 @@
+package classify_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paulmach/orb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/classify"
+)
+
+type statusErr int
+
+func (s statusErr) Error() string   { return fmt.Sprintf("HTTP %d", int(s)) }
+func (s statusErr) StatusCode() int { return int(s) }
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func jsonSyntaxErr() error {
+	var v any
+	return json.Unmarshal([]byte(`{"a":`), &v)
+}
+
+func jsonTypeErr() error {
+	var v struct{ A int }
+	return json.Unmarshal([]byte(`{"A":"x"}`), &v)
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want classify.Class
+	}{
+		{"nil", nil, 0},
+		{"plain", errors.New("boom"), classify.ClassUnknown},
+		{"marked transient", classify.Transient(errors.New("x")), classify.ClassTransient},
+		{"marked invalid", classify.InvalidGeometry(errors.New("x")), classify.ClassInvalidGeometry},
+		{"marked schema", classify.SchemaViolation(errors.New("x")), classify.ClassSchemaViolation},
+		{"marked crs", classify.CRSMismatch(errors.New("x"), 3857), classify.ClassCRSMismatch},
+		{"marked exhausted", classify.ResourceExhausted(errors.New("x")), classify.ClassResourceExhausted},
+		{"mark with nil cause", classify.InvalidGeometry(nil), classify.ClassInvalidGeometry},
+		{"wrapped mark", fmt.Errorf("stage: %w", classify.InvalidGeometry(errors.New("x"))), classify.ClassInvalidGeometry},
+		{"joined mark", errors.Join(errors.New("a"), classify.SchemaViolation(errors.New("b"))), classify.ClassSchemaViolation},
+		{"stage only defers", classify.WithStage(classify.CRSMismatch(errors.New("x"), 0), classify.StageParse), classify.ClassCRSMismatch},
+		{"outer mark wins", classify.Transient(classify.InvalidGeometry(errors.New("x"))), classify.ClassTransient},
+		{"mark beats json", classify.Transient(jsonSyntaxErr()), classify.ClassTransient},
+		{"deadline", context.DeadlineExceeded, classify.ClassTransient},
+		{"wrapped deadline", fmt.Errorf("db: %w", context.DeadlineExceeded), classify.ClassTransient},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, classify.ClassTransient},
+		{"conn reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, classify.ClassTransient},
+		{"conn refused", &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, classify.ClassTransient},
+		{"unexpected eof", fmt.Errorf("body: %w", io.ErrUnexpectedEOF), classify.ClassTransient},
+		{"http 429", statusErr(429), classify.ClassTransient},
+		{"http 502", fmt.Errorf("tiles: %w", statusErr(502)), classify.ClassTransient},
+		{"http 503", statusErr(503), classify.ClassTransient},
+		{"http 504", statusErr(504), classify.ClassTransient},
+		{"http 500", statusErr(500), classify.ClassUnknown},
+		{"http 400", statusErr(400), classify.ClassUnknown},
+		{"json syntax", jsonSyntaxErr(), classify.ClassSchemaViolation},
+		{"json type", jsonTypeErr(), classify.ClassSchemaViolation},
+		{"wrapped json", fmt.Errorf("decode: %w", jsonSyntaxErr()), classify.ClassSchemaViolation},
+		{"canceled is not transient by rule", context.Canceled, classify.ClassUnknown},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, classify.Classify(tc.err))
+		})
+	}
+}
+
+func TestUserRules(t *testing.T) {
+	errOOM := errors.New("cannot allocate memory")
+	c := classify.NewClassifier(func(err error) (classify.Class, bool) {
+		if errors.Is(err, errOOM) {
+			return classify.ClassResourceExhausted, true
+		}
+		return 0, false
+	}, func(error) (classify.Class, bool) { return classify.Class(99), true }) // invalid result is ignored
+	require.Equal(t, classify.ClassResourceExhausted, c.Classify(fmt.Errorf("x: %w", errOOM)))
+	require.Equal(t, classify.ClassTransient, c.Classify(context.DeadlineExceeded), "defaults still apply after user rules")
+	require.Equal(t, classify.ClassInvalidGeometry, c.Classify(classify.InvalidGeometry(errOOM)), "a mark beats user rules")
+}
+
+func TestStageAndDetail(t *testing.T) {
+	loc := orb.Point{0.5, 0.5}
+	inner := &classify.Error{Class: classify.ClassInvalidGeometry, Stage: classify.StageTopologyValidation,
+		Geometry: &classify.GeometryDetail{Reason: "Self-intersection[0.5 0.5]", Location: &loc}}
+	err := classify.WithStage(fmt.Errorf("handler: %w", inner), classify.StagePersist)
+	require.Equal(t, classify.StageTopologyValidation, classify.StageOf(err), "the innermost stage wins")
+	require.Equal(t, "Self-intersection[0.5 0.5]", classify.DetailOf(err).Reason)
+	require.Equal(t, classify.ClassInvalidGeometry, classify.Classify(err))
+	require.Equal(t, classify.StagePersist, classify.StageOf(classify.WithStage(errors.New("x"), classify.StagePersist)))
+	require.Equal(t, classify.Stage(0), classify.StageOf(errors.New("x")))
+	require.Nil(t, classify.DetailOf(errors.New("x")))
+	require.Nil(t, classify.WithStage(nil, classify.StageParse))
+
+	var ce *classify.Error
+	require.True(t, errors.As(err, &ce), "found with errors.As")
+	require.Equal(t, 3857, classify.DetailOf(classify.CRSMismatch(errors.New("EPSG:3857"), 3857)).EPSG)
+	require.Equal(t, classify.KindCRSUnparseable, classify.DetailOf(classify.CRSMismatch(errors.New("?"), 0)).Kind)
+}
+
+func TestErrorMessage(t *testing.T) {
+	require.Equal(t, "boom", classify.Transient(errors.New("boom")).Error(), "the cause's message, verbatim")
+	require.Equal(t, "invalid_geometry", classify.InvalidGeometry(nil).Error())
+	e := &classify.Error{Class: classify.ClassInvalidGeometry, Geometry: &classify.GeometryDetail{Reason: "Ring is not closed[1 2]"}}
+	require.Equal(t, "Ring is not closed[1 2]", e.Error())
+	require.NotPanics(t, func() { _ = (&classify.Error{}).Error() })
+}
+
+func TestNamesRoundTrip(t *testing.T) {
+	for _, c := range classify.Classes() {
+		b, err := c.MarshalText()
+		require.NoError(t, err)
+		var back classify.Class
+		require.NoError(t, back.UnmarshalText(b))
+		require.Equal(t, c, back)
+	}
+	for _, s := range classify.Stages() {
+		b, err := s.MarshalText()
+		require.NoError(t, err)
+		var back classify.Stage
+		require.NoError(t, back.UnmarshalText(b))
+		require.Equal(t, s, back)
+	}
+	_, err := classify.ParseClass("poison")
+	require.ErrorIs(t, err, classify.ErrUnknownName)
+	_, err = classify.ParseStage("")
+	require.ErrorIs(t, err, classify.ErrUnknownName)
+	_, err = classify.Class(0).MarshalText()
+	require.Error(t, err)
+	require.Equal(t, "Class(42)", classify.Class(42).String())
+	require.Equal(t, []string{"transient", "invalid_geometry", "schema_violation", "crs_mismatch", "resource_exhausted", "unknown"},
+		func() (s []string) {
+			for _, c := range classify.Classes() {
+				s = append(s, c.String())
+			}
+			return
+		}())
+}
+
+func TestReplayable(t *testing.T) {
+	for _, tc := range []struct {
+		c          classify.Class
+		replayable bool
+	}{
+		{classify.ClassTransient, true}, {classify.ClassUnknown, true},
+		{classify.ClassInvalidGeometry, false}, {classify.ClassSchemaViolation, false},
+		{classify.ClassCRSMismatch, false}, {classify.ClassResourceExhausted, false},
+	} {
+		require.Equal(t, tc.replayable, tc.c.Replayable(), tc.c)
+		require.Equal(t, !tc.replayable, tc.c.Deterministic(), tc.c)
+		want := classify.DestinationPoison
+		if tc.replayable {
+			want = classify.DestinationRetry
+		}
+		require.Equal(t, want, classify.DestinationFor(tc.c))
+	}
+	require.False(t, classify.Class(0).Deterministic())
+}
+
+func TestKindOfReason(t *testing.T) {
+	for reason, want := range map[string]classify.ReasonKind{
+		"Self-intersection[0.5 0.5]":                classify.KindSelfIntersection,
+		"Ring Self-intersection[1 1]":               classify.KindRingSelfIntersection,
+		"Ring is not closed[0 0]":                   classify.KindRingNotClosed,
+		"Too few points in geometry component[0 0]": classify.KindTooFewPoints,
+		"Invalid Coordinate[nan nan]":               classify.KindInvalidCoordinate,
+		"Hole lies outside shell[5 5]":              classify.KindHoleOutsideShell,
+		"Nested holes[1 1]":                         classify.KindNestedHoles,
+		"Interior is disconnected[1 1]":             classify.KindDisconnectedInterior,
+		"Nested shells[0 0]":                        classify.KindNestedShells,
+		"Duplicate Rings[0 0]":                      classify.KindDuplicateRings,
+		"something else":                            classify.KindOther,
+		"":                                          "",
+	} {
+		require.Equal(t, want, classify.KindOfReason(reason), reason)
+	}
+}
+
+func fixedRand(v float64) func() float64 { return func() float64 { return v } }
+
+func TestDecide(t *testing.T) {
+	p := classify.Policy{MaxAttempts: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Rand: fixedRand(0.5)}
+	tests := []struct {
+		name    string
+		err     error
+		attempt int
+		action  classify.Action
+		dest    classify.Destination
+		delay   time.Duration
+	}{
+		{"transient first", classify.Transient(errors.New("x")), 1, classify.ActionRetry, 0, 50 * time.Millisecond},
+		{"transient second", classify.Transient(errors.New("x")), 2, classify.ActionRetry, 0, 100 * time.Millisecond},
+		{"transient third", classify.Transient(errors.New("x")), 3, classify.ActionRetry, 0, 200 * time.Millisecond},
+		{"transient budget spent", classify.Transient(errors.New("x")), 4, classify.ActionDeadLetter, classify.DestinationRetry, 0},
+		{"transient past budget", classify.Transient(errors.New("x")), 9, classify.ActionDeadLetter, classify.DestinationRetry, 0},
+		{"unknown retried", errors.New("?"), 1, classify.ActionRetry, 0, 50 * time.Millisecond},
+		{"unknown budget spent", errors.New("?"), 4, classify.ActionDeadLetter, classify.DestinationRetry, 0},
+		{"invalid geometry at once", classify.InvalidGeometry(errors.New("x")), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
+		{"schema at once", jsonSyntaxErr(), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
+		{"crs at once", classify.CRSMismatch(errors.New("x"), 3857), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
+		{"exhausted at once", classify.ResourceExhausted(errors.New("x")), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
+		{"attempt zero is one", classify.Transient(errors.New("x")), 0, classify.ActionRetry, 0, 50 * time.Millisecond},
+		{"nil is unknown", nil, 1, classify.ActionRetry, 0, 50 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := p.Decide(tc.err, tc.attempt)
+			require.Equal(t, tc.action, d.Action)
+			require.Equal(t, tc.dest, d.Destination)
+			require.Equal(t, tc.delay, d.Delay)
+			require.GreaterOrEqual(t, d.Attempt, 1)
+		})
+	}
+}
+
+func TestCeilingAndJitter(t *testing.T) {
+	p := classify.Policy{BaseDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second}
+	for attempt, want := range map[int]time.Duration{
+		1: 500 * time.Millisecond, 2: time.Second, 3: 2 * time.Second, 6: 16 * time.Second, 7: 30 * time.Second, 1000: 30 * time.Second,
+	} {
+		require.Equal(t, want, p.Ceiling(attempt), "attempt %d", attempt)
+	}
+	require.Equal(t, classify.DefaultBaseDelay, classify.Policy{}.Ceiling(1))
+	huge := classify.Policy{BaseDelay: time.Duration(1 << 62), MaxDelay: time.Duration(1<<63 - 1)}
+	require.Positive(t, huge.Ceiling(64), "no overflow")
+
+	// Full jitter: delays spread over [0, ceiling], never beyond.
+	r := classify.Policy{BaseDelay: time.Second, MaxDelay: time.Minute}
+	lo, hi := time.Hour, time.Duration(0)
+	for range 2000 {
+		d := r.Backoff(3)
+		require.GreaterOrEqual(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, 4*time.Second)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	require.Less(t, lo, 400*time.Millisecond, "full jitter reaches near zero")
+	require.Greater(t, hi, 3600*time.Millisecond, "and near the ceiling")
+	require.Equal(t, time.Duration(0), classify.Policy{Rand: fixedRand(1.5)}.Backoff(1), "out-of-range randomness is clamped")
+}
+
+func BenchmarkClassify(b *testing.B) {
+	err := error(&classify.Error{Class: classify.ClassInvalidGeometry, Stage: classify.StageTopologyValidation, Err: errors.New("Self-intersection[0.5 0.5]")})
+	b.Run("typed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if classify.Classify(err) != classify.ClassInvalidGeometry {
+				b.Fatal("wrong class")
+			}
+		}
+	})
+	wrapped := fmt.Errorf("handler: %w", fmt.Errorf("stage: %w", err))
+	b.Run("typed-wrapped", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if classify.Classify(wrapped) != classify.ClassInvalidGeometry {
+				b.Fatal("wrong class")
+			}
+		}
+	})
+	p := classify.Policy{Rand: fixedRand(0.25)}
+	b.Run("decide-typed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = p.Decide(err, 1)
+		}
+	})
+	plain := errors.New("boom")
+	b.Run("default-rules", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = classify.Classify(plain)
+		}
+	})
+}
