@@ -1,0 +1,48 @@
+package offload_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/geodlq/geodlq/offload"
+)
+
+func Example() {
+	ctx := context.Background()
+	o, err := offload.New(offload.NewMemStore(), &offload.Options{BaseURI: "s3://dlq-geom", Prefix: "2026/dlq"})
+	if err != nil {
+		panic(err)
+	}
+	geom := []byte(`{"type":"Point","coordinates":[12.5,41.9]}`)
+	ref, err := o.Put(ctx, geom, offload.ExtGeoJSON)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ref.URI)
+	fmt.Println(ref.Size)
+
+	back, err := o.Fetch(ctx, ref)
+	fmt.Println(string(back), err)
+
+	// An offload_uri read from an envelope is untrusted.
+	_, err = o.KeyFor("s3://dlq-geom/2026/dlq/../../secrets/" + ref.SHA256 + ".geojson")
+	fmt.Println(errors.Is(err, offload.ErrForbiddenURI))
+	// Output:
+	// s3://dlq-geom/2026/dlq/ff084564b8b22c69f6de42534e89b19ec2230989ad235842ebafcd3e2f354832.geojson
+	// 42
+	// {"type":"Point","coordinates":[12.5,41.9]} <nil>
+	// true
+}
+
+func ExampleOffloader_Fetch_integrity() {
+	ctx := context.Background()
+	store := offload.NewMemStore()
+	o, _ := offload.New(store, nil)
+	ref, _ := o.Put(ctx, []byte(`[[0,0],[1,1]]`), offload.ExtGeoJSON)
+	ref.Size-- // as if the envelope or the blob had been cut short
+	_, err := o.Fetch(ctx, ref)
+	var ie *offload.IntegrityError
+	fmt.Println(errors.As(err, &ie), ie.Problem)
+	// Output: true extended
+}

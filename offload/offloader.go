@@ -1,0 +1,398 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// DefaultThreshold is the default size above which a geometry is offloaded
+// rather than carried inline: 256 KiB, small enough to keep dead-letter
+// messages scannable and far below common broker limits (1 MB for Kafka,
+// 256 KiB for SQS counts the whole message).
+const DefaultThreshold = 256 << 10
+
+// DefaultPrefix is the default key prefix.
+const DefaultPrefix = "geodlq"
+
+// DefaultMaxSize is the default largest object [Offloader.Put] writes and
+// [Offloader.Fetch] reads: 1 GiB.
+const DefaultMaxSize = 1 << 30
+
+// The extensions an [Offloader] writes and accepts back.
+const (
+	// ExtGeoJSON names an offloaded geometry.
+	ExtGeoJSON = "geojson"
+	// ExtJSON names an offloaded whole payload.
+	ExtJSON = "json"
+)
+
+var (
+	// ErrIntegrity is wrapped by every [*IntegrityError].
+	ErrIntegrity = errors.New("offload: integrity check failed")
+	// ErrForbiddenURI is wrapped by every [*URIError].
+	ErrForbiddenURI = errors.New("offload: forbidden offload URI")
+)
+
+// Options configures an [Offloader]. The zero value (and nil) uses the
+// defaults.
+type Options struct {
+	// BaseURI is the address of the store, without a trailing slash, e.g.
+	// "mem://geodlq", "file:///var/lib/dlq" or "s3://dlq-geom". Blob URIs
+	// are BaseURI + "/" + key. Default: the store's own URI when it has a
+	// URI() string method ([MemStore] and [DirStore] do); otherwise
+	// required. It must be scheme "://" followed by printable ASCII with no
+	// '?', '#', '%', '\\' or whitespace.
+	BaseURI string
+	// Prefix is prepended to every key; a valid key itself (see
+	// [ValidKey]), so "dlq/2026" is fine. Default "geodlq".
+	Prefix string
+	// Threshold is the size in bytes above which a geometry is offloaded
+	// rather than carried inline. Default [DefaultThreshold] (256 KiB).
+	// The Offloader itself does not use it; envelope builders read it with
+	// [Offloader.Threshold].
+	Threshold int
+	// MaxSize bounds the size of an object Put writes and Fetch reads, so
+	// that a forged byte_size cannot make Fetch allocate without limit.
+	// Default [DefaultMaxSize] (1 GiB).
+	MaxSize int64
+}
+
+// Ref points at an offloaded blob: the triple recorded in a dead-letter
+// envelope.
+type Ref struct {
+	// URI is BaseURI/Prefix/<sha256>.<ext>.
+	URI string
+	// Size is the blob's length in bytes.
+	Size int64
+	// SHA256 is the lowercase hex SHA-256 of the blob.
+	SHA256 string
+}
+
+// Offloader writes blobs to a [Store] under content-addressed keys and
+// reads them back verified. It is immutable after [New] and safe for
+// concurrent use.
+type Offloader struct {
+	store     Store
+	base      string
+	prefix    string
+	threshold int
+	maxSize   int64
+}
+
+// New returns an Offloader over store. nil opts means the defaults.
+func New(store Store, opts *Options) (*Offloader, error) {
+	if store == nil {
+		return nil, errors.New("offload: New: nil store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.BaseURI == "" {
+		if u, ok := store.(interface{ URI() string }); ok && u.URI() != "" {
+			o.BaseURI = u.URI()
+		} else {
+			return nil, errors.New("offload: New: Options.BaseURI is required for this store")
+		}
+	}
+	o.BaseURI = strings.TrimRight(o.BaseURI, "/")
+	if err := checkBaseURI(o.BaseURI); err != nil {
+		return nil, err
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if !ValidKey(o.Prefix) {
+		return nil, fmt.Errorf("offload: New: prefix %q: %w", o.Prefix, ErrInvalidKey)
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultThreshold
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxSize
+	}
+	return &Offloader{store: store, base: o.BaseURI, prefix: o.Prefix, threshold: o.Threshold, maxSize: o.MaxSize}, nil
+}
+
+func checkBaseURI(s string) error {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || scheme == "" || rest == "" && scheme != "file" {
+		return fmt.Errorf("offload: base URI %q: want scheme://location", s)
+	}
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return fmt.Errorf("offload: base URI %q: bad scheme", s)
+		}
+	}
+	if !safeURIChars(rest) || strings.Contains(rest, "//") || hasDotSegment(rest) {
+		return fmt.Errorf("offload: base URI %q: forbidden characters or segments", s)
+	}
+	return nil
+}
+
+func safeURIChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func hasDotSegment(s string) bool {
+	for seg := range strings.SplitSeq(s, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// Store returns the underlying store.
+func (o *Offloader) Store() Store { return o.store }
+
+// BaseURI returns the base URI blobs are addressed under.
+func (o *Offloader) BaseURI() string { return o.base }
+
+// Prefix returns the key prefix.
+func (o *Offloader) Prefix() string { return o.prefix }
+
+// Threshold returns the size above which geometries are offloaded.
+func (o *Offloader) Threshold() int { return o.threshold }
+
+// Key returns the key of a blob with the given hex SHA-256 and extension:
+// Prefix/<sha256>.<ext>.
+func (o *Offloader) Key(sha256hex, ext string) string {
+	return o.prefix + "/" + sha256hex + "." + ext
+}
+
+// URI returns the URI of key: BaseURI/key.
+func (o *Offloader) URI(key string) string { return o.base + "/" + key }
+
+func checkExt(ext string) error {
+	if ext != ExtGeoJSON && ext != ExtJSON {
+		return fmt.Errorf("offload: extension %q: want %q or %q", ext, ExtGeoJSON, ExtJSON)
+	}
+	return nil
+}
+
+// Put stores data under Prefix/<sha256 of data>.<ext> and returns its
+// [Ref]. The hash is of exactly the bytes given, never of a re-encoding.
+// ext is [ExtGeoJSON] or [ExtJSON].
+//
+// Identical blobs are stored once: when the key already exists, Put
+// writes nothing (a stored object is trusted here; [Offloader.Fetch]
+// verifies it). data is handed to the store as a reader, so the only copy
+// made is the store's own.
+func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, error) {
+	if err := checkExt(ext); err != nil {
+		return Ref{}, err
+	}
+	if int64(len(data)) > o.maxSize {
+		return Ref{}, fmt.Errorf("offload: put: %d bytes exceeds MaxSize %d", len(data), o.maxSize)
+	}
+	sum := sha256.Sum256(data)
+	hexsum := hex.EncodeToString(sum[:])
+	key := o.Key(hexsum, ext)
+	ref := Ref{URI: o.URI(key), Size: int64(len(data)), SHA256: hexsum}
+	exists, err := o.store.Exists(ctx, key)
+	if err != nil {
+		return Ref{}, fmt.Errorf("offload: put: %w", err)
+	}
+	if exists {
+		return ref, nil
+	}
+	if err := o.store.Put(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
+		return Ref{}, fmt.Errorf("offload: put: %w", err)
+	}
+	return ref, nil
+}
+
+// Fetch reads the blob ref points at and verifies it: its URI must pass
+// [Offloader.KeyFor] (and name the same hash as ref.SHA256), it must hold
+// exactly ref.Size bytes and hash to ref.SHA256. Fetch reads at most
+// ref.Size+1 bytes and hashes while reading. A blob that is missing yields
+// an error wrapping [ErrNotFound]; one that is truncated, extended or
+// altered, an [*IntegrityError].
+func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
+	key, err := o.KeyFor(ref.URI)
+	if err != nil {
+		return nil, err
+	}
+	ie := &IntegrityError{URI: ref.URI, WantSize: ref.Size, WantSHA256: ref.SHA256, GotSize: -1}
+	if !isHex64(ref.SHA256) {
+		ie.Problem = ProblemBadRef
+		ie.Detail = "content_sha256 is not 64 lowercase hex digits"
+		return nil, ie
+	}
+	if !strings.HasPrefix(key[len(o.prefix)+1:], ref.SHA256) {
+		ie.Problem = ProblemBadRef
+		ie.Detail = "offload_uri names a different hash than content_sha256"
+		return nil, ie
+	}
+	if ref.Size < 0 || ref.Size > o.maxSize {
+		ie.Problem = ProblemBadRef
+		ie.Detail = fmt.Sprintf("byte_size %d outside [0, %d]", ref.Size, o.maxSize)
+		return nil, ie
+	}
+	rc, err := o.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	buf := make([]byte, ref.Size)
+	n, err := io.ReadFull(io.TeeReader(rc, h), buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		ie.Problem, ie.GotSize = ProblemTruncated, int64(n)
+		return nil, ie
+	case err != nil:
+		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+	}
+	var extra [1]byte
+	if m, _ := io.ReadFull(rc, extra[:]); m > 0 {
+		ie.Problem = ProblemExtended
+		return nil, ie
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if got != ref.SHA256 {
+		ie.Problem, ie.GotSize, ie.GotSHA256 = ProblemHash, int64(n), got
+		return nil, ie
+	}
+	return buf, nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// KeyFor validates an offload URI read from an envelope — untrusted input
+// — and returns its key. It accepts exactly
+//
+//	<BaseURI>/<Prefix>/<64 lowercase hex>.<ext>
+//
+// with ext [ExtGeoJSON] or [ExtJSON], compared byte for byte: no
+// normalisation, no decoding. Anything else — another scheme, bucket or
+// host, a different prefix, "." or ".." segments, double slashes,
+// backslashes, percent escapes, query or fragment, control bytes, upper
+// case hex — is refused with a [*URIError].
+func (o *Offloader) KeyFor(uri string) (string, error) {
+	fail := func(reason string) (string, error) {
+		return "", &URIError{URI: uri, Reason: reason}
+	}
+	if len(uri) > len(o.base)+len(o.prefix)+2+64+1+len(ExtGeoJSON) {
+		return fail("too long")
+	}
+	if !safeURIChars(uri) {
+		return fail("forbidden character (control, space, '%', '?', '#', '\\' or non-ASCII)")
+	}
+	rest, ok := strings.CutPrefix(uri, o.base+"/")
+	if !ok {
+		return fail("not under the offloader's base URI " + o.base)
+	}
+	name, ok := strings.CutPrefix(rest, o.prefix+"/")
+	if !ok {
+		return fail("not under the offloader's prefix " + o.prefix)
+	}
+	hexsum, ext, ok := strings.Cut(name, ".")
+	if !ok || !isHex64(hexsum) {
+		return fail("object name is not <64 lowercase hex>.<ext>")
+	}
+	if checkExt(ext) != nil {
+		return fail("extension is not ." + ExtGeoJSON + " or ." + ExtJSON)
+	}
+	return rest, nil
+}
+
+// URIError reports an offload URI that [Offloader.KeyFor] refuses. It wraps
+// [ErrForbiddenURI].
+type URIError struct {
+	// URI is the refused URI.
+	URI string
+	// Reason says why.
+	Reason string
+}
+
+// Error implements error.
+func (e *URIError) Error() string {
+	return fmt.Sprintf("offload: forbidden offload URI %q: %s", truncate(e.URI, 200), e.Reason)
+}
+
+// Unwrap returns [ErrForbiddenURI].
+func (e *URIError) Unwrap() error { return ErrForbiddenURI }
+
+// Problem is what an [IntegrityError] found.
+type Problem string
+
+// The integrity problems.
+const (
+	// ProblemTruncated: the blob is shorter than the recorded size.
+	ProblemTruncated Problem = "truncated"
+	// ProblemExtended: the blob is longer than the recorded size.
+	ProblemExtended Problem = "extended"
+	// ProblemHash: the blob has the recorded size but another SHA-256.
+	ProblemHash Problem = "hash_mismatch"
+	// ProblemBadRef: the reference itself is inconsistent (size out of
+	// range, malformed hash, URI naming another hash).
+	ProblemBadRef Problem = "bad_ref"
+)
+
+// IntegrityError reports a blob (or restored payload) that is not what its
+// reference says. It wraps [ErrIntegrity].
+type IntegrityError struct {
+	// URI is the blob's URI (empty for a payload checked in memory).
+	URI string
+	// Problem is what was found.
+	Problem Problem
+	// WantSize and GotSize are the recorded and observed sizes; GotSize is
+	// -1 when not known (an extended blob is read only one byte past
+	// WantSize).
+	WantSize, GotSize int64
+	// WantSHA256 and GotSHA256 are the recorded and observed hashes;
+	// GotSHA256 is empty when the blob was not hashed to the end.
+	WantSHA256, GotSHA256 string
+	// Detail explains a ProblemBadRef.
+	Detail string
+}
+
+// Error implements error.
+func (e *IntegrityError) Error() string {
+	var b strings.Builder
+	b.WriteString("offload: integrity check failed")
+	if e.URI != "" {
+		fmt.Fprintf(&b, " for %s", truncate(e.URI, 200))
+	}
+	fmt.Fprintf(&b, ": %s", e.Problem)
+	switch e.Problem {
+	case ProblemTruncated:
+		fmt.Fprintf(&b, " (%d of %d bytes)", e.GotSize, e.WantSize)
+	case ProblemExtended:
+		fmt.Fprintf(&b, " (more than %d bytes)", e.WantSize)
+	case ProblemHash:
+		fmt.Fprintf(&b, " (sha256 %s, want %s)", e.GotSHA256, e.WantSHA256)
+	case ProblemBadRef:
+		fmt.Fprintf(&b, " (%s)", e.Detail)
+	}
+	return b.String()
+}
+
+// Unwrap returns [ErrIntegrity].
+func (e *IntegrityError) Unwrap() error { return ErrIntegrity }
