@@ -1,0 +1,49 @@
+# geodlq — two commands on a fresh Debian machine:
+#   make demo   runs the quickstart on the embedded store
+#   make test   vet, race tests, the CGO_ENABLED=0 core build, the import rule
+# Both install what is missing (scripts/deps.sh, scripts/services.sh).
+
+GO      ?= go
+GOFLAGS ?= -buildvcs=false
+export GOFLAGS
+
+CORE := ./classify/... ./envelope/... ./offload/... ./broker ./broker/memory ./broker/brokertest ./replay/...
+
+.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench fuzz fmt tidy-check
+
+all: test
+
+deps:
+	@scripts/deps.sh build
+
+test-deps:
+	@scripts/deps.sh test
+
+demo: deps
+	$(GO) run ./examples/quickstart
+
+test: test-deps vet race core-nocgo importrule
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+core-nocgo:
+	CGO_ENABLED=0 $(GO) build $(CORE)
+
+importrule:
+	$(GO) test -count=1 ./internal/importrule/
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./offload ./spatial
+
+fuzz: deps
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./envelope
+	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
+	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial
+
+tidy-check:
+	$(GO) mod tidy -diff

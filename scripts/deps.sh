@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages geodlq's build and tests need, when missing.
+# Usage: scripts/deps.sh build   # C libraries for package spatial (GEOS, PROJ)
+#        scripts/deps.sh test    # build + the servers the integration tests use
+# Idempotent; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+want=(libgeos-dev libproj-dev proj-data pkg-config gcc)
+if [ "${1:-build}" = test ]; then
+  want+=()
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs (when missing) and starts the servers geodlq's integration tests
+# run against, all on loopback: PostgreSQL 15 with PostGIS, Redis, NATS
+# with JetStream, RabbitMQ. Idempotent: running servers are left alone.
+# apt never starts services on these machines (policy-rc.d), so we do.
+set -euo pipefail
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+
+pkgs=(postgresql postgresql-15-postgis-3 redis-server nats-server rabbitmq-server)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "services: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && exec 3>&- 3<&-; }
+wait_port() {
+  local name=$1 port=$2 tries=${3:-120}
+  for _ in $(seq "$tries"); do
+    port_open "$port" && return 0
+    sleep 0.5
+  done
+  echo "services: $name did not open port $port" >&2
+  return 1
+}
+
+# --- PostgreSQL + PostGIS ---------------------------------------------------
+if ! port_open 5432; then
+  ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -1)
+  if [ -z "$ver" ]; then
+    $SUDO pg_createcluster 15 main >/dev/null
+    ver=15
+  fi
+  hba=/etc/postgresql/$ver/main/pg_hba.conf
+  # Tests connect as postgres over 127.0.0.1 without a password.
+  if ! grep -qE '^host\s+all\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
+    $SUDO sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
+  fi
+  $SUDO pg_ctlcluster --skip-systemctl-redirect "$ver" main start
+fi
+wait_port PostgreSQL 5432
+for _ in $(seq 60); do
+  psql -h 127.0.0.1 -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1 && break
+  sleep 0.5
+done
+psql -h 127.0.0.1 -U postgres -d postgres -Atqc "select 1 from pg_database where datname='geodlq_test'" | grep -q 1 ||
+  psql -h 127.0.0.1 -U postgres -d postgres -qc 'create database geodlq_test' >/dev/null
+psql -h 127.0.0.1 -U postgres -d geodlq_test -qc 'create extension if not exists postgis' >/dev/null
+
+# --- Redis ------------------------------------------------------------------
+if ! port_open 6379; then
+  $SUDO mkdir -p /var/lib/redis /var/log/redis
+  $SUDO redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+fi
+wait_port Redis 6379
+
+# --- NATS with JetStream ----------------------------------------------------
+if ! port_open 4222; then
+  $SUDO mkdir -p /var/lib/nats-server
+  $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+fi
+wait_port NATS 4222
+
+# --- RabbitMQ (loopback only) -------------------------------------------------
+if ! port_open 5672; then
+  if [ ! -s /etc/rabbitmq/rabbitmq.conf ] || ! grep -q 'listeners.tcp' /etc/rabbitmq/rabbitmq.conf; then
+    echo 'listeners.tcp.local = 127.0.0.1:5672' | $SUDO tee -a /etc/rabbitmq/rabbitmq.conf >/dev/null
+  fi
+  export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+  $SUDO env RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 ERL_EPMD_ADDRESS=127.0.0.1 rabbitmq-server -detached
+fi
+wait_port RabbitMQ 5672 240
+
+echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream and RabbitMQ are up on 127.0.0.1" >&2
