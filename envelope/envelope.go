@@ -21,7 +21,12 @@ type Envelope struct {
 	EventID string `json:"event_id" validate:"required,max=1024"`
 	// IdempotencyKey is the key assigned at ingestion, preserved verbatim.
 	// Replay re-injects with it and never re-derives it.
-	IdempotencyKey string `json:"idempotency_key" validate:"required,max=4096"`
+	IdempotencyKey string `json:"idempotency_key" validate:"required,max=65536"`
+	// IdempotencyKeyDerived is true when the failing pipeline supplied no
+	// key and [Builder.Build] derived one from the payload bytes with
+	// idemkey.Derive("geodlq/payload", payload). Replay then dedupes on
+	// content rather than on the producer's identity.
+	IdempotencyKeyDerived bool `json:"idempotency_key_derived,omitempty"`
 	// FailureClass is the class the failure was given.
 	FailureClass classify.Class `json:"failure_class" validate:"required"`
 	// FailedStage is the pipeline stage that failed.
@@ -33,14 +38,14 @@ type Envelope struct {
 	// SourceCRS is the CRS the payload declared (its "crs" member, a string
 	// or a GeoJSON-2008 named CRS object), verbatim; empty when the payload
 	// declared none (or it was null).
-	SourceCRS string `json:"source_crs"`
+	SourceCRS string `json:"source_crs" validate:"max=4096"`
 	// SourceEPSG is the EPSG code SourceCRS resolved to, or 0 when unknown
 	// or unresolvable.
 	SourceEPSG int `json:"source_epsg,omitempty" validate:"min=0"`
 	// Geometry holds the geometry inline or points at its offloaded blob.
 	Geometry GeometryRef `json:"geometry"`
 	// GeometryType is the geometry's GeoJSON type, when known.
-	GeometryType string `json:"geometry_type,omitempty"`
+	GeometryType string `json:"geometry_type,omitempty" validate:"max=64"`
 	// VertexCount is the number of positions in the geometry, when known.
 	VertexCount int `json:"vertex_count,omitempty" validate:"min=0"`
 
@@ -53,12 +58,16 @@ type Envelope struct {
 	// RawPayloadEncoding says how raw_payload is written: "json" (the bytes
 	// themselves, embedded verbatim), "string" (a JSON string holding the
 	// bytes, for valid UTF-8 that is not a JSON document) or "base64".
+	// Empty means "json" on the wire and lets [Envelope.Encode] choose with
+	// [ChooseEncoding].
 	RawPayloadEncoding string `json:"raw_payload_encoding,omitempty" validate:"omitempty,oneof=json string base64"`
-	// RawPayloadOffloadURI points at the whole original payload when it was
-	// too large for the destination even after offloading the geometry.
+	// RawPayloadOffloadURI points at the whole original payload (its exact
+	// bytes, so payload_size and payload_sha256 describe the blob) when the
+	// envelope was too large for its destination even after offloading the
+	// geometry. RawPayload is then nil.
 	RawPayloadOffloadURI string `json:"raw_payload_offload_uri,omitempty" validate:"max=2048"`
 	// PayloadSHA256 is the hex SHA-256 of the exact original payload bytes.
-	PayloadSHA256 string `json:"payload_sha256" validate:"required,len=64,hexadecimal,lowercase"`
+	PayloadSHA256 string `json:"payload_sha256" validate:"sha256hex"`
 	// PayloadSize is the length of the original payload in bytes.
 	PayloadSize int64 `json:"payload_size" validate:"min=0"`
 
@@ -66,10 +75,11 @@ type Envelope struct {
 	// dead-lettered (at least 1).
 	Attempts int `json:"attempts" validate:"min=1"`
 	// FirstSeenAt is when the event was first received.
-	FirstSeenAt time.Time `json:"first_seen_at" validate:"required"`
+	FirstSeenAt time.Time `json:"first_seen_at"`
 	// DeadLetteredAt is when the envelope was built.
-	DeadLetteredAt time.Time `json:"dead_lettered_at" validate:"required"`
-	// Destination is "retry" or "poison".
+	DeadLetteredAt time.Time `json:"dead_lettered_at"`
+	// Destination is "retry" or "poison" (classify.DestinationFor of the
+	// class).
 	Destination string `json:"destination" validate:"required,oneof=retry poison"`
 	// TraceID correlates the event with traces and logs, if known.
 	TraceID string `json:"trace_id,omitempty" validate:"max=256"`
@@ -80,14 +90,14 @@ type Envelope struct {
 // GeometryError is the geometry detail of a failure.
 type GeometryError struct {
 	// Reason is the validity reason verbatim, e.g. "Self-intersection[0.5 0.5]".
-	Reason string `json:"reason"`
+	Reason string `json:"reason" validate:"max=65536"`
 	// Kind is the bounded label of Reason ("self_intersection", …).
-	Kind string `json:"kind,omitempty"`
+	Kind string `json:"kind,omitempty" validate:"max=64"`
 	// Location is the offending vertex [x, y], if known.
-	Location []float64 `json:"location,omitempty" validate:"omitempty,len=2"`
+	Location []float64 `json:"location,omitempty" validate:"omitempty,len=2,dive,finite"`
 	// EPSG is the EPSG code involved in a CRS mismatch (0: unparseable or
 	// without an EPSG code). Present for every crs_mismatch.
-	EPSG *int `json:"epsg,omitempty"`
+	EPSG *int `json:"epsg,omitempty" validate:"omitnil,min=0"`
 	// Fault locates the offending vertex or segment in the input.
 	Fault *classify.Fault `json:"fault,omitempty"`
 }
@@ -99,20 +109,21 @@ type GeometryRef struct {
 	// payload. On the wire it is embedded as JSON when it is a JSON
 	// document, else per InlineEncoding.
 	Inline []byte `json:"-"`
-	// InlineEncoding is "json", "string" or "base64", as for raw_payload.
+	// InlineEncoding is "json", "string" or "base64", as for raw_payload;
+	// empty means "json" on the wire and lets Encode choose.
 	InlineEncoding string `json:"inline_encoding,omitempty" validate:"omitempty,oneof=json string base64"`
 	// OffloadURI is the blob's address: <store base>/<prefix>/<sha256>.geojson.
 	OffloadURI string `json:"offload_uri,omitempty" validate:"max=2048"`
 	// ByteSize is the geometry's size in bytes.
 	ByteSize int64 `json:"byte_size" validate:"min=0"`
 	// ContentSHA256 is the hex SHA-256 of the geometry's exact bytes.
-	ContentSHA256 string `json:"content_sha256" validate:"required,len=64,hexadecimal,lowercase"`
+	ContentSHA256 string `json:"content_sha256" validate:"sha256hex"`
 	// PayloadOffset is where the geometry's value starts in the original
 	// payload, or -1 when the payload has no locatable geometry (the inline
 	// value is then an empty GeometryCollection placeholder). For an
 	// offloaded geometry, the persisted raw payload holds the $ref object at
 	// this offset.
-	PayloadOffset int64 `json:"payload_offset"`
+	PayloadOffset int64 `json:"payload_offset" validate:"min=-1"`
 	// Missing is true when the payload had no geometry (absent, null, or the
 	// payload is not JSON) and Inline is a placeholder.
 	Missing bool `json:"missing,omitempty"`
