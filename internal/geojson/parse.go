@@ -1,0 +1,847 @@
+package geojson
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/paulmach/orb"
+
+	"github.com/geodlq/geodlq/classify"
+)
+
+// Default limits, used for zero fields of [Limits].
+const (
+	DefaultMaxVertices = 5_000_000
+	DefaultMaxNesting  = 8
+	DefaultMaxDepth    = 512
+)
+
+// Limits bounds the work a parse may do. The zero value uses the defaults.
+type Limits struct {
+	// MaxVertices is the largest number of positions accepted; one more
+	// fails with classify.KindVertexBudget as soon as it is read. Default
+	// DefaultMaxVertices; negative means no limit.
+	MaxVertices int
+	// MaxNesting bounds GeometryCollections nested inside each other.
+	// Default DefaultMaxNesting.
+	MaxNesting int
+	// MaxDepth bounds the nesting of the JSON values that are skipped
+	// (properties and other members). Default DefaultMaxDepth.
+	MaxDepth int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxVertices == 0 {
+		l.MaxVertices = DefaultMaxVertices
+	}
+	if l.MaxVertices < 0 {
+		l.MaxVertices = math.MaxInt
+	}
+	if l.MaxNesting <= 0 {
+		l.MaxNesting = DefaultMaxNesting
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	return l
+}
+
+// Type is a GeoJSON geometry type.
+type Type uint8
+
+// The GeoJSON geometry types.
+const (
+	Point Type = iota + 1
+	MultiPoint
+	LineString
+	MultiLineString
+	Polygon
+	MultiPolygon
+	GeometryCollection
+)
+
+var typeNames = [...]string{
+	Point:              "Point",
+	MultiPoint:         "MultiPoint",
+	LineString:         "LineString",
+	MultiLineString:    "MultiLineString",
+	Polygon:            "Polygon",
+	MultiPolygon:       "MultiPolygon",
+	GeometryCollection: "GeometryCollection",
+}
+
+// String returns the GeoJSON name of t ("Polygon", …), or "" for an invalid
+// type.
+func (t Type) String() string {
+	if t >= Point && t <= GeometryCollection {
+		return typeNames[t]
+	}
+	return ""
+}
+
+// depth is the nesting depth of t's coordinates: 1 for a position.
+func (t Type) depth() int {
+	switch t {
+	case Point:
+		return 1
+	case MultiPoint, LineString:
+		return 2
+	case MultiLineString, Polygon:
+		return 3
+	case MultiPolygon:
+		return 4
+	}
+	return 0
+}
+
+func lookupType(b []byte) Type {
+	for t, n := range typeNames {
+		if n != "" && n == string(b) {
+			return Type(t)
+		}
+	}
+	return 0
+}
+
+// Geometry is a parsed GeoJSON geometry.
+type Geometry struct {
+	// Geom holds the coordinates as orb values: orb.Point, orb.MultiPoint,
+	// orb.LineString, orb.MultiLineString, orb.Polygon, orb.MultiPolygon or
+	// orb.Collection. Rings are exactly as written: an unclosed ring is not
+	// closed, so validation can report it. All positions share one backing
+	// array; every slice is capped so appending to one never overwrites
+	// another.
+	Geom orb.Geometry
+	// Z holds the third ordinate of every position, in document order (the
+	// order of [Walk]), when at least one position has one; NaN marks a
+	// position with only two. Nil for a 2D geometry. Ordinates beyond the
+	// third are read and discarded.
+	Z []float64
+	// Points holds every position in document order (the order of
+	// [Walk]); Geom's slices alias it, so transforming Points in place
+	// transforms Geom.
+	Points []orb.Point
+	// Vertices is the number of positions, len(Points).
+	Vertices int
+	// CRS is the geometry object's own "crs" member (GeoJSON 2008), if any.
+	CRS CRS
+}
+
+// Type returns the geometry's GeoJSON type, or 0 when Geom is nil.
+func (g Geometry) Type() Type {
+	if g.Geom == nil {
+		return 0
+	}
+	return lookupType([]byte(g.Geom.GeoJSONType()))
+}
+
+// CRSForm says how a "crs" member was written.
+type CRSForm uint8
+
+// The forms of a "crs" member.
+const (
+	// CRSAbsent: no "crs" member; RFC 7946's default, OGC:CRS84, applies.
+	CRSAbsent CRSForm = iota
+	// CRSNull: "crs": null, which GeoJSON 2008 defined as "no CRS can be
+	// assumed" and RFC 7946 producers emit meaning the default.
+	CRSNull
+	// CRSString: a bare string such as "EPSG:4326".
+	CRSString
+	// CRSNamed: a GeoJSON 2008 named CRS object,
+	// {"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::3857"}}.
+	CRSNamed
+	// CRSCode: a bare integer, read as an EPSG code.
+	CRSCode
+	// CRSLinked: a GeoJSON 2008 linked CRS object, which refers to a
+	// document elsewhere and cannot be resolved here.
+	CRSLinked
+)
+
+// CRS is a "crs" member as written.
+type CRS struct {
+	// Form is how the member was written.
+	Form CRSForm
+	// Name is the CRS definition: the string, the named object's name,
+	// "EPSG:<n>" for an integer, the link's href; "" when absent or null.
+	Name string
+}
+
+// Event is a parsed event payload: a JSON object with a "geometry" member
+// and optionally a "crs" member, such as a GeoJSON Feature.
+type Event struct {
+	// CRS is the event's "crs" member, or when it has none, the geometry
+	// object's own "crs" member.
+	CRS CRS
+	// Geometry is the parsed geometry.
+	Geometry Geometry
+}
+
+// node is a geometry while parsing: ranges into the parser's flat arrays,
+// turned into orb values once all positions are read.
+type node struct {
+	typ      Type
+	pt0, npt int // positions
+	c0, nc   int // counts (pre-order child counts of nested arrays)
+	kids     []node
+}
+
+type parser struct {
+	scanner
+	lim    Limits
+	pts    []orb.Point
+	zs     []float64 // nil until a position has a third ordinate
+	counts []int
+}
+
+func newParser(data []byte, lim Limits) *parser {
+	lim = lim.withDefaults()
+	return &parser{scanner: scanner{data: data, maxDepth: lim.MaxDepth}, lim: lim}
+}
+
+// ParseGeometry parses a GeoJSON geometry object. A JSON null, a missing or
+// null "coordinates" (or "geometries") member fail with
+// classify.KindMissingGeometry; other problems with classify.KindMalformed
+// or classify.KindVertexBudget. The error is always an [*Error].
+//
+// Outside coordinate arrays the input must be RFC 8259 JSON. Inside them
+// the bare tokens NaN, Infinity and -Infinity are accepted, because Python
+// producers emit them; [Validate] then reports them as invalid coordinates.
+func ParseGeometry(data []byte, lim Limits) (Geometry, error) {
+	p := newParser(data, lim)
+	if p.null() {
+		return Geometry{}, p.errf(classify.KindMissingGeometry, "geometry is null")
+	}
+	n, crs, err := p.geometry(0)
+	if err != nil {
+		return Geometry{}, err
+	}
+	if err := p.end(); err != nil {
+		return Geometry{}, err
+	}
+	g := p.finish(&n)
+	g.CRS = crs
+	return g, nil
+}
+
+// ParseEvent parses an event payload: a JSON object whose "geometry" member
+// is a GeoJSON geometry and whose optional "crs" member is a string, a
+// GeoJSON 2008 CRS object, an integer EPSG code or null. Other members are
+// skipped but must be JSON. A missing or null geometry fails with
+// classify.KindMissingGeometry.
+func ParseEvent(data []byte, lim Limits) (Event, error) {
+	p := newParser(data, lim)
+	if err := p.expect('{', "a JSON object"); err != nil {
+		err.Msg = "payload is not a JSON object: " + err.Msg
+		return Event{}, err
+	}
+	var (
+		ev         Event
+		n          node
+		gcrs       CRS
+		seenGeom   bool
+		nullGeom   bool
+		seenCRS    bool
+		geomOffset int
+	)
+	if p.ws() == '}' {
+		p.pos++
+	} else {
+		for {
+			keyAt := p.pos
+			key, err := p.str()
+			if err != nil {
+				return Event{}, err
+			}
+			if err := p.expect(':', "':'"); err != nil {
+				return Event{}, err
+			}
+			switch string(key) {
+			case "geometry":
+				if seenGeom {
+					p.pos = keyAt
+					return Event{}, p.malformed(`duplicate "geometry" member`)
+				}
+				seenGeom = true
+				p.ws()
+				geomOffset = p.pos
+				if p.null() {
+					nullGeom = true
+					break
+				}
+				if n, gcrs, err = p.geometry(0); err != nil {
+					return Event{}, err
+				}
+			case "crs":
+				if seenCRS {
+					p.pos = keyAt
+					return Event{}, p.malformed(`duplicate "crs" member`)
+				}
+				seenCRS = true
+				if ev.CRS, err = p.crs(); err != nil {
+					return Event{}, err
+				}
+			default:
+				if err := p.skip(false); err != nil {
+					return Event{}, err
+				}
+			}
+			if c := p.ws(); c == ',' {
+				p.pos++
+				continue
+			} else if c == '}' {
+				p.pos++
+				break
+			}
+			return Event{}, p.malformed("expected ',' or '}' in object, found %s", p.describe())
+		}
+	}
+	if err := p.end(); err != nil {
+		return Event{}, err
+	}
+	switch {
+	case !seenGeom:
+		return Event{}, &Error{Offset: 0, Kind: classify.KindMissingGeometry, Msg: `event has no "geometry" member`}
+	case nullGeom:
+		return Event{}, &Error{Offset: geomOffset, Kind: classify.KindMissingGeometry, Msg: "geometry is null"}
+	}
+	ev.Geometry = p.finish(&n)
+	ev.Geometry.CRS = gcrs
+	if ev.CRS.Form == CRSAbsent {
+		ev.CRS = gcrs
+	}
+	return ev, nil
+}
+
+// crs reads a "crs" member's value.
+func (p *parser) crs() (CRS, *Error) {
+	switch c := p.ws(); {
+	case c == 'n':
+		if p.literal("null") {
+			return CRS{Form: CRSNull}, nil
+		}
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return CRS{}, err
+		}
+		return CRS{Form: CRSString, Name: string(s)}, nil
+	case c >= '0' && c <= '9':
+		at := p.pos
+		b, ok := p.numberSpan()
+		if ok {
+			if code, err := strconv.ParseUint(string(b), 10, 31); err == nil && code > 0 {
+				return CRS{Form: CRSCode, Name: "EPSG:" + strconv.FormatUint(code, 10)}, nil
+			}
+		}
+		p.pos = at
+		return CRS{}, p.malformed("crs member is a number but not a positive integer EPSG code")
+	case c == '{':
+		return p.crsObject()
+	}
+	return CRS{}, p.malformed("crs member must be a string, a CRS object or null, found %s", p.describe())
+}
+
+// crsObject reads a GeoJSON 2008 CRS object: {"type":"name",
+// "properties":{"name":...}} or {"type":"link","properties":{"href":...}}.
+func (p *parser) crsObject() (CRS, *Error) {
+	start := p.pos
+	p.pos++
+	var typ, name, href []byte
+	var seenType bool
+	if p.ws() == '}' {
+		p.pos++
+	} else {
+		for {
+			key, err := p.str()
+			if err != nil {
+				return CRS{}, err
+			}
+			if err := p.expect(':', "':'"); err != nil {
+				return CRS{}, err
+			}
+			switch string(key) {
+			case "type":
+				if typ, err = p.str(); err != nil {
+					return CRS{}, err
+				}
+				seenType = true
+			case "properties":
+				if name, href, err = p.crsProperties(); err != nil {
+					return CRS{}, err
+				}
+			default:
+				if err := p.skip(false); err != nil {
+					return CRS{}, err
+				}
+			}
+			if c := p.ws(); c == ',' {
+				p.pos++
+				continue
+			} else if c == '}' {
+				p.pos++
+				break
+			}
+			return CRS{}, p.malformed("expected ',' or '}' in object, found %s", p.describe())
+		}
+	}
+	switch {
+	case seenType && string(typ) == "name" && name != nil:
+		return CRS{Form: CRSNamed, Name: string(name)}, nil
+	case seenType && string(typ) == "link" && href != nil:
+		return CRS{Form: CRSLinked, Name: string(href)}, nil
+	}
+	end := p.pos
+	p.pos = start
+	err := p.malformed(`crs object must be {"type":"name","properties":{"name":"..."}}`)
+	p.pos = end
+	return CRS{}, err
+}
+
+func (p *parser) crsProperties() (name, href []byte, err *Error) {
+	if err := p.expect('{', "a properties object"); err != nil {
+		return nil, nil, err
+	}
+	if p.ws() == '}' {
+		p.pos++
+		return nil, nil, nil
+	}
+	for {
+		key, err := p.str()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := p.expect(':', "':'"); err != nil {
+			return nil, nil, err
+		}
+		switch string(key) {
+		case "name":
+			if name, err = p.str(); err != nil {
+				return nil, nil, err
+			}
+		case "href":
+			if href, err = p.str(); err != nil {
+				return nil, nil, err
+			}
+		default:
+			if err := p.skip(false); err != nil {
+				return nil, nil, err
+			}
+		}
+		if c := p.ws(); c == ',' {
+			p.pos++
+			continue
+		} else if c == '}' {
+			p.pos++
+			return name, href, nil
+		}
+		return nil, nil, p.malformed("expected ',' or '}' in object, found %s", p.describe())
+	}
+}
+
+// geometry parses a geometry object; nest counts enclosing collections.
+func (p *parser) geometry(nest int) (node, CRS, *Error) {
+	p.ws()
+	objAt := p.pos
+	if err := p.expect('{', "a geometry object"); err != nil {
+		return node{}, CRS{}, err
+	}
+	var (
+		n                                  node
+		crs                                CRS
+		seenType, seenCoords, seenGeoms    bool
+		seenCRS                            bool
+		coordsNull, geomsNull, coordsDone  bool
+		geomsDone                          bool
+		coordsAt, coordsEnd, geomsAt, gEnd int
+	)
+	if p.ws() == '}' {
+		p.pos++
+	} else {
+		for {
+			keyAt := p.pos
+			key, err := p.str()
+			if err != nil {
+				return node{}, CRS{}, err
+			}
+			if err := p.expect(':', "':'"); err != nil {
+				return node{}, CRS{}, err
+			}
+			dup := func() (node, CRS, *Error) {
+				p.pos = keyAt
+				return node{}, CRS{}, p.malformed("duplicate %q member", key)
+			}
+			switch string(key) {
+			case "type":
+				if seenType {
+					return dup()
+				}
+				seenType = true
+				p.ws()
+				at := p.pos
+				s, err := p.str()
+				if err != nil {
+					return node{}, CRS{}, err
+				}
+				if n.typ = lookupType(s); n.typ == 0 {
+					p.pos = at
+					return node{}, CRS{}, p.malformed("unknown geometry type %q", s)
+				}
+			case "coordinates":
+				if seenCoords {
+					return dup()
+				}
+				seenCoords = true
+				p.ws()
+				coordsAt = p.pos
+				switch {
+				case p.null():
+					coordsNull = true
+				case seenType && n.typ != GeometryCollection:
+					// The common order: parse in place.
+					if err := p.coords(&n); err != nil {
+						return node{}, CRS{}, err
+					}
+					coordsDone = true
+				default:
+					// Type not known yet: find the end now, parse later.
+					if err := p.skip(true); err != nil {
+						return node{}, CRS{}, err
+					}
+					coordsEnd = p.pos
+				}
+			case "geometries":
+				if seenGeoms {
+					return dup()
+				}
+				seenGeoms = true
+				p.ws()
+				geomsAt = p.pos
+				switch {
+				case p.null():
+					geomsNull = true
+				case seenType && n.typ == GeometryCollection:
+					if err := p.members(&n, nest); err != nil {
+						return node{}, CRS{}, err
+					}
+					geomsDone = true
+				default:
+					if err := p.skip(true); err != nil {
+						return node{}, CRS{}, err
+					}
+					gEnd = p.pos
+				}
+			case "crs":
+				if seenCRS {
+					return dup()
+				}
+				seenCRS = true
+				if crs, err = p.crs(); err != nil {
+					return node{}, CRS{}, err
+				}
+			default:
+				if err := p.skip(false); err != nil {
+					return node{}, CRS{}, err
+				}
+			}
+			if c := p.ws(); c == ',' {
+				p.pos++
+				continue
+			} else if c == '}' {
+				p.pos++
+				break
+			}
+			return node{}, CRS{}, p.malformed("expected ',' or '}' in object, found %s", p.describe())
+		}
+	}
+	end := p.pos
+	fail := func(at int, kind classify.ReasonKind, format string, args ...any) (node, CRS, *Error) {
+		p.pos = at
+		return node{}, CRS{}, p.errf(kind, format, args...)
+	}
+	switch {
+	case !seenType:
+		return fail(objAt, classify.KindMalformed, `geometry has no "type" member`)
+	case n.typ == GeometryCollection:
+		if nest >= p.lim.MaxNesting {
+			return fail(objAt, classify.KindMalformed, "GeometryCollections nested deeper than %d levels", p.lim.MaxNesting)
+		}
+		switch {
+		case !seenGeoms:
+			return fail(objAt, classify.KindMissingGeometry, `GeometryCollection has no "geometries" member`)
+		case geomsNull:
+			return fail(geomsAt, classify.KindMissingGeometry, `GeometryCollection "geometries" is null`)
+		case !geomsDone:
+			p.pos = geomsAt
+			if err := p.members(&n, nest); err != nil {
+				return node{}, CRS{}, err
+			}
+			if p.pos != gEnd {
+				return fail(geomsAt, classify.KindMalformed, "inconsistent geometries member")
+			}
+		}
+	default:
+		switch {
+		case !seenCoords:
+			return fail(objAt, classify.KindMissingGeometry, `%s has no "coordinates" member`, n.typ)
+		case coordsNull:
+			return fail(coordsAt, classify.KindMissingGeometry, `%s "coordinates" is null`, n.typ)
+		case !coordsDone:
+			p.pos = coordsAt
+			if err := p.coords(&n); err != nil {
+				return node{}, CRS{}, err
+			}
+			if p.pos != coordsEnd {
+				return fail(coordsAt, classify.KindMalformed, "inconsistent coordinates member")
+			}
+		}
+	}
+	p.pos = end
+	return n, crs, nil
+}
+
+// members parses a GeometryCollection's "geometries" array into n.kids.
+func (p *parser) members(n *node, nest int) *Error {
+	if p.ws() != '[' {
+		return p.malformed(`"geometries" must be an array of geometry objects, found %s`, p.describe())
+	}
+	p.pos++
+	n.pt0 = len(p.pts)
+	if p.ws() == ']' {
+		p.pos++
+		return nil
+	}
+	for {
+		if p.null() {
+			return p.errf(classify.KindMissingGeometry, "GeometryCollection member %d is null", len(n.kids))
+		}
+		kid, _, err := p.geometry(nest + 1)
+		if err != nil {
+			return err
+		}
+		n.kids = append(n.kids, kid)
+		n.npt = len(p.pts) - n.pt0
+		switch p.ws() {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return nil
+		default:
+			return p.malformed("expected ',' or ']' in array, found %s", p.describe())
+		}
+	}
+}
+
+// coords parses the coordinates of n.typ at the current position.
+func (p *parser) coords(n *node) *Error {
+	n.pt0, n.c0 = len(p.pts), len(p.counts)
+	depth := n.typ.depth()
+	if depth == 1 {
+		if err := p.position(n.typ); err != nil {
+			return err
+		}
+	} else if err := p.array(n.typ, depth); err != nil {
+		return err
+	}
+	n.npt = len(p.pts) - n.pt0
+	n.nc = len(p.counts) - n.c0
+	return nil
+}
+
+var shapeNames = [...]string{
+	2: "an array of positions",
+	3: "an array of arrays of positions",
+	4: "an array of arrays of arrays of positions",
+}
+
+// array parses an array nested depth deep (depth >= 2), recording its
+// length in pre-order before its children's.
+func (p *parser) array(t Type, depth int) *Error {
+	c := p.ws()
+	if c != '[' {
+		if depth == t.depth() {
+			return p.malformed("%s coordinates must be %s, found %s", t, shapeNames[depth], p.describe())
+		}
+		return p.nesting(t)
+	}
+	p.pos++
+	slot := len(p.counts)
+	p.counts = append(p.counts, 0)
+	if p.ws() == ']' {
+		p.pos++
+		return nil
+	}
+	count := 0
+	for {
+		var err *Error
+		if depth == 2 {
+			err = p.position(t)
+		} else {
+			err = p.array(t, depth-1)
+		}
+		if err != nil {
+			return err
+		}
+		count++
+		switch p.ws() {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			p.counts[slot] = count
+			return nil
+		default:
+			return p.malformed("expected ',' or ']' in %s coordinates, found %s", t, p.describe())
+		}
+	}
+}
+
+// nesting reports coordinates nested too shallowly: a number (or other
+// scalar) where an array was expected.
+func (p *parser) nesting(t Type) *Error {
+	switch c := p.ws(); {
+	case c == '-' || c >= '0' && c <= '9' || c == 'N' || c == 'I':
+		return p.malformed("%s coordinates are nested too shallowly: found a number where %s expects an array", t, t)
+	default:
+		return p.malformed("%s coordinates: expected an array, found %s", t, p.describe())
+	}
+}
+
+// position parses [x, y] or [x, y, z, ...] and appends it.
+func (p *parser) position(t Type) *Error {
+	if p.ws() != '[' {
+		if t == Point {
+			return p.malformed("Point coordinates must be a position [x, y], found %s", p.describe())
+		}
+		return p.nesting(t)
+	}
+	at := p.pos
+	p.pos++
+	var v [3]float64
+	n := 0
+	if p.ws() != ']' {
+		for {
+			switch c := p.ws(); {
+			case c == '[':
+				return p.malformed("%s coordinates are nested too deeply: found an array where a coordinate was expected", t)
+			case c == '-' || c >= '0' && c <= '9' || c == 'N' || c == 'I':
+				f, ok := p.coordinate()
+				if !ok {
+					return p.malformed("invalid number in %s coordinates", t)
+				}
+				if n < len(v) {
+					v[n] = f
+				}
+				n++
+			default:
+				return p.malformed("non-numeric coordinate in %s: found %s", t, p.describe())
+			}
+			if c := p.ws(); c == ',' {
+				p.pos++
+				continue
+			} else if c == ']' {
+				break
+			}
+			return p.malformed("expected ',' or ']' in position, found %s", p.describe())
+		}
+	}
+	p.pos++
+	if n < 2 {
+		end := p.pos
+		p.pos = at
+		err := p.malformed("position has %d coordinate(s), needs at least 2", n)
+		p.pos = end
+		return err
+	}
+	if len(p.pts) >= p.lim.MaxVertices {
+		p.pos = at
+		return p.errf(classify.KindVertexBudget, "geometry has more than %d positions", p.lim.MaxVertices)
+	}
+	if n >= 3 && p.zs == nil {
+		p.zs = make([]float64, len(p.pts), cap(p.pts)+1)
+		for i := range p.zs {
+			p.zs[i] = math.NaN()
+		}
+	}
+	p.pts = append(p.pts, orb.Point{v[0], v[1]})
+	if p.zs != nil {
+		z := math.NaN()
+		if n >= 3 {
+			z = v[2]
+		}
+		p.zs = append(p.zs, z)
+	}
+	return nil
+}
+
+// finish builds the orb geometry for n once every position has been read.
+func (p *parser) finish(n *node) Geometry {
+	end := n.pt0 + n.npt
+	g := Geometry{Geom: p.build(n), Points: p.pts[n.pt0:end:end], Vertices: n.npt}
+	if p.zs != nil {
+		g.Z = p.zs[n.pt0:end:end]
+	}
+	return g
+}
+
+// builder walks a node's counts in pre-order.
+type builder struct {
+	pts    []orb.Point
+	counts []int
+	pt, c  int
+}
+
+func (b *builder) points() []orb.Point {
+	k := b.counts[b.c]
+	b.c++
+	s := b.pts[b.pt : b.pt+k : b.pt+k]
+	b.pt += k
+	return s
+}
+
+func (b *builder) polygon() orb.Polygon {
+	k := b.counts[b.c]
+	b.c++
+	poly := make(orb.Polygon, k)
+	for i := range poly {
+		poly[i] = orb.Ring(b.points())
+	}
+	return poly
+}
+
+func (p *parser) build(n *node) orb.Geometry {
+	b := &builder{pts: p.pts, counts: p.counts, pt: n.pt0, c: n.c0}
+	switch n.typ {
+	case Point:
+		return p.pts[n.pt0]
+	case MultiPoint:
+		return orb.MultiPoint(b.points())
+	case LineString:
+		return orb.LineString(b.points())
+	case MultiLineString:
+		k := b.counts[b.c]
+		b.c++
+		mls := make(orb.MultiLineString, k)
+		for i := range mls {
+			mls[i] = orb.LineString(b.points())
+		}
+		return mls
+	case Polygon:
+		return b.polygon()
+	case MultiPolygon:
+		k := b.counts[b.c]
+		b.c++
+		mp := make(orb.MultiPolygon, k)
+		for i := range mp {
+			mp[i] = b.polygon()
+		}
+		return mp
+	case GeometryCollection:
+		c := make(orb.Collection, len(n.kids))
+		for i := range n.kids {
+			c[i] = p.build(&n.kids[i])
+		}
+		return c
+	}
+	return nil
+}

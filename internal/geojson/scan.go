@@ -1,0 +1,429 @@
+package geojson
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/geodlq/geodlq/classify"
+)
+
+// Error is a syntax or structure error in a GeoJSON document: the payload is
+// not JSON, or it is JSON but not the GeoJSON this package accepts, or it
+// exceeds a budget.
+type Error struct {
+	// Offset is the byte offset in the input at which the problem was found.
+	Offset int
+	// Kind is classify.KindMalformed, classify.KindMissingGeometry or
+	// classify.KindVertexBudget.
+	Kind classify.ReasonKind
+	// Msg describes the problem in a sentence without the offset.
+	Msg string
+}
+
+// Error returns "geojson: <msg> (offset N)".
+func (e *Error) Error() string {
+	return fmt.Sprintf("geojson: %s (offset %d)", e.Msg, e.Offset)
+}
+
+// scanner reads JSON from data. Positions are byte offsets into data, which
+// is never copied or modified.
+type scanner struct {
+	data []byte
+	pos  int
+	// maxDepth bounds the nesting of arrays and objects the scanner skips.
+	maxDepth int
+}
+
+func (s *scanner) errf(kind classify.ReasonKind, format string, args ...any) *Error {
+	return &Error{Offset: s.pos, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *scanner) malformed(format string, args ...any) *Error {
+	return s.errf(classify.KindMalformed, format, args...)
+}
+
+// ws skips white space and returns the next byte, or 0 at the end.
+func (s *scanner) ws() byte {
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; c {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// describe names the token at the current position for error messages.
+func (s *scanner) describe() string {
+	if s.pos >= len(s.data) {
+		return "end of input"
+	}
+	switch c := s.data[s.pos]; {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	case s.hasLiteral("true") || s.hasLiteral("false"):
+		return "a boolean"
+	case s.hasLiteral("null"):
+		return "null"
+	case s.hasLiteral("NaN") || s.hasLiteral("Infinity"):
+		return "a non-finite number token"
+	case c >= 0x20 && c < 0x7f:
+		return fmt.Sprintf("%q", rune(c))
+	default:
+		return fmt.Sprintf("byte 0x%02x", c)
+	}
+}
+
+// expect consumes byte c after white space.
+func (s *scanner) expect(c byte, what string) *Error {
+	if s.ws() != c {
+		return s.malformed("expected %s, found %s", what, s.describe())
+	}
+	s.pos++
+	return nil
+}
+
+// hasLiteral reports whether lit starts at the current position and is not
+// followed by an identifier character.
+func (s *scanner) hasLiteral(lit string) bool {
+	end := s.pos + len(lit)
+	if end > len(s.data) || string(s.data[s.pos:end]) != lit {
+		return false
+	}
+	if end < len(s.data) {
+		c := s.data[end]
+		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// literal consumes lit if it is next.
+func (s *scanner) literal(lit string) bool {
+	if s.hasLiteral(lit) {
+		s.pos += len(lit)
+		return true
+	}
+	return false
+}
+
+// null consumes a null literal if it is next (after white space).
+func (s *scanner) null() bool {
+	s.ws()
+	return s.literal("null")
+}
+
+// str reads a string. It returns a sub-slice of the input when the string
+// has no escapes, and a fresh decoded buffer otherwise.
+func (s *scanner) str() ([]byte, *Error) {
+	if s.ws() != '"' {
+		return nil, s.malformed("expected a string, found %s", s.describe())
+	}
+	start := s.pos
+	s.pos++
+	begin := s.pos
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; {
+		case c == '"':
+			out := s.data[begin:s.pos]
+			s.pos++
+			return out, nil
+		case c == '\\':
+			return s.strEscaped(start, begin)
+		case c < 0x20:
+			return nil, s.malformed("control character 0x%02x in string", c)
+		default:
+			s.pos++
+		}
+	}
+	s.pos = start
+	return nil, s.malformed("unterminated string")
+}
+
+// strEscaped decodes a string containing escapes; begin is the offset of its
+// first content byte.
+func (s *scanner) strEscaped(start, begin int) ([]byte, *Error) {
+	buf := make([]byte, 0, s.pos-begin+16)
+	buf = append(buf, s.data[begin:s.pos]...)
+	for s.pos < len(s.data) {
+		c := s.data[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return buf, nil
+		case c < 0x20:
+			return nil, s.malformed("control character 0x%02x in string", c)
+		case c != '\\':
+			buf = append(buf, c)
+			s.pos++
+			continue
+		}
+		if s.pos+1 >= len(s.data) {
+			break
+		}
+		e := s.data[s.pos+1]
+		s.pos += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := s.hex4()
+			if !ok {
+				return nil, s.malformed("invalid \\u escape in string")
+			}
+			if utf16.IsSurrogate(r) {
+				// A high surrogate must be followed by an escaped low one;
+				// anything else decodes to U+FFFD, as encoding/json does.
+				save := s.pos
+				if s.pos+1 < len(s.data) && s.data[s.pos] == '\\' && s.data[s.pos+1] == 'u' {
+					s.pos += 2
+					if r2, ok := s.hex4(); ok {
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							buf = utf8.AppendRune(buf, d)
+							continue
+						}
+					}
+				}
+				s.pos = save
+				r = utf8.RuneError
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			s.pos -= 2
+			return nil, s.malformed("invalid escape \\%c in string", e)
+		}
+	}
+	s.pos = start
+	return nil, s.malformed("unterminated string")
+}
+
+func (s *scanner) hex4() (rune, bool) {
+	if s.pos+4 > len(s.data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.data[s.pos : s.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	s.pos += 4
+	return r, true
+}
+
+// numberSpan consumes a number in strict JSON grammar and returns its bytes.
+func (s *scanner) numberSpan() ([]byte, bool) {
+	start, d := s.pos, s.data
+	i := s.pos
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		return nil, false
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return nil, false
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return nil, false
+		}
+	}
+	s.pos = i
+	return d[start:i], true
+}
+
+// coordinate reads one coordinate value: a JSON number, or one of the bare
+// tokens NaN, Infinity and -Infinity that Python's json module emits. A
+// number too large for a float64 reads as ±Inf, which validation reports
+// as an invalid coordinate.
+func (s *scanner) coordinate() (float64, bool) {
+	if s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case 'N':
+			if s.literal("NaN") {
+				return math.NaN(), true
+			}
+			return 0, false
+		case 'I':
+			if s.literal("Infinity") {
+				return math.Inf(1), true
+			}
+			return 0, false
+		case '-':
+			if s.pos+1 < len(s.data) && s.data[s.pos+1] == 'I' {
+				s.pos++
+				if s.literal("Infinity") {
+					return math.Inf(-1), true
+				}
+				s.pos--
+				return 0, false
+			}
+		}
+	}
+	b, ok := s.numberSpan()
+	if !ok {
+		return 0, false
+	}
+	// string(b) does not escape, so short numbers convert without
+	// allocating. ParseFloat's range error still yields ±Inf or a
+	// denormal, which is what we want.
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// skip consumes one JSON value. With lenient set, the bare tokens NaN,
+// Infinity and -Infinity are accepted as numbers (used only for coordinate
+// arrays whose type is not yet known).
+func (s *scanner) skip(lenient bool) *Error {
+	return s.skipDepth(lenient, 0)
+}
+
+func (s *scanner) skipDepth(lenient bool, depth int) *Error {
+	if depth > s.maxDepth {
+		return s.malformed("JSON nested deeper than %d levels", s.maxDepth)
+	}
+	switch c := s.ws(); {
+	case c == '{':
+		s.pos++
+		if s.ws() == '}' {
+			s.pos++
+			return nil
+		}
+		for {
+			if _, err := s.str(); err != nil {
+				return err
+			}
+			if err := s.expect(':', "':'"); err != nil {
+				return err
+			}
+			if err := s.skipDepth(lenient, depth+1); err != nil {
+				return err
+			}
+			switch s.ws() {
+			case ',':
+				s.pos++
+			case '}':
+				s.pos++
+				return nil
+			default:
+				return s.malformed("expected ',' or '}' in object, found %s", s.describe())
+			}
+		}
+	case c == '[':
+		s.pos++
+		if s.ws() == ']' {
+			s.pos++
+			return nil
+		}
+		for {
+			if err := s.skipDepth(lenient, depth+1); err != nil {
+				return err
+			}
+			switch s.ws() {
+			case ',':
+				s.pos++
+			case ']':
+				s.pos++
+				return nil
+			default:
+				return s.malformed("expected ',' or ']' in array, found %s", s.describe())
+			}
+		}
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == '-' || c >= '0' && c <= '9':
+		if lenient {
+			if _, ok := s.coordinate(); ok {
+				return nil
+			}
+		} else if _, ok := s.numberSpan(); ok {
+			return nil
+		}
+		return s.malformed("invalid number")
+	case c == 't':
+		if s.literal("true") {
+			return nil
+		}
+	case c == 'f':
+		if s.literal("false") {
+			return nil
+		}
+	case c == 'n':
+		if s.literal("null") {
+			return nil
+		}
+	case lenient && (c == 'N' || c == 'I'):
+		if _, ok := s.coordinate(); ok {
+			return nil
+		}
+	case c == 'N' || c == 'I':
+		return s.malformed("non-finite number token outside coordinates")
+	}
+	return s.malformed("expected a JSON value, found %s", s.describe())
+}
+
+// end checks that only white space follows the document.
+func (s *scanner) end() *Error {
+	if s.ws() != 0 {
+		return s.malformed("unexpected %s after the JSON document", s.describe())
+	}
+	return nil
+}
