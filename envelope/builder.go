@@ -332,7 +332,7 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		geom = nil
 	}
 	if geom == nil {
-		e.Geometry = GeometryRef{Inline: []byte(MissingGeometry), ByteSize: int64(len(MissingGeometry)),
+		e.Geometry = GeometryRef{Inline: []byte(MissingGeometry), InlineEncoding: EncodingJSON, ByteSize: int64(len(MissingGeometry)),
 			ContentSHA256: missingSHA256, PayloadOffset: -1, Missing: true}
 		e.RawPayload = payload
 	} else {
@@ -353,8 +353,10 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		} else {
 			sum := sha256.Sum256(geom)
 			e.Geometry.ContentSHA256 = hex.EncodeToString(sum[:])
+			e.Geometry.InlineEncoding = ChooseEncoding(geom)
 		}
 	}
+	e.RawPayloadEncoding = ChooseEncoding(e.RawPayload)
 
 	// Identity: needs the payload hash.
 	wg.Wait()
@@ -431,7 +433,7 @@ func (b *Builder) offloadGeometry(ctx context.Context, e *Envelope, payload []by
 	persisted = append(persisted, payload[end:]...)
 	g.Inline, g.InlineEncoding = nil, ""
 	g.OffloadURI, g.ContentSHA256 = ref.URI, ref.SHA256
-	e.RawPayload, e.RawPayloadEncoding = persisted, ""
+	e.RawPayload, e.RawPayloadEncoding = persisted, ChooseEncoding(persisted)
 	return nil
 }
 

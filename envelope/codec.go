@@ -475,6 +475,9 @@ func Decode(data []byte) (*Envelope, error) {
 	if w.RawPayload != nil {
 		p, v := decodeBytes("raw_payload", w.RawPayload, w.RawPayloadEncoding)
 		e.RawPayload = p
+		if e.RawPayloadEncoding == "" {
+			e.RawPayloadEncoding = EncodingJSON
+		}
 		vs = append(vs, v...)
 	} else if w.RawPayloadOffloadURI == "" {
 		vs = append(vs, violation("raw_payload", "required", "raw_payload is required unless raw_payload_offload_uri is set"))
@@ -482,6 +485,9 @@ func Decode(data []byte) (*Envelope, error) {
 	if w.Geometry.Inline != nil {
 		g, v := decodeBytes("geometry.inline", w.Geometry.Inline, w.Geometry.InlineEncoding)
 		e.Geometry.Inline = g
+		if e.Geometry.InlineEncoding == "" {
+			e.Geometry.InlineEncoding = EncodingJSON
+		}
 		if g == nil {
 			e.Geometry.Inline = []byte{}
 		}

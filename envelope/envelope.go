@@ -90,7 +90,7 @@ type Envelope struct {
 // GeometryError is the geometry detail of a failure.
 type GeometryError struct {
 	// Reason is the validity reason verbatim, e.g. "Self-intersection[0.5 0.5]".
-	Reason string `json:"reason" validate:"max=65536"`
+	Reason string `json:"reason"`
 	// Kind is the bounded label of Reason ("self_intersection", …).
 	Kind string `json:"kind,omitempty" validate:"max=64"`
 	// Location is the offending vertex [x, y], if known.
