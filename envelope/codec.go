@@ -405,6 +405,9 @@ type wireGeometry struct {
 // (wrapping [ErrInvalid]) listing every violation found. raw_payload and
 // geometry.inline are recovered byte for byte. Decode never panics.
 func Decode(data []byte) (*Envelope, error) {
+	if i := firstNonSpace(data); i >= len(data) || data[i] != '{' {
+		return nil, invalid(violation("", "json", "not a JSON object"))
+	}
 	s, end, err := jsonscan.Find(data, "/schema_version")
 	switch {
 	case errors.Is(err, jsonscan.ErrNotFound):
@@ -528,4 +531,12 @@ func decodeBytes(field string, raw json.RawMessage, enc string) ([]byte, []Viola
 		return b, nil
 	}
 	return nil, []Violation{violation(field+"_encoding", "oneof", fmt.Sprintf("encoding %q is not json, string or base64", enc))}
+}
+
+func firstNonSpace(b []byte) int {
+	i := 0
+	for i < len(b) && isWS(b[i]) {
+		i++
+	}
+	return i
 }
