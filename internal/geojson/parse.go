@@ -1,6 +1,7 @@
 package geojson
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 
@@ -114,8 +115,10 @@ type Geometry struct {
 	Geom orb.Geometry
 	// Z holds the third ordinate of every position, in document order (the
 	// order of [Walk]), when at least one position has one; NaN marks a
-	// position with only two. Nil for a 2D geometry. Ordinates beyond the
-	// third are read and discarded.
+	// position with only two. A non-finite third ordinate (NaN, ±Infinity)
+	// is kept as NaN, that is, as absent: validity ignores Z, as GEOS
+	// does, and JSON cannot carry it. Nil for a 2D geometry. Ordinates
+	// beyond the third are read and discarded.
 	Z []float64
 	// Points holds every position in document order (the order of
 	// [Walk]); Geom's slices alias it, so transforming Points in place
@@ -195,8 +198,19 @@ type parser struct {
 
 func newParser(data []byte, lim Limits) *parser {
 	lim = lim.withDefaults()
-	return &parser{scanner: scanner{data: data, maxDepth: lim.MaxDepth}, lim: lim}
+	p := &parser{scanner: scanner{data: data, maxDepth: lim.MaxDepth}, lim: lim}
+	if len(data) > presizeAbove {
+		// Size the position array once instead of growing it: every
+		// position opens with '[' and takes at least 6 bytes ("[0,0],").
+		n := min(bytes.Count(data, []byte{'['}), len(data)/6+1, lim.MaxVertices)
+		p.pts = make([]orb.Point, 0, n)
+	}
+	return p
 }
+
+// presizeAbove is the input size above which the parser counts brackets to
+// size its position array up front.
+const presizeAbove = 64 << 10
 
 // ParseGeometry parses a GeoJSON geometry object. A JSON null, a missing or
 // null "coordinates" (or "geometries") member fail with
@@ -766,7 +780,7 @@ func (p *parser) position(t Type) *Error {
 	p.pts = append(p.pts, orb.Point{v[0], v[1]})
 	if p.zs != nil {
 		z := math.NaN()
-		if n >= 3 {
+		if n >= 3 && !math.IsInf(v[2], 0) {
 			z = v[2]
 		}
 		p.zs = append(p.zs, z)

@@ -1,0 +1,312 @@
+package spatial
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/twpayne/go-proj/v11"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/internal/geojson"
+)
+
+// Option defaults, used for zero fields of [Options].
+const (
+	DefaultExpectedEPSG       = 4326
+	DefaultMaxVertices        = 5_000_000
+	DefaultMaxBytes           = 64 << 20
+	DefaultCRSCacheSize       = 1024
+	DefaultTransformCacheSize = 64
+)
+
+// ErrClosed is wrapped by the errors of a [Checker] used after Close.
+var ErrClosed = errors.New("spatial: checker is closed")
+
+// Options configures a [Checker]. The zero value and nil use the defaults.
+type Options struct {
+	// ExpectedEPSG is the EPSG code of the CRS the pipeline works in;
+	// CheckEvent fails events whose CRS resolves to another code. RFC
+	// 7946's OGC:CRS84 resolves to 4326. Default 4326.
+	ExpectedEPSG int
+	// MaxVertices is the most positions a geometry may have; more fail
+	// with resource_exhausted (kind vertex_budget) as soon as the parser
+	// reads one too many. Default 5,000,000; negative means no limit.
+	MaxVertices int
+	// MaxBytes is the largest payload or geometry accepted; larger ones
+	// fail with resource_exhausted (kind byte_budget) before parsing.
+	// Default 64 MiB; negative means no limit.
+	MaxBytes int
+	// CRSCacheSize bounds the number of CRS definitions whose resolution
+	// (success or failure) is cached. Definitions longer than 8 KiB are
+	// refused and never cached, so the cache holds at most
+	// CRSCacheSize × 8 KiB of keys. Default 1024.
+	CRSCacheSize int
+	// TransformCacheSize bounds the number of PROJ transformations, one
+	// per (from, to) pair, that Reproject keeps. Default 64.
+	TransformCacheSize int
+}
+
+// Checker validates geospatial events with GEOS and PROJ. It is safe for
+// concurrent use; create one per process (it caches CRS resolutions and
+// PROJ transformations) and Close it when done.
+type Checker struct {
+	opts     Options
+	lim      geojson.Limits
+	geos     geosPool
+	crs      *crsResolver
+	crsCache *clockCache[string, crsEntry]
+	proj     *proj.Context
+	xforms   *clockCache[[2]int, *proj.PJ]
+	closed   atomic.Bool
+}
+
+// NewChecker returns a Checker configured by opts (nil for the defaults).
+// It fails for a negative ExpectedEPSG or cache size, or when PROJ cannot
+// create a context.
+func NewChecker(opts *Options) (*Checker, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.ExpectedEPSG < 0 || o.CRSCacheSize < 0 || o.TransformCacheSize < 0 {
+		return nil, errors.New("spatial: negative ExpectedEPSG or cache size in Options")
+	}
+	if o.ExpectedEPSG == 0 {
+		o.ExpectedEPSG = DefaultExpectedEPSG
+	}
+	if o.MaxVertices == 0 {
+		o.MaxVertices = DefaultMaxVertices
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.CRSCacheSize == 0 {
+		o.CRSCacheSize = DefaultCRSCacheSize
+	}
+	if o.TransformCacheSize == 0 {
+		o.TransformCacheSize = DefaultTransformCacheSize
+	}
+	r, err := newCRSResolver()
+	if err != nil {
+		return nil, err
+	}
+	c := &Checker{
+		opts:     o,
+		lim:      geojson.Limits{MaxVertices: o.MaxVertices},
+		geos:     newGEOSPool(runtime.GOMAXPROCS(0)),
+		crs:      r,
+		crsCache: newClockCache[string, crsEntry](o.CRSCacheSize),
+		proj:     proj.NewContext(),
+		xforms:   newClockCache[[2]int, *proj.PJ](o.TransformCacheSize),
+	}
+	// Free the C resolver even if the caller forgets Close.
+	runtime.AddCleanup(c, func(r *crsResolver) { r.close() }, r)
+	return c, nil
+}
+
+// Options returns the checker's options with defaults filled in.
+func (c *Checker) Options() Options { return c.opts }
+
+// Close releases the checker's PROJ and GEOS resources. Calls made after
+// Close fail with an error wrapping [ErrClosed]; calls in flight finish.
+// Close is idempotent and always returns nil.
+func (c *Checker) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.crs.close()
+	c.crsCache.clear()
+	c.xforms.clear()
+	c.geos.drain()
+	return nil
+}
+
+func errClosed(stage classify.Stage) *classify.Error {
+	return &classify.Error{Class: classify.ClassUnknown, Stage: stage, Err: ErrClosed}
+}
+
+// Result is what [Checker.CheckEvent] learned about an event, filled as far
+// as checking got even when it fails.
+type Result struct {
+	// GeometryType is the GeoJSON type of the geometry ("Polygon", …).
+	GeometryType string
+	// VertexCount is the number of positions in the geometry.
+	VertexCount int
+	// DeclaredCRS is the event's CRS as declared: the "crs" string, the
+	// named CRS object's name, "EPSG:<n>" for an integer; "" when the
+	// event has no "crs" member or it is null.
+	DeclaredCRS string
+	// CRS is the definition that was resolved: DeclaredCRS, or "OGC:CRS84"
+	// (RFC 7946's default) when none was declared.
+	CRS string
+	// EPSG is the EPSG code the CRS resolved to (4326 for OGC:CRS84), or 0.
+	EPSG int
+	// CRSName is PROJ's name for the CRS, such as "WGS 84 (CRS84)".
+	CRSName string
+	// Geographic is true when the CRS is geographic (lon/lat).
+	Geographic bool
+}
+
+// CheckGeometry validates a GeoJSON geometry object (the bytes of the
+// geometry alone, not an event or Feature). It returns nil for a valid
+// geometry and otherwise a [*classify.Error]:
+//
+//   - resource_exhausted at parse: more than MaxBytes or MaxVertices;
+//   - schema_violation at parse: not JSON, no or null "type",
+//     "coordinates" or geometry, unknown type, wrong nesting for the type,
+//     non-numeric coordinates, positions of fewer than two numbers
+//     (kind malformed or missing_geometry);
+//   - invalid_geometry at topology_validation: empty geometry, NaN or
+//     infinite coordinates (accepted as bare tokens in coordinates, as
+//     Python emits them), unclosed rings, rings of fewer than four
+//     positions, and every fault GEOS's IsValidReason reports, with GEOS's
+//     reason verbatim, its point as Location, and the vertex or segment it
+//     falls on as Fault.
+//
+// CheckGeometry knows nothing of CRSs; see [Checker.CheckEvent].
+func (c *Checker) CheckGeometry(data []byte) error {
+	if c.closed.Load() {
+		return errClosed(classify.StageParse)
+	}
+	g, err := c.parseGeometry(data)
+	if err != nil {
+		return err
+	}
+	if err := geojson.Validate(g); err != nil {
+		return err
+	}
+	if err := c.topology(g); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CheckEvent validates an event payload: a JSON object with a "geometry"
+// member (a GeoJSON geometry) and an optional "crs" member (a string such
+// as "EPSG:4326", a GeoJSON 2008 named CRS object, an integer EPSG code,
+// or null). A GeoJSON Feature qualifies. A missing or null "crs" means RFC
+// 7946's default, OGC:CRS84, which passes a 4326 pipeline; when the event
+// has no "crs" the geometry object's own (GeoJSON 2008) "crs" is used.
+//
+// Checks run in pipeline order and the first failure is returned, as a
+// [*classify.Error] with its stage:
+//
+//  1. parse: size budget, JSON, GeoJSON structure, vertex budget
+//     (schema_violation or resource_exhausted; a missing or null geometry
+//     or null coordinates is a schema_violation, kind missing_geometry);
+//  2. crs_transform: the CRS must resolve (crs_mismatch, kind
+//     crs_unparseable, with PROJ's message) to Options.ExpectedEPSG
+//     (crs_mismatch, kind crs_differs, carrying the CRS's EPSG code);
+//  3. crs_transform: in a geographic CRS every position must lie within
+//     lon [-180, 180] and lat [-90, 90] (crs_mismatch, kind out_of_range,
+//     at the first offending vertex): this catches Web Mercator metres
+//     labelled EPSG:4326;
+//  4. topology_validation: as [Checker.CheckGeometry].
+//
+// The Result reports what was learned, even on failure; every error's
+// geometry detail carries the geometry type, vertex count and resolved
+// EPSG code once known.
+func (c *Checker) CheckEvent(payload []byte) (Result, error) {
+	var res Result
+	if c.closed.Load() {
+		return res, errClosed(classify.StageParse)
+	}
+	if err := c.checkBytes(len(payload)); err != nil {
+		return res, err
+	}
+	ev, err := geojson.ParseEvent(payload, c.lim)
+	if err != nil {
+		return res, parseError(err)
+	}
+	g := ev.Geometry
+	res.GeometryType, res.VertexCount = g.Geom.GeoJSONType(), g.Vertices
+	res.DeclaredCRS = ev.CRS.Name
+	res.CRS = ev.CRS.Name
+	if ev.CRS.Form == geojson.CRSAbsent || ev.CRS.Form == geojson.CRSNull {
+		res.CRS = defaultCRS
+	}
+
+	var info CRSInfo
+	var cerr *classify.Error
+	if ev.CRS.Form == geojson.CRSLinked {
+		cerr = unparseable(&CRSError{Definition: ev.CRS.Name, Message: "linked CRS objects (GeoJSON 2008) cannot be resolved"})
+	} else {
+		info, cerr = c.checkCRS(res.CRS, c.opts.ExpectedEPSG)
+	}
+	res.EPSG, res.CRSName, res.Geographic = info.EPSG, info.Name, info.Geographic
+	if cerr != nil {
+		fillDetail(cerr, g)
+		return res, cerr
+	}
+	if info.Geographic {
+		if err := geojson.CheckRange(g); err != nil {
+			err.Geometry.EPSG = info.EPSG
+			return res, err
+		}
+	}
+	if err := geojson.Validate(g); err != nil {
+		err.Geometry.EPSG = info.EPSG
+		return res, err
+	}
+	if err := c.topology(g); err != nil {
+		err.Geometry.EPSG = info.EPSG
+		return res, err
+	}
+	return res, nil
+}
+
+// parseGeometry applies the byte budget and parses a geometry object.
+func (c *Checker) parseGeometry(data []byte) (geojson.Geometry, *classify.Error) {
+	if err := c.checkBytes(len(data)); err != nil {
+		return geojson.Geometry{}, err
+	}
+	g, err := geojson.ParseGeometry(data, c.lim)
+	if err != nil {
+		return geojson.Geometry{}, parseError(err)
+	}
+	return g, nil
+}
+
+func (c *Checker) checkBytes(n int) *classify.Error {
+	if c.opts.MaxBytes < 0 || n <= c.opts.MaxBytes {
+		return nil
+	}
+	reason := fmt.Sprintf("payload of %d bytes exceeds the budget of %d bytes", n, c.opts.MaxBytes)
+	return &classify.Error{
+		Class:    classify.ClassResourceExhausted,
+		Stage:    classify.StageParse,
+		Geometry: &classify.GeometryDetail{Reason: reason, Kind: classify.KindByteBudget},
+		Err:      errors.New("spatial: " + reason),
+	}
+}
+
+// parseError classifies a geojson parse error.
+func parseError(err error) *classify.Error {
+	class, kind := classify.ClassSchemaViolation, classify.KindMalformed
+	var ge *geojson.Error
+	if errors.As(err, &ge) {
+		kind = ge.Kind
+		if kind == classify.KindVertexBudget {
+			class = classify.ClassResourceExhausted
+		}
+	}
+	return &classify.Error{
+		Class:    class,
+		Stage:    classify.StageParse,
+		Geometry: &classify.GeometryDetail{Reason: err.Error(), Kind: kind},
+		Err:      fmt.Errorf("spatial: %w", err),
+	}
+}
+
+// fillDetail records what is known about g on err's geometry detail.
+func fillDetail(err *classify.Error, g geojson.Geometry) {
+	if err.Geometry == nil {
+		err.Geometry = &classify.GeometryDetail{Reason: err.Error(), Kind: classify.KindOther}
+	}
+	if g.Geom != nil {
+		err.Geometry.GeometryType = g.Geom.GeoJSONType()
+		err.Geometry.VertexCount = g.Vertices
+	}
+}

@@ -1,0 +1,393 @@
+package spatial
+
+/*
+#cgo pkg-config: proj
+#cgo noescape gdlq_resolve
+#cgo nocallback gdlq_resolve
+#include <stdlib.h>
+#include "crs_shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/geodlq/geodlq/classify"
+)
+
+const (
+	// maxCRSLen bounds a CRS definition (WKT can be long; hostile strings
+	// must not reach PROJ or the cache unbounded).
+	maxCRSLen = 8 << 10
+	// minIdentifyConfidence is the proj_identify confidence (0-100) needed
+	// to take an EPSG code for a definition that does not carry one. A
+	// PROJ string for WGS 84 lon/lat identifies as EPSG:4326 at 70 (the
+	// axis order differs).
+	minIdentifyConfidence = 70
+	// defaultCRS is RFC 7946's CRS, assumed when an event declares none.
+	defaultCRS = "OGC:CRS84"
+)
+
+// CRSInfo is what PROJ made of a CRS definition.
+type CRSInfo struct {
+	// EPSG is the EPSG code, or 0 when the CRS has no EPSG equivalent.
+	// OGC:CRS84 (RFC 7946's CRS, WGS 84 in lon/lat order) resolves to 4326.
+	EPSG int
+	// Name is PROJ's name for the CRS, such as "WGS 84 (CRS84)".
+	Name string
+	// Geographic is true for a geographic (lon/lat) CRS, or a compound CRS
+	// whose horizontal part is geographic.
+	Geographic bool
+	// LonLatTwin is true for OGC:CRS84, CRS83 and CRS27: lon/lat twins of
+	// EPSG 4326, 4269 and 4267 whose official axis order is lat/lon. GeoJSON
+	// is always lon/lat, so the difference does not matter here.
+	LonLatTwin bool
+	// Identified is true when EPSG came from proj_identify (confidence of
+	// at least 70) because the definition carries no identifier, as for
+	// "+proj=longlat +datum=WGS84 +type=crs".
+	Identified bool
+}
+
+// CRSError is a CRS definition that could not be resolved: PROJ refused it,
+// or it was refused before reaching PROJ.
+type CRSError struct {
+	// Definition is the CRS as declared.
+	Definition string
+	// Errno is PROJ's error number, or 0 when the definition did not reach
+	// PROJ.
+	Errno int
+	// Message is PROJ's own message, such as "proj_create: crs not
+	// found", or the reason the definition did not reach PROJ.
+	Message string
+}
+
+// Error returns `unparseable CRS "<definition>": <message>`.
+func (e *CRSError) Error() string {
+	return fmt.Sprintf("unparseable CRS %q: %s", e.Definition, e.Message)
+}
+
+// CRSMismatchError is a CRS that resolved to another EPSG code than the
+// pipeline expects.
+type CRSMismatchError struct {
+	// Declared is the CRS as declared.
+	Declared string
+	// Info is what it resolved to.
+	Info CRSInfo
+	// Expected is the pipeline's EPSG code.
+	Expected int
+}
+
+// Error describes the mismatch.
+func (e *CRSMismatchError) Error() string {
+	if e.Info.EPSG == 0 {
+		return fmt.Sprintf("payload CRS %q (%s) has no EPSG code; pipeline expects EPSG:%d", e.Declared, e.Info.Name, e.Expected)
+	}
+	return fmt.Sprintf("payload CRS is EPSG:%d (%s) but pipeline expects EPSG:%d", e.Info.EPSG, e.Info.Name, e.Expected)
+}
+
+// crsEntry is a cached resolution: info, or the failure.
+type crsEntry struct {
+	info CRSInfo
+	fail *CRSError
+}
+
+// crsResolver owns a PROJ context used only for resolving definitions.
+type crsResolver struct {
+	mu sync.Mutex
+	p  *C.gdlq_proj
+	// auths holds the authorities in PROJ's database, upper case.
+	auths map[string]bool
+}
+
+func newCRSResolver() (*crsResolver, error) {
+	p := C.gdlq_proj_new()
+	if p == nil {
+		return nil, errors.New("spatial: cannot create a PROJ context")
+	}
+	buf := make([]byte, 4096)
+	if C.gdlq_authorities(p, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf))) != 0 {
+		C.gdlq_proj_free(p)
+		return nil, errors.New("spatial: cannot read PROJ's database (is proj.db installed?)")
+	}
+	auths := map[string]bool{}
+	for a := range strings.SplitSeq(C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), "\n") {
+		if a != "" {
+			auths[strings.ToUpper(a)] = true
+		}
+	}
+	return &crsResolver{p: p, auths: auths}, nil
+}
+
+func (r *crsResolver) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p != nil {
+		C.gdlq_proj_free(r.p)
+		r.p = nil
+	}
+}
+
+// resolveLocked asks PROJ about def; r.mu must be held.
+func (r *crsResolver) resolveLocked(declared, def string) crsEntry {
+	if r.p == nil {
+		return crsEntry{fail: &CRSError{Definition: declared, Message: "checker is closed"}}
+	}
+	cdef := C.CString(def)
+	defer C.free(unsafe.Pointer(cdef))
+	var out C.gdlq_crs_info
+	C.gdlq_resolve(r.p, cdef, minIdentifyConfidence, &out)
+	if out.ok == 0 {
+		return crsEntry{fail: &CRSError{
+			Definition: declared,
+			Errno:      int(out.proj_errno),
+			Message:    C.GoString(&out.msg[0]),
+		}}
+	}
+	return crsEntry{info: CRSInfo{
+		EPSG:       int(out.epsg),
+		Name:       C.GoString(&out.name[0]),
+		Geographic: out.geographic != 0,
+		LonLatTwin: out.lonlat_alias != 0,
+		Identified: out.identified != 0,
+	}}
+}
+
+// crsAliases maps bare names that PROJ does not know, or would look up
+// slowly and approximately, to definitions it resolves directly.
+var crsAliases = map[string]string{
+	"CRS84":  "OGC:CRS84",
+	"CRS:84": "OGC:CRS84",
+	"CRS83":  "OGC:CRS83",
+	"CRS:83": "OGC:CRS83",
+	"CRS27":  "OGC:CRS27",
+	"CRS:27": "OGC:CRS27",
+	"WGS84":  "EPSG:4326",
+	"WGS 84": "EPSG:4326",
+}
+
+// normalizeCRS turns a declared CRS into a definition for proj_create, or
+// explains why it should not be passed to PROJ at all. PROJ treats what it
+// cannot parse as a name to search for: the search takes 100-300 ms and
+// matches approximately ("foo" finds Amersfoort, EPSG:4289). So only
+// well-formed definitions reach PROJ, naming authorities its database
+// knows; bare names other than the aliases above are refused. Otherwise a
+// stream of distinct junk strings would be a cheap denial of service.
+func (r *crsResolver) normalizeCRS(s string) (def, problem string) {
+	t := strings.TrimSpace(s)
+	switch {
+	case t == "":
+		return "", "empty CRS definition"
+	case len(t) > maxCRSLen:
+		return "", "CRS definition is longer than " + strconv.Itoa(maxCRSLen) + " bytes"
+	case strings.IndexByte(t, 0) >= 0:
+		return "", "CRS definition contains a NUL byte"
+	}
+	if a, ok := crsAliases[strings.ToUpper(t)]; ok {
+		return a, ""
+	}
+	lower := strings.ToLower(t)
+	switch {
+	case strings.HasPrefix(lower, "+proj=") || strings.HasPrefix(lower, "proj=") || strings.HasPrefix(lower, "+init="):
+		// PROJ reads a PROJ string without +type=crs as an operation.
+		if !strings.Contains(lower, "type=crs") {
+			t += " +type=crs"
+		}
+		return t, ""
+	case t[0] == '{':
+		return t, "" // PROJJSON
+	case isWKT(t):
+		return t, ""
+	case strings.HasPrefix(lower, "urn:ogc:def:crs:") || strings.HasPrefix(lower, "urn:x-ogc:def:crs:"):
+		// urn:ogc:def:crs:AUTH:[version]:CODE
+		rest := t[strings.Index(lower, "crs:")+len("crs:"):]
+		auth, _, _ := strings.Cut(rest, ":")
+		if !r.auths[strings.ToUpper(auth)] {
+			return "", fmt.Sprintf("unknown CRS authority %q", auth)
+		}
+		return t, ""
+	case strings.HasPrefix(lower, "http://www.opengis.net/def/crs/") || strings.HasPrefix(lower, "https://www.opengis.net/def/crs/"):
+		// http://www.opengis.net/def/crs/AUTH/version/CODE
+		rest := t[strings.Index(lower, "/crs/")+len("/crs/"):]
+		auth, _, _ := strings.Cut(rest, "/")
+		if !r.auths[strings.ToUpper(auth)] {
+			return "", fmt.Sprintf("unknown CRS authority %q", auth)
+		}
+		return t, ""
+	}
+	if auth, code, ok := strings.Cut(t, ":"); ok && isAuthCode(auth, code) {
+		if !r.auths[strings.ToUpper(auth)] {
+			return "", fmt.Sprintf("unknown CRS authority %q", auth)
+		}
+		if strings.Contains(code, "+") {
+			return t, "" // a compound CRS, EPSG:4326+5773
+		}
+		// The same lookup; as AUTH:CODE a miss costs PROJ ~10 ms of
+		// fallback searching, as a URN under 1 ms.
+		return "urn:ogc:def:crs:" + auth + "::" + code, ""
+	}
+	return "", "not an AUTHORITY:CODE, OGC URN or URL, PROJ string, WKT or PROJJSON definition (CRS names are not looked up)"
+}
+
+// isAuthCode reports whether auth:code looks like AUTHORITY:CODE
+// ("EPSG:4326", "ESRI:102100", "IAU_2015:30100", "EPSG:4326+5773").
+func isAuthCode(auth, code string) bool {
+	if auth == "" || code == "" {
+		return false
+	}
+	for i := 0; i < len(auth); i++ {
+		c := auth[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// wktKeywords are the WKT1 and WKT2 keywords a CRS definition starts with.
+// PROJ searches its database by name for anything else, slowly.
+var wktKeywords = map[string]bool{
+	"GEOGCS": true, "PROJCS": true, "GEOCCS": true, "VERT_CS": true, "COMPD_CS": true,
+	"LOCAL_CS": true, "FITTED_CS": true, "GEOGCRS": true, "GEOGRAPHICCRS": true,
+	"PROJCRS": true, "PROJECTEDCRS": true, "GEODCRS": true, "GEODETICCRS": true,
+	"VERTCRS": true, "VERTICALCRS": true, "COMPOUNDCRS": true, "BOUNDCRS": true,
+	"ENGCRS": true, "ENGINEERINGCRS": true, "PARAMETRICCRS": true, "TIMECRS": true,
+	"DERIVEDPROJCRS": true,
+}
+
+// isWKT reports whether s starts like a WKT CRS: a CRS keyword, then '['
+// or '('.
+func isWKT(s string) bool {
+	i := strings.IndexAny(s, "[(")
+	return i > 0 && wktKeywords[strings.ToUpper(strings.TrimSpace(s[:i]))]
+}
+
+// resolve returns the (cached) resolution of a declared CRS.
+func (c *Checker) resolve(declared string) crsEntry {
+	if e, ok := c.crsCache.get(declared); ok {
+		return e
+	}
+	def, problem := c.crs.normalizeCRS(declared)
+	if problem != "" {
+		e := crsEntry{fail: &CRSError{Definition: declared, Message: problem}}
+		if len(declared) <= maxCRSLen {
+			c.crsCache.put(declared, e)
+		}
+		return e
+	}
+	c.crs.mu.Lock()
+	defer c.crs.mu.Unlock()
+	// Another goroutine may have resolved it while we waited.
+	if e, ok := c.crsCache.get(declared); ok {
+		return e
+	}
+	e := c.crs.resolveLocked(declared, def)
+	if c.crs.p != nil {
+		c.crsCache.put(declared, e)
+	}
+	return e
+}
+
+// ResolveCRS resolves a CRS definition — "EPSG:4326", "epsg:4326",
+// "urn:ogc:def:crs:EPSG::4326", "OGC:CRS84", "CRS84", a PROJ string, WKT or
+// PROJJSON — with PROJ, and caches the result (positive or negative) in a
+// cache bounded by Options.CRSCacheSize.
+//
+// Only well-formed definitions reach PROJ: an AUTHORITY:CODE, OGC URN or
+// opengis.net URL must name an authority in PROJ's database, WKT must open
+// with a CRS keyword, a PROJ string with +proj= or +init=. Bare names other
+// than CRS84, CRS83, CRS27 and WGS84 are refused. PROJ would search its
+// database for anything else by name, approximately (so "foo" finds
+// Amersfoort) and at 100-300 ms a string, which a producer sending
+// distinct junk could turn into a denial of service.
+//
+// The error is a [*classify.Error] of class crs_mismatch at the
+// crs_transform stage, kind crs_unparseable, wrapping a [*CRSError] that
+// carries PROJ's own message.
+func (c *Checker) ResolveCRS(crs string) (CRSInfo, error) {
+	if c.closed.Load() {
+		return CRSInfo{}, errClosed(classify.StageCRSTransform)
+	}
+	e := c.resolve(crs)
+	if e.fail != nil {
+		return CRSInfo{}, unparseable(e.fail)
+	}
+	return e.info, nil
+}
+
+// ResolveEPSG returns the EPSG code of a CRS definition, as
+// [Checker.ResolveCRS] resolves it. It returns 0 and no error for a CRS
+// PROJ understands that has no EPSG equivalent.
+func (c *Checker) ResolveEPSG(crs string) (int, error) {
+	info, err := c.ResolveCRS(crs)
+	return info.EPSG, err
+}
+
+// CheckCRS checks a declared CRS against the pipeline's EPSG code. An empty
+// declaration means RFC 7946's default, OGC:CRS84, which passes a 4326
+// pipeline. An expectedEPSG of 0 or less only requires the CRS to be
+// resolvable.
+//
+// The error is a [*classify.Error] of class crs_mismatch at the
+// crs_transform stage: kind crs_unparseable with EPSG 0 wrapping a
+// [*CRSError] when the CRS cannot be resolved, kind crs_differs with the
+// CRS's EPSG code wrapping a [*CRSMismatchError] when it resolves to
+// another code (or to none).
+func (c *Checker) CheckCRS(declared string, expectedEPSG int) error {
+	if _, err := c.checkCRS(declared, expectedEPSG); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *Checker) checkCRS(declared string, expected int) (CRSInfo, *classify.Error) {
+	if c.closed.Load() {
+		return CRSInfo{}, errClosed(classify.StageCRSTransform)
+	}
+	def := declared
+	if strings.TrimSpace(def) == "" {
+		def = defaultCRS
+	}
+	e := c.resolve(def)
+	if e.fail != nil {
+		f := *e.fail
+		f.Definition = declared
+		return CRSInfo{}, unparseable(&f)
+	}
+	if expected > 0 && e.info.EPSG != expected {
+		m := &CRSMismatchError{Declared: declared, Info: e.info, Expected: expected}
+		return e.info, &classify.Error{
+			Class: classify.ClassCRSMismatch,
+			Stage: classify.StageCRSTransform,
+			Geometry: &classify.GeometryDetail{
+				Reason: m.Error(),
+				Kind:   classify.KindCRSDiffers,
+				EPSG:   e.info.EPSG,
+			},
+			Err: fmt.Errorf("spatial: %w", m),
+		}
+	}
+	return e.info, nil
+}
+
+func unparseable(f *CRSError) *classify.Error {
+	return &classify.Error{
+		Class: classify.ClassCRSMismatch,
+		Stage: classify.StageCRSTransform,
+		Geometry: &classify.GeometryDetail{
+			Reason: f.Error(),
+			Kind:   classify.KindCRSUnparseable,
+		},
+		Err: fmt.Errorf("spatial: %w", f),
+	}
+}

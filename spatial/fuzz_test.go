@@ -1,0 +1,96 @@
+package spatial
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/internal/corpus"
+)
+
+// geometrySeeds are geometry objects exercising every parser path.
+var geometrySeeds = []string{
+	`{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`,
+	`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`,
+	`{"type":"Polygon","coordinates":[[[0,0],[1,0],[NaN,1],[0,1],[0,0]]]}`,
+	`{"coordinates":[[[0,0],[1,0],[1,1],[0,0]]],"type":"Polygon"}`,
+	`{"type":"MultiPolygon","coordinates":[[[[0,0],[10,0],[10,10],[0,10],[0,0]]],[[[2,2],[3,2],[3,3],[2,2]]]]}`,
+	`{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1,2,3]},{"type":"LineString","coordinates":[[1,2],[Infinity,-Infinity]]}]}`,
+	`{"geometries":[{"coordinates":[1,2],"type":"Point"}],"type":"GeometryCollection"}`,
+	`{"type":"MultiLineString","coordinates":[[[0,0],[1,1]],[[3,4]]]}`,
+	`{"type":"MultiPoint","coordinates":[[1e999,0],[-0.0,1E-7]]}`,
+	`{"type":"Polygon","coordinates":[]}`,
+	`{"type":"Point","coordinates":null}`,
+	`{"\u0074ype":"Point","coordinates":[1,2],"bbox":[1,2,1,2],"crs":{"type":"name","properties":{"name":"EPSG:4326"}}}`,
+	`null`,
+	`[`,
+	`{"type":"Point","coordinates":[1,2]} trailing`,
+}
+
+// requireWellClassified fails unless err is nil or a *classify.Error with a
+// valid class and stage.
+func requireWellClassified(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var ce *classify.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v is %T, not a *classify.Error", err, err)
+	}
+	if !ce.Class.Valid() || !ce.Stage.Valid() {
+		t.Fatalf("error %v has class %v, stage %v", err, ce.Class, ce.Stage)
+	}
+	if ce.Geometry == nil || ce.Geometry.Kind == "" || ce.Geometry.Reason == "" {
+		t.Fatalf("error %v has no geometry detail: %+v", err, ce.Geometry)
+	}
+}
+
+func FuzzCheckGeometry(f *testing.F) {
+	for _, s := range geometrySeeds {
+		f.Add([]byte(s))
+	}
+	c, err := NewChecker(&Options{MaxVertices: 10_000, MaxBytes: 1 << 20})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = c.Close() })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		requireWellClassified(t, c.CheckGeometry(data))
+		out, _, err := c.MakeValid(data)
+		requireWellClassified(t, err)
+		if err == nil {
+			// What MakeValid returns must pass.
+			requireNoErr(t, c.CheckGeometry(out))
+		}
+		_, err = c.Reproject(data, 4326, 3857)
+		requireWellClassified(t, err)
+	})
+}
+
+func requireNoErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("unexpected error: %v (detail %+v)", err, classify.DetailOf(err))
+	}
+}
+
+func FuzzCheckEvent(f *testing.F) {
+	for _, it := range corpus.All() {
+		f.Add(it.Payload)
+	}
+	for _, s := range geometrySeeds {
+		f.Add([]byte(`{"event_id":"x","crs":"EPSG:4326","geometry":` + s + `}`))
+	}
+	f.Add([]byte(`{"crs":{"type":"link","properties":{"href":"x"}},"geometry":{"type":"Point","coordinates":[1,2]}}`))
+	f.Add([]byte(`{"crs":3857,"geometry":{"type":"Point","coordinates":[1,2]},"properties":{"a":[{"b":"\ud83d\ude00"}]}}`))
+	c, err := NewChecker(&Options{MaxVertices: 10_000, MaxBytes: 1 << 20, CRSCacheSize: 64})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = c.Close() })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := c.CheckEvent(data)
+		requireWellClassified(t, err)
+	})
+}

@@ -1,0 +1,357 @@
+package spatial
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/paulmach/orb"
+	"github.com/twpayne/go-geos"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/internal/geojson"
+)
+
+// geosValid is GEOS's IsValidReason for a valid geometry.
+const geosValid = "Valid Geometry"
+
+// geosPool hands out GEOS contexts. A go-geos Context serialises every call
+// on its own mutex, so sharing one between goroutines would make them take
+// turns; a pool gives each concurrent caller its own. Idle contexts beyond
+// the pool's capacity are dropped and finalised by go-geos.
+type geosPool struct {
+	ch chan *geos.Context
+}
+
+func newGEOSPool(size int) geosPool {
+	return geosPool{ch: make(chan *geos.Context, max(size, 1))}
+}
+
+func (p geosPool) get() *geos.Context {
+	select {
+	case c := <-p.ch:
+		return c
+	default:
+		return geos.NewContext()
+	}
+}
+
+func (p geosPool) put(c *geos.Context) {
+	select {
+	case p.ch <- c:
+	default:
+	}
+}
+
+func (p geosPool) drain() {
+	for {
+		select {
+		case <-p.ch:
+		default:
+			return
+		}
+	}
+}
+
+// geosFailure turns a recovered go-geos panic (GEOS raised an exception;
+// go-geos panics rather than returning errors from most calls) into an
+// error. GEOS failing on a geometry it was shown is not a verdict on the
+// geometry, so the class is unknown: a human should look.
+func geosFailure(stage classify.Stage, v any) *classify.Error {
+	return &classify.Error{
+		Class: classify.ClassUnknown,
+		Stage: stage,
+		Err:   fmt.Errorf("spatial: GEOS failed: %v", v),
+	}
+}
+
+// withGEOS runs fn with a pooled context, turning a panic into an error.
+// A context that panicked is not returned to the pool.
+func (c *Checker) withGEOS(stage classify.Stage, fn func(*geos.Context) *classify.Error) (err *classify.Error) {
+	ctx := c.geos.get()
+	defer func() {
+		if v := recover(); v != nil {
+			err = geosFailure(stage, v)
+			return
+		}
+		c.geos.put(ctx)
+	}()
+	return fn(ctx)
+}
+
+// newGeom builds g in ctx through WKB. The caller destroys the result.
+func newGeom(ctx *geos.Context, g orb.Geometry) (*geos.Geom, error) {
+	wkb := appendWKB(make([]byte, 0, wkbSize(g)), g)
+	geom, err := ctx.NewGeomFromWKB(wkb)
+	if err == nil && geom == nil {
+		err = errors.New("GEOS returned no geometry")
+	}
+	return geom, err
+}
+
+// wkbSize estimates the WKB size of g to size the buffer once.
+func wkbSize(g orb.Geometry) int {
+	n := 64
+	geojson.Components(g, func(c geojson.Component) bool {
+		n += 16*len(c.Points) + 16
+		return true
+	})
+	return n
+}
+
+// topology runs GEOS's validity check on a geometry that passed
+// geojson.Validate (so GEOS can build it without error or silent repair).
+func (c *Checker) topology(g geojson.Geometry) *classify.Error {
+	var reason string
+	err := c.withGEOS(classify.StageTopologyValidation, func(ctx *geos.Context) *classify.Error {
+		geom, err := newGeom(ctx, g.Geom)
+		if err != nil {
+			return &classify.Error{
+				Class: classify.ClassInvalidGeometry,
+				Stage: classify.StageTopologyValidation,
+				Geometry: &classify.GeometryDetail{
+					Reason: err.Error(),
+					Kind:   kindOf(err.Error()),
+				},
+				Err: fmt.Errorf("spatial: GEOS refused the geometry: %w", err),
+			}
+		}
+		defer geom.Destroy()
+		reason = geom.IsValidReason()
+		return nil
+	})
+	if err != nil {
+		fillDetail(err, g)
+		return err
+	}
+	if reason == geosValid {
+		return nil
+	}
+	return invalidFromReason(g, reason)
+}
+
+// invalidFromReason builds the error for a GEOS validity reason, locating
+// the point it names in the input.
+func invalidFromReason(g geojson.Geometry, reason string) *classify.Error {
+	d := &classify.GeometryDetail{
+		Reason:       reason,
+		Kind:         kindOf(reason),
+		GeometryType: g.Geom.GeoJSONType(),
+		VertexCount:  g.Vertices,
+	}
+	if p, ok := geojson.ParseLocation(reason); ok {
+		d.Location = &p
+		d.Fault = geojson.Locate(g.Geom, p)
+	}
+	return &classify.Error{
+		Class:    classify.ClassInvalidGeometry,
+		Stage:    classify.StageTopologyValidation,
+		Geometry: d,
+		Err:      errors.New("invalid geometry: " + reason),
+	}
+}
+
+// kindOf maps a validity reason to its kind. GEOS 3.11 words the nested
+// holes reason "Holes are nested", which classify.KindOfReason does not
+// recognise.
+func kindOf(reason string) classify.ReasonKind {
+	if strings.HasPrefix(reason, "Holes are nested") {
+		return classify.KindNestedHoles
+	}
+	return classify.KindOfReason(reason)
+}
+
+// MakeValidMethod is the GEOS MakeValid method [Checker.MakeValid] uses.
+const MakeValidMethod = "structure"
+
+// MakeValidInfo describes what [Checker.MakeValid] did.
+type MakeValidInfo struct {
+	// Method is the GEOS MakeValid method: "structure" (GEOS >= 3.10),
+	// which rebuilds polygons from their rings' structure, discarding
+	// collapsed components.
+	Method string
+	// WasValid is true when the input was valid; it is then returned
+	// unchanged (re-encoded, Z kept) and GEOS is not asked to repair it.
+	WasValid bool
+	// Reason is why the input was invalid, as [Checker.CheckGeometry]
+	// would report it; "" when it was valid.
+	Reason string
+	// TypeBefore and TypeAfter are the GeoJSON types of input and output;
+	// a repaired Polygon often becomes a MultiPolygon.
+	TypeBefore, TypeAfter string
+	// VerticesBefore and VerticesAfter count positions in input and output.
+	VerticesBefore, VerticesAfter int
+	// ClosedRings counts unclosed rings closed (by repeating their first
+	// position) before GEOS saw the geometry.
+	ClosedRings int
+	// DroppedComponents counts rings with fewer than four positions after
+	// closing, and lines with one position, dropped before GEOS saw the
+	// geometry (a dropped exterior ring drops its polygon).
+	DroppedComponents int
+}
+
+// MakeValid repairs a GeoJSON geometry with GEOS's MakeValid ("structure"
+// method, collapsed components discarded) and returns the repaired
+// geometry as GeoJSON with exact numbers. Unclosed rings are closed and
+// collapsed rings and lines dropped first (see [MakeValidInfo]); a valid
+// input is returned re-encoded and unchanged. The output of a repair is 2D:
+// GEOS's WKB output drops Z.
+//
+// It fails, with a [*classify.Error], for input it cannot repair: malformed
+// GeoJSON (schema_violation), exceeded budgets (resource_exhausted), and
+// empty geometries, non-finite coordinates or geometries whose every
+// component collapses (invalid_geometry, with the fault CheckGeometry
+// reports).
+func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
+	info := MakeValidInfo{Method: MakeValidMethod}
+	if c.closed.Load() {
+		return nil, info, errClosed(classify.StageTopologyValidation)
+	}
+	g, perr := c.parseGeometry(data)
+	if perr != nil {
+		return nil, info, perr
+	}
+	info.TypeBefore, info.VerticesBefore = g.Geom.GeoJSONType(), g.Vertices
+	// invalid is the input's fault, as CheckGeometry reports it.
+	invalid := geojson.Validate(g)
+	if invalid != nil {
+		switch invalid.Geometry.Kind {
+		case classify.KindEmpty, classify.KindInvalidCoordinate:
+			return nil, info, invalid
+		}
+		info.Reason = invalid.Geometry.Reason
+	}
+	prepared := prepare(g.Geom, &info)
+	var out orb.Geometry
+	err := c.withGEOS(classify.StageTopologyValidation, func(ctx *geos.Context) *classify.Error {
+		geom, err := newGeom(ctx, prepared)
+		if err != nil {
+			return &classify.Error{
+				Class: classify.ClassUnknown,
+				Stage: classify.StageTopologyValidation,
+				Err:   fmt.Errorf("spatial: GEOS refused the prepared geometry: %w", err),
+			}
+		}
+		defer geom.Destroy()
+		reason := geom.IsValidReason()
+		if invalid == nil && reason != geosValid {
+			invalid = invalidFromReason(g, reason)
+			info.Reason = reason
+		}
+		if info.Reason == "" {
+			return nil
+		}
+		fixed := geom.MakeValidWithParams(geos.MakeValidStructure, geos.MakeValidDiscardCollapsed)
+		if fixed == nil {
+			return &classify.Error{
+				Class: classify.ClassUnknown,
+				Stage: classify.StageTopologyValidation,
+				Err:   errors.New("spatial: GEOS MakeValid returned no geometry"),
+			}
+		}
+		defer fixed.Destroy()
+		if out, err = decodeWKB(fixed.ToWKB()); err != nil {
+			return &classify.Error{
+				Class: classify.ClassUnknown,
+				Stage: classify.StageTopologyValidation,
+				Err:   err,
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fillDetail(err, g)
+		return nil, info, err
+	}
+	var z []float64
+	if info.Reason == "" {
+		info.WasValid = true
+		out, z = g.Geom, g.Z
+	}
+	b, werr := geojson.Append(nil, out, z)
+	if werr != nil {
+		return nil, info, &classify.Error{
+			Class: classify.ClassUnknown,
+			Stage: classify.StageTopologyValidation,
+			Err:   fmt.Errorf("spatial: encoding the repaired geometry: %w", werr),
+		}
+	}
+	info.TypeAfter = out.GeoJSONType()
+	info.VerticesAfter = countVertices(out)
+	if info.VerticesAfter == 0 {
+		// Everything collapsed: there is no repair, only the fault.
+		invalid.Err = fmt.Errorf("spatial: MakeValid left an empty geometry: %w", invalid.Err)
+		return nil, info, invalid
+	}
+	return b, info, nil
+}
+
+func countVertices(g orb.Geometry) int {
+	n := 0
+	geojson.Components(g, func(c geojson.Component) bool {
+		n += len(c.Points)
+		return true
+	})
+	return n
+}
+
+// prepare returns a copy of g that GEOS can build: unclosed rings closed,
+// rings of fewer than four positions and one-position lines dropped.
+func prepare(g orb.Geometry, info *MakeValidInfo) orb.Geometry {
+	switch g := g.(type) {
+	case orb.LineString:
+		if len(g) == 1 {
+			info.DroppedComponents++
+			return orb.LineString{}
+		}
+		return g
+	case orb.MultiLineString:
+		out := make(orb.MultiLineString, 0, len(g))
+		for _, l := range g {
+			if len(l) == 1 {
+				info.DroppedComponents++
+				continue
+			}
+			out = append(out, l)
+		}
+		return out
+	case orb.Polygon:
+		return preparePolygon(g, info)
+	case orb.MultiPolygon:
+		out := make(orb.MultiPolygon, 0, len(g))
+		for _, p := range g {
+			if q := preparePolygon(p, info); len(q) > 0 || len(p) == 0 {
+				out = append(out, q)
+			}
+		}
+		return out
+	case orb.Collection:
+		out := make(orb.Collection, len(g))
+		for i, m := range g {
+			out[i] = prepare(m, info)
+		}
+		return out
+	}
+	return g
+}
+
+func preparePolygon(p orb.Polygon, info *MakeValidInfo) orb.Polygon {
+	out := make(orb.Polygon, 0, len(p))
+	for i, r := range p {
+		if len(r) > 0 && r[0] != r[len(r)-1] {
+			r = append(r[:len(r):len(r)], r[0])
+			info.ClosedRings++
+		}
+		if len(r) < 4 {
+			info.DroppedComponents++
+			if i == 0 {
+				// No exterior ring: the holes go with it.
+				info.DroppedComponents += len(p) - 1
+				return orb.Polygon{}
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
