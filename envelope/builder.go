@@ -218,7 +218,7 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Envelope, []byte, error
 	var payloadSum [sha256.Size]byte
 	var wg sync.WaitGroup
 	if len(payload) >= parallelHashMin {
-		wg.Go(func() { payloadSum = sha256.Sum256(payload) })
+		wg.Go(func() { payloadSum = offload.SHA256(payload) })
 	} else {
 		payloadSum = sha256.Sum256(payload)
 	}
@@ -271,7 +271,9 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 
 	// One pass over the payload finds everything we read from it.
 	var sp [numPaths]jsonscan.Span
-	if err := jsonscan.FindAll(payload, b.paths, sp[:]); err != nil {
+	vertices, err := jsonscan.FindAllCount(payload, b.paths, sp[:], pathGeometry)
+	if err != nil {
+		vertices = 0
 		for i := range sp {
 			sp[i] = jsonscan.Span{Start: -1, End: -1}
 		}
@@ -342,7 +344,7 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 			}
 		}
 		if e.VertexCount == 0 {
-			e.VertexCount = jsonscan.CountNumberArrays(geom)
+			e.VertexCount = vertices // counted by the scan that located it
 		}
 		e.Geometry = GeometryRef{Inline: geom, ByteSize: int64(len(geom)), PayloadOffset: int64(sp[pathGeometry].Start)}
 		e.RawPayload = payload
@@ -353,10 +355,18 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		} else {
 			sum := sha256.Sum256(geom)
 			e.Geometry.ContentSHA256 = hex.EncodeToString(sum[:])
-			e.Geometry.InlineEncoding = ChooseEncoding(geom)
+			e.RawPayloadEncoding = ChooseEncoding(payload)
+			// A value located in a valid JSON document is itself valid
+			// JSON, in valid UTF-8, without surrounding whitespace.
+			e.Geometry.InlineEncoding = EncodingJSON
+			if e.RawPayloadEncoding != EncodingJSON {
+				e.Geometry.InlineEncoding = ChooseEncoding(geom)
+			}
 		}
 	}
-	e.RawPayloadEncoding = ChooseEncoding(e.RawPayload)
+	if e.RawPayloadEncoding == "" {
+		e.RawPayloadEncoding = ChooseEncoding(e.RawPayload)
+	}
 
 	// Identity: needs the payload hash.
 	wg.Wait()
@@ -405,7 +415,7 @@ func eventID(v []byte) string {
 		return ""
 	}
 	if c := v[0]; c == '-' || c >= '0' && c <= '9' {
-		if len(v) > 1024 {
+		if len(v) > maxEventIDLen {
 			return ""
 		}
 		if _, err := strconv.ParseFloat(string(v), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
@@ -413,7 +423,7 @@ func eventID(v []byte) string {
 		}
 		return string(v)
 	}
-	s, _ := stringValue(v, 1024)
+	s, _ := stringValue(v, maxEventIDLen)
 	return s
 }
 
@@ -447,10 +457,10 @@ func appendRef(dst []byte, uri string) []byte {
 
 // fit validates and encodes e, shrinking it to in.MaxBytes if needed.
 func (b *Builder) fit(ctx context.Context, e *Envelope, in Input) (*Envelope, []byte, error) {
-	if err := e.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("envelope: build: %w", err)
+	if err := checkCallerFields(&in); err != nil {
+		return nil, nil, err
 	}
-	data, err := e.Encode()
+	data, err := e.encodeTrusted()
 	if err != nil {
 		return nil, nil, fmt.Errorf("envelope: build: %w", err)
 	}
@@ -463,7 +473,7 @@ func (b *Builder) fit(ctx context.Context, e *Envelope, in Input) (*Envelope, []
 		if err := b.offloadGeometry(ctx, e, in.Payload); err != nil {
 			return nil, nil, err
 		}
-		if data, err = e.Encode(); err != nil {
+		if data, err = e.encodeTrusted(); err != nil {
 			return nil, nil, fmt.Errorf("envelope: build: %w", err)
 		}
 	}
@@ -474,7 +484,7 @@ func (b *Builder) fit(ctx context.Context, e *Envelope, in Input) (*Envelope, []
 			return nil, nil, fmt.Errorf("envelope: offload payload: %w", err)
 		}
 		e.RawPayload, e.RawPayloadEncoding, e.RawPayloadOffloadURI = nil, "", ref.URI
-		if data, err = e.Encode(); err != nil {
+		if data, err = e.encodeTrusted(); err != nil {
 			return nil, nil, fmt.Errorf("envelope: build: %w", err)
 		}
 	}
@@ -491,7 +501,7 @@ func (b *Builder) fit(ctx context.Context, e *Envelope, in Input) (*Envelope, []
 		if !truncateMessage(target, over) {
 			break
 		}
-		if data, err = e.Encode(); err != nil {
+		if data, err = e.encodeTrusted(); err != nil {
 			return nil, nil, fmt.Errorf("envelope: build: %w", err)
 		}
 	}
@@ -542,4 +552,28 @@ func lastMarker(s string) int {
 		}
 	}
 	return -1
+}
+
+// checkCallerFields validates what Build takes verbatim from the caller;
+// everything else it constructs valid.
+func checkCallerFields(in *Input) error {
+	var vs []Violation
+	if len(in.IdempotencyKey) > maxKeyLen {
+		vs = append(vs, violation("idempotency_key", "max", fmt.Sprintf("idempotency_key longer than %d bytes", maxKeyLen)))
+	}
+	if len(in.EventID) > maxEventIDLen {
+		vs = append(vs, violation("event_id", "max", fmt.Sprintf("event_id longer than %d bytes", maxEventIDLen)))
+	}
+	if len(in.TraceID) > maxTraceIDLen {
+		vs = append(vs, violation("trace_id", "max", fmt.Sprintf("trace_id longer than %d bytes", maxTraceIDLen)))
+	}
+	if in.Source != nil {
+		if err := structValidator().Struct(in.Source); err != nil {
+			vs = append(vs, validatorViolations(err, "source.")...)
+		}
+	}
+	if len(vs) > 0 {
+		return fmt.Errorf("envelope: build: %w", &ValidationError{Violations: vs})
+	}
+	return nil
 }

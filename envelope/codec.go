@@ -177,7 +177,13 @@ func appendFloat(dst []byte, f float64) []byte {
 // encoding, finite numbers, times within years 0–9999); call
 // [Envelope.Validate] for the full rules.
 func (e *Envelope) Encode() ([]byte, error) {
-	return e.appendTo(make([]byte, 0, e.sizeHint()))
+	return e.appendTo(make([]byte, 0, e.sizeHint()), true)
+}
+
+// encodeTrusted encodes an envelope whose encodings Build chose itself,
+// skipping the applicability checks (a second json.Valid pass).
+func (e *Envelope) encodeTrusted() ([]byte, error) {
+	return e.appendTo(make([]byte, 0, e.sizeHint()), false)
 }
 
 func (e *Envelope) sizeHint() int {
@@ -194,14 +200,20 @@ func (e *Envelope) sizeHint() int {
 	return n + grow(e.RawPayload, e.RawPayloadEncoding) + grow(e.Geometry.Inline, e.Geometry.InlineEncoding)
 }
 
-func (e *Envelope) appendTo(b []byte) ([]byte, error) {
-	rawEnc, err := encodingFor("raw_payload", e.RawPayloadEncoding, e.RawPayload)
-	if err != nil {
-		return nil, err
-	}
-	inlineEnc, err := encodingFor("geometry.inline", e.Geometry.InlineEncoding, e.Geometry.Inline)
-	if err != nil {
-		return nil, err
+func (e *Envelope) appendTo(b []byte, check bool) ([]byte, error) {
+	rawEnc, inlineEnc := e.RawPayloadEncoding, e.Geometry.InlineEncoding
+	if check || rawEnc == "" || inlineEnc == "" {
+		var err error
+		if e.RawPayloadOffloadURI == "" {
+			if rawEnc, err = encodingFor("raw_payload", rawEnc, e.RawPayload); err != nil {
+				return nil, err
+			}
+		}
+		if e.Geometry.OffloadURI == "" {
+			if inlineEnc, err = encodingFor("geometry.inline", inlineEnc, e.Geometry.Inline); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, t := range []struct {
 		name string

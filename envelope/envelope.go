@@ -6,6 +6,13 @@ import (
 	"github.com/geodlq/geodlq/classify"
 )
 
+// Length limits, mirrored in the validate tags.
+const (
+	maxEventIDLen = 1024
+	maxKeyLen     = 65536
+	maxTraceIDLen = 256
+)
+
 // SchemaVersion is the wire format version written by this package and the
 // only one [Decode] accepts.
 const SchemaVersion = "dlq.v1"
@@ -18,10 +25,10 @@ type Envelope struct {
 	SchemaVersion string `json:"schema_version" validate:"required"`
 	// EventID identifies the event: the payload's event_id (or id) member
 	// when it has one, else derived from the idempotency key.
-	EventID string `json:"event_id" validate:"required,max=1024"`
+	EventID string `json:"event_id" validate:"required,max=1024"` // max: maxEventIDLen
 	// IdempotencyKey is the key assigned at ingestion, preserved verbatim.
 	// Replay re-injects with it and never re-derives it.
-	IdempotencyKey string `json:"idempotency_key" validate:"required,max=65536"`
+	IdempotencyKey string `json:"idempotency_key" validate:"required,max=65536"` // max: maxKeyLen
 	// IdempotencyKeyDerived is true when the failing pipeline supplied no
 	// key and [Builder.Build] derived one from the payload bytes with
 	// idemkey.Derive("geodlq/payload", payload). Replay then dedupes on
@@ -82,7 +89,7 @@ type Envelope struct {
 	// class).
 	Destination string `json:"destination" validate:"required,oneof=retry poison"`
 	// TraceID correlates the event with traces and logs, if known.
-	TraceID string `json:"trace_id,omitempty" validate:"max=256"`
+	TraceID string `json:"trace_id,omitempty" validate:"max=256"` // max: maxTraceIDLen
 	// Source is the broker provenance of the failed message.
 	Source *Source `json:"source,omitempty"`
 }

@@ -98,6 +98,7 @@ func TestRoundTripBytes(t *testing.T) {
 					Err: classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]")), MaxBytes: m.maxBytes,
 				})
 				require.NoError(t, err)
+				require.NoError(t, env.Validate(), "Build output is valid")
 				require.Equal(t, sha(payload), env.PayloadSHA256)
 				require.Equal(t, int64(len(payload)), env.PayloadSize)
 				if m.maxBytes > 0 {

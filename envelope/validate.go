@@ -180,18 +180,7 @@ func (e *Envelope) Validate() error { return e.validate(nil) }
 
 func (e *Envelope) validate(vs []Violation) error {
 	if err := structValidator().Struct(e); err != nil {
-		var verrs validator.ValidationErrors
-		if !errors.As(err, &verrs) {
-			vs = append(vs, violation("", "validator", err.Error()))
-		}
-		for _, fe := range verrs {
-			field := strings.TrimPrefix(fe.Namespace(), "Envelope.")
-			msg := fmt.Sprintf("%s fails %q", field, fe.Tag())
-			if fe.Param() != "" {
-				msg += "=" + fe.Param()
-			}
-			vs = append(vs, violation(field, fe.Tag(), msg))
-		}
+		vs = append(vs, validatorViolations(err, "")...)
 	}
 	add := func(field, rule, msg string) { vs = append(vs, violation(field, rule, msg)) }
 	if e.SchemaVersion != SchemaVersion {
@@ -249,4 +238,27 @@ func (e *Envelope) validate(vs []Violation) error {
 		return &ValidationError{Violations: vs}
 	}
 	return nil
+}
+
+// validatorViolations converts validator errors into violations whose
+// fields are wire paths (prefix + path below the validated struct).
+func validatorViolations(err error, prefix string) []Violation {
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) {
+		return []Violation{violation("", "validator", err.Error())}
+	}
+	vs := make([]Violation, 0, len(verrs))
+	for _, fe := range verrs {
+		field := fe.Namespace()
+		if _, rest, ok := strings.Cut(field, "."); ok {
+			field = rest // drop the struct type name
+		}
+		field = prefix + field
+		msg := fmt.Sprintf("%s fails %q", field, fe.Tag())
+		if fe.Param() != "" {
+			msg += "=" + fe.Param()
+		}
+		vs = append(vs, violation(field, fe.Tag(), msg))
+	}
+	return vs
 }

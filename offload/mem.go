@@ -3,6 +3,7 @@ package offload
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -40,16 +41,9 @@ func (s *MemStore) Put(ctx context.Context, key string, r io.Reader, size int64)
 	if size < 0 || size > maxMemObject {
 		return fmt.Errorf("offload: put %q: size %d: %w", key, size, ErrSizeMismatch)
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return fmt.Errorf("offload: put %q: reader yielded fewer than %d bytes: %w", key, size, ErrSizeMismatch)
-		}
+	buf, err := readExactly(r, size)
+	if err != nil {
 		return fmt.Errorf("offload: put %q: %w", key, err)
-	}
-	var one [1]byte
-	if n, _ := io.ReadFull(r, one[:]); n > 0 {
-		return fmt.Errorf("offload: put %q: reader yielded more than %d bytes: %w", key, size, ErrSizeMismatch)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("offload: put %q: %w", key, err)
@@ -128,4 +122,63 @@ func (s *MemStore) Keys() []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// readExactly reads exactly size bytes from r into one new slice. A reader
+// that can write itself out (bytes.Reader, bytes.Buffer, …) is copied
+// straight into it.
+func readExactly(r io.Reader, size int64) ([]byte, error) {
+	if wt, ok := r.(io.WriterTo); ok {
+		w := &appendWriter{limit: size}
+		if _, err := wt.WriteTo(w); err != nil && !errors.Is(err, errTooMuch) {
+			return nil, fmt.Errorf("reading object: %w", err)
+		}
+		if w.over || int64(len(w.buf)) != size {
+			return nil, fmt.Errorf("reader yielded %s bytes, declared %d: %w", countString(int64(len(w.buf)), size, w.over), size, ErrSizeMismatch)
+		}
+		if w.buf == nil {
+			w.buf = []byte{}
+		}
+		return w.buf, nil
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return nil, fmt.Errorf("reader yielded fewer than %d bytes: %w", size, ErrSizeMismatch)
+		}
+		return nil, fmt.Errorf("reading object: %w", err)
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return nil, fmt.Errorf("reader yielded more than %d bytes: %w", size, ErrSizeMismatch)
+	}
+	return buf, nil
+}
+
+const copyChunk = 1 << 20
+
+var errTooMuch = errors.New("more bytes than declared")
+
+// appendWriter collects at most limit bytes.
+type appendWriter struct {
+	buf   []byte
+	limit int64
+	over  bool
+}
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	if int64(len(w.buf))+int64(len(p)) > w.limit {
+		w.over = true
+		return 0, errTooMuch
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, 0, w.limit)
+	}
+	// Copy in chunks: one huge memmove cannot be preempted.
+	for q := p; len(q) > 0; {
+		n := min(len(q), copyChunk)
+		w.buf = append(w.buf, q[:n]...)
+		q = q[n:]
+	}
+	return len(p), nil
 }

@@ -199,8 +199,7 @@ func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, erro
 	if int64(len(data)) > o.maxSize {
 		return Ref{}, fmt.Errorf("offload: put: %d bytes exceeds MaxSize %d", len(data), o.maxSize)
 	}
-	sum := sha256.Sum256(data)
-	hexsum := hex.EncodeToString(sum[:])
+	hexsum := SHA256Hex(data)
 	key := o.Key(hexsum, ext)
 	ref := Ref{URI: o.URI(key), Size: int64(len(data)), SHA256: hexsum}
 	exists, err := o.store.Exists(ctx, key)
@@ -396,3 +395,31 @@ func (e *IntegrityError) Error() string {
 
 // Unwrap returns [ErrIntegrity].
 func (e *IntegrityError) Unwrap() error { return ErrIntegrity }
+
+// hashChunk bounds one call into the hash's assembly, which cannot be
+// preempted: hashing 40 MB in one call would stall a garbage collection
+// (and the goroutines it stops) for tens of milliseconds.
+const hashChunk = 256 << 10
+
+// SHA256Hex returns the lowercase hex SHA-256 of b. It hashes in chunks so
+// that hashing a large blob stays preemptible.
+func SHA256Hex(b []byte) string {
+	sum := SHA256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// SHA256 returns the SHA-256 of b, hashed in preemptible chunks.
+func SHA256(b []byte) [sha256.Size]byte {
+	if len(b) <= hashChunk {
+		return sha256.Sum256(b)
+	}
+	h := sha256.New()
+	for len(b) > 0 {
+		n := min(len(b), hashChunk)
+		h.Write(b[:n])
+		b = b[n:]
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}

@@ -135,13 +135,13 @@ func copyExactly(w io.Writer, r io.Reader, size int64) error {
 		return fmt.Errorf("offload: reading object: %w", err)
 	}
 	if n != size {
-		return fmt.Errorf("offload: reader yielded %s bytes, declared %d: %w", countString(n, size), size, ErrSizeMismatch)
+		return fmt.Errorf("offload: reader yielded %s bytes, declared %d: %w", countString(n, size, n > size), size, ErrSizeMismatch)
 	}
 	return nil
 }
 
-func countString(n, size int64) string {
-	if n > size {
+func countString(n, size int64, over bool) string {
+	if over {
 		return "more than " + fmt.Sprint(size)
 	}
 	return fmt.Sprint(n)

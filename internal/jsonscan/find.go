@@ -122,7 +122,7 @@ func Find(data []byte, path string) (start, end int, err error) {
 		return -1, -1, err
 	}
 	var out [1]Span
-	q := query{one: toks, out: out[:]}
+	q := query{one: toks, out: out[:], countPath: -1}
 	if err := q.run(data); err != nil {
 		return -1, -1, err
 	}
@@ -141,8 +141,24 @@ func FindAll(data []byte, paths []Path, out []Span) error {
 	if len(paths) > MaxPaths || len(out) < len(paths) {
 		return fmt.Errorf("jsonscan: FindAll: %d paths, %d spans (at most %d paths)", len(paths), len(out), MaxPaths)
 	}
-	q := query{paths: paths, out: out[:len(paths)]}
+	q := query{paths: paths, out: out[:len(paths)], countPath: -1}
 	return q.run(data)
+}
+
+// FindAllCount is [FindAll] that also returns, for the value found at
+// paths[countPath], the count [CountNumberArrays] would return — computed
+// in the same single pass, so that locating a large geometry and counting
+// its positions reads it once. The count is 0 when that path is not found.
+func FindAllCount(data []byte, paths []Path, out []Span, countPath int) (int, error) {
+	if len(paths) > MaxPaths || len(out) < len(paths) || countPath < 0 || countPath >= len(paths) {
+		return 0, fmt.Errorf("jsonscan: FindAllCount: %d paths, %d spans, count path %d", len(paths), len(out), countPath)
+	}
+	q := query{paths: paths, out: out[:len(paths)], countPath: countPath}
+	err := q.run(data)
+	if err != nil || !q.out[countPath].Found() {
+		return 0, err
+	}
+	return q.count, nil
 }
 
 // query resolves paths (or the single token list one) over a document.
@@ -150,6 +166,12 @@ type query struct {
 	paths []Path
 	one   []string
 	out   []Span
+	// countPath is the path whose value's positions are counted into
+	// count, or -1 (the zero value of a query means path 0 with counting
+	// off: see counting).
+	countPath int
+	counting  bool // inside the value of countPath
+	count     int
 }
 
 func (q *query) tokens(p int) []string {
@@ -169,6 +191,9 @@ func (q *query) run(data []byte) error {
 		}
 	}
 	start := skipWS(data, 0)
+	if q.countPath >= 0 && len(q.tokens(q.countPath)) == 0 {
+		q.counting = true
+	}
 	end, err := q.walk(data, start, 0, act)
 	if err != nil {
 		return err
@@ -189,12 +214,18 @@ func (q *query) run(data []byte) error {
 // element of this value). It returns the end of the value.
 func (q *query) walk(data []byte, i, d int, act uint64) (int, error) {
 	if act == 0 || i >= len(data) {
+		if q.counting && i < len(data) && (data[i] == '[' || data[i] == '{') {
+			return skipContainer(data, i, &q.count)
+		}
 		return skipValue(data, i)
 	}
 	switch data[i] {
 	case '{':
 		return q.walkObject(data, i, d, act)
 	case '[':
+		if q.counting && startsNumber(data, i+1) {
+			q.count++
+		}
 		return q.walkArray(data, i, d, act)
 	}
 	return skipValue(data, i)
@@ -232,12 +263,8 @@ func (q *query) walkObject(data []byte, i, d int, act uint64) (int, error) {
 				}
 			}
 		}
-		vstart := i
-		if i, err = q.walk(data, i, d+1, deeper); err != nil {
+		if i, err = q.walkMember(data, i, d, match, deeper); err != nil {
 			return i, err
-		}
-		for m := match &^ deeper; m != 0; m &= m - 1 {
-			q.out[bits.TrailingZeros64(m)] = Span{vstart, i}
 		}
 		i = skipWS(data, i)
 		if i < n && data[i] == ',' {
@@ -269,13 +296,9 @@ func (q *query) walkArray(data []byte, i, d int, act uint64) (int, error) {
 				}
 			}
 		}
-		vstart := i
 		var err error
-		if i, err = q.walk(data, i, d+1, deeper); err != nil {
+		if i, err = q.walkMember(data, i, d, match, deeper); err != nil {
 			return i, err
-		}
-		for m := match &^ deeper; m != 0; m &= m - 1 {
-			q.out[bits.TrailingZeros64(m)] = Span{vstart, i}
 		}
 		i = skipWS(data, i)
 		if i < n && data[i] == ',' {
@@ -287,6 +310,28 @@ func (q *query) walkArray(data []byte, i, d int, act uint64) (int, error) {
 		}
 		return i, syntaxErr(i, "expected ',' or ']' after array element")
 	}
+}
+
+// walkMember walks the value at data[i] of a member or element at depth d
+// that the paths in match name (those in deeper go further down), and
+// records the span for the paths that end here.
+func (q *query) walkMember(data []byte, i, d int, match, deeper uint64) (int, error) {
+	vstart := i
+	startCount := q.countPath >= 0 && !q.counting && match&(1<<q.countPath) != 0 && match&^deeper&(1<<q.countPath) != 0
+	if startCount {
+		q.counting, q.count = true, 0 // the last occurrence wins
+	}
+	end, err := q.walk(data, i, d+1, deeper)
+	if startCount {
+		q.counting = false
+	}
+	if err != nil {
+		return end, err
+	}
+	for m := match &^ deeper; m != 0; m &= m - 1 {
+		q.out[bits.TrailingZeros64(m)] = Span{vstart, end}
+	}
+	return end, nil
 }
 
 // indexEquals reports whether tok is the canonical decimal form of idx.

@@ -113,6 +113,15 @@ func FuzzFind(f *testing.F) {
 		if err := jsonscan.FindAll(data, paths, out); err != nil {
 			t.Fatalf("FindAll: %v", err)
 		}
+		for p := range paths {
+			n, err := jsonscan.FindAllCount(data, paths, out, p)
+			if err != nil {
+				t.Fatalf("FindAllCount: %v", err)
+			}
+			if w := jsonscan.CountNumberArrays(data[out[p].Start:out[p].End]); n != w {
+				t.Fatalf("FindAllCount for %s = %d, CountNumberArrays says %d", paths[p], n, w)
+			}
+		}
 		for i, k := range keys {
 			if out[i] != want[k] {
 				t.Fatalf("member %q: span %v, encoding/json says %v", k, out[i], want[k])

@@ -148,7 +148,7 @@ func skipValue(data []byte, i int) (int, error) {
 	}
 	switch c := data[i]; c {
 	case '{', '[':
-		return skipContainer(data, i)
+		return skipContainer(data, i, nil)
 	case '"':
 		end, _, err := skipString(data, i)
 		return end, err
@@ -270,11 +270,18 @@ func isHex4(b []byte) bool {
 // is read eight bytes at a time; every [ ] { } " in a word is found with a
 // few arithmetic operations (see structural) and handled without reloading
 // the word, so runs of numbers, commas and whitespace cost almost nothing.
-func skipContainer(data []byte, i int) (int, error) {
+//
+// When count is not nil, the arrays whose first element is a number are
+// counted into *count on the way (see CountNumberArrays).
+func skipContainer(data []byte, i int, count *int) (int, error) {
 	// Bit d of stack is 1 when the container at depth d is an object.
 	var stack [(MaxDepth + 64) / 64]uint64
 	depth := 0
 	n := len(data)
+	positions := 0
+	if count != nil {
+		defer func() { *count += positions }()
+	}
 	for {
 	words:
 		for i+8 <= n {
@@ -288,6 +295,9 @@ func skipContainer(data []byte, i int) (int, error) {
 					}
 					stack[depth>>6] &^= 1 << (depth & 63)
 					depth++
+					if count != nil && startsNumber(data, i+tz>>3+1) {
+						positions++
+					}
 				case '{':
 					if depth >= MaxDepth {
 						return i + tz>>3, syntaxErr(i+tz>>3, "exceeded max depth")
@@ -334,6 +344,9 @@ func skipContainer(data []byte, i int) (int, error) {
 				stack[depth>>6] |= 1 << (depth & 63)
 			} else {
 				stack[depth>>6] &^= 1 << (depth & 63)
+				if count != nil && startsNumber(data, i+1) {
+					positions++
+				}
 			}
 			depth++
 			i++
@@ -371,3 +384,10 @@ func indexByte(data []byte, from int, c byte) int {
 }
 
 func trailingBytes(m uint64) uint { return uint(bits.TrailingZeros64(m) >> 3) }
+
+// startsNumber reports whether the next value at or after data[i] (after
+// whitespace) starts like a number, NaN or Infinity.
+func startsNumber(data []byte, i int) bool {
+	i = skipWS(data, i)
+	return i < len(data) && class[data[i]]&clsNum != 0
+}

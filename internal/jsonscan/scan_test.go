@@ -364,3 +364,58 @@ func BenchmarkJSONValid40MB(b *testing.B) {
 		json.Valid(doc)
 	}
 }
+
+func TestFindAllCount(t *testing.T) {
+	docs := []string{
+		`{"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]},"x":[[1,2]]}`,
+		`{"geometry":{"coordinates":[ [ -1, 2 ] ,[NaN,Infinity]],"note":"[1,2]"}}`,
+		`{"geometry":[1,2],"geometry":{"type":"MultiPoint","coordinates":[[1,2],[3,4],[5,6]]}}`,
+		`{"geometry":{"type":"MultiPoint","coordinates":[[1,2],[3,4]]},"geometry":null}`,
+		`{"geometry":[[1,2],[3,4]]}`,
+		`{"other":1}`,
+	}
+	for _, doc := range docs {
+		for _, paths := range [][]jsonscan.Path{
+			{jsonscan.MustCompile("/geometry")},
+			{jsonscan.MustCompile("/geometry"), jsonscan.MustCompile("/geometry/type"), jsonscan.MustCompile("/id")},
+			{jsonscan.MustCompile("/geometry/coordinates/0"), jsonscan.MustCompile("/geometry")},
+		} {
+			idx := len(paths) - 1
+			if paths[0].String() == "/geometry" {
+				idx = 0
+			}
+			out := make([]jsonscan.Span, len(paths))
+			n, err := jsonscan.FindAllCount([]byte(doc), paths, out, idx)
+			require.NoError(t, err)
+			want := 0
+			if out[idx].Found() {
+				want = jsonscan.CountNumberArrays([]byte(doc)[out[idx].Start:out[idx].End])
+			}
+			require.Equal(t, want, n, "%s %v", doc, paths)
+		}
+	}
+	big := coordinates(1 << 20)
+	paths := []jsonscan.Path{jsonscan.MustCompile("/geometry"), jsonscan.MustCompile("/geometry/type")}
+	out := make([]jsonscan.Span, 2)
+	n, err := jsonscan.FindAllCount(big, paths, out, 0)
+	require.NoError(t, err)
+	require.Equal(t, jsonscan.CountNumberArrays(big[out[0].Start:out[0].End]), n)
+	_, err = jsonscan.FindAllCount(big, paths, out, 2)
+	require.Error(t, err)
+	n, err = jsonscan.FindAllCount([]byte(`[[1,2]]`), []jsonscan.Path{jsonscan.MustCompile("")}, out[:1], 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+func BenchmarkFindAllCount40MB(b *testing.B) {
+	doc := coordinates(size40MB)
+	paths := []jsonscan.Path{jsonscan.MustCompile("/geometry"), jsonscan.MustCompile("/geometry/type"), jsonscan.MustCompile("/event_id")}
+	out := make([]jsonscan.Span, len(paths))
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := jsonscan.FindAllCount(doc, paths, out, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
