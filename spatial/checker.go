@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 
 	"github.com/twpayne/go-proj/v11"
@@ -124,7 +125,12 @@ func (c *Checker) Close() error {
 }
 
 func errClosed(stage classify.Stage) *classify.Error {
-	return &classify.Error{Class: classify.ClassUnknown, Stage: stage, Err: ErrClosed}
+	return &classify.Error{
+		Class:    classify.ClassUnknown,
+		Stage:    stage,
+		Geometry: &classify.GeometryDetail{Reason: ErrClosed.Error(), Kind: classify.KindOther},
+		Err:      ErrClosed,
+	}
 }
 
 // Result is what [Checker.CheckEvent] learned about an event, filled as far
@@ -139,7 +145,7 @@ type Result struct {
 	// event has no "crs" member or it is null.
 	DeclaredCRS string
 	// CRS is the definition that was resolved: DeclaredCRS, or "OGC:CRS84"
-	// (RFC 7946's default) when none was declared.
+	// (RFC 7946's default) when none (or an empty string) was declared.
 	CRS string
 	// EPSG is the EPSG code the CRS resolved to (4326 for OGC:CRS84), or 0.
 	EPSG int
@@ -164,6 +170,18 @@ type Result struct {
 //     positions, and every fault GEOS's IsValidReason reports, with GEOS's
 //     reason verbatim, its point as Location, and the vertex or segment it
 //     falls on as Fault.
+//
+// Fault indexes follow classify.Fault, -1 where an index does not apply.
+// GEOS's point is matched to the first input vertex equal to it (GEOS
+// prints 15 significant digits, so "equal" allows a relative 1e-12), else
+// to the first segment it lies on (OnSegment, Vertex = the segment's first
+// vertex): the bowtie's Self-intersection[0.5 0.5] is ring 0, segment 0→1.
+// An unclosed ring or a ring of too few positions is reported at its first
+// position, as GEOS does. For a NaN or infinite coordinate Location is nil
+// (JSON cannot carry it); the Reason spells the position out, "Invalid
+// Coordinate[NaN 1]", and Fault points at it. Inside a
+// GeometryCollection, Part is the member's index and a member's rings and
+// lines are numbered consecutively in Ring.
 //
 // CheckGeometry knows nothing of CRSs; see [Checker.CheckEvent].
 func (c *Checker) CheckGeometry(data []byte) error {
@@ -224,8 +242,8 @@ func (c *Checker) CheckEvent(payload []byte) (Result, error) {
 	res.GeometryType, res.VertexCount = g.Geom.GeoJSONType(), g.Vertices
 	res.DeclaredCRS = ev.CRS.Name
 	res.CRS = ev.CRS.Name
-	if ev.CRS.Form == geojson.CRSAbsent || ev.CRS.Form == geojson.CRSNull {
-		res.CRS = defaultCRS
+	if strings.TrimSpace(res.CRS) == "" && ev.CRS.Form != geojson.CRSLinked {
+		res.CRS = defaultCRS // absent, null or ""
 	}
 
 	var info CRSInfo

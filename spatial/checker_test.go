@@ -291,6 +291,7 @@ func TestCheckEvent(t *testing.T) {
 		{name: "geometry-level crs", in: `{"geometry":{"type":"Point","coordinates":[10,50],"crs":{"type":"name","properties":{"name":"EPSG:3857"}}}}`, class: classify.ClassCRSMismatch, stage: classify.StageCRSTransform, kind: classify.KindCRSDiffers, epsg: 3857, declared: "EPSG:3857"},
 		{name: "event crs wins over geometry crs", in: `{"crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[10,50],"crs":"EPSG:3857"}}`, epsg: 4326, declared: "EPSG:4326"},
 		{name: "empty crs string is the default", in: `{"crs":"","geometry":` + point + `}`, epsg: 4326},
+		{name: "blank crs string is the default", in: `{"crs":" ","geometry":` + point + `}`, epsg: 4326, declared: " "},
 		{name: "linked crs", in: `{"crs":{"type":"link","properties":{"href":"http://example.com/crs/42","type":"proj4"}},"geometry":` + point + `}`, class: classify.ClassCRSMismatch, stage: classify.StageCRSTransform, kind: classify.KindCRSUnparseable, declared: "http://example.com/crs/42"},
 		{name: "bare crs name", in: `{"crs":"foo","geometry":` + point + `}`, class: classify.ClassCRSMismatch, stage: classify.StageCRSTransform, kind: classify.KindCRSUnparseable, declared: "foo"},
 		{name: "boolean crs", in: `{"crs":true,"geometry":` + point + `}`, class: classify.ClassSchemaViolation, stage: classify.StageParse, kind: classify.KindMalformed},

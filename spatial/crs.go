@@ -320,6 +320,9 @@ func (c *Checker) ResolveCRS(crs string) (CRSInfo, error) {
 	}
 	e := c.resolve(crs)
 	if e.fail != nil {
+		if c.closed.Load() {
+			return CRSInfo{}, errClosed(classify.StageCRSTransform)
+		}
 		return CRSInfo{}, unparseable(e.fail)
 	}
 	return e.info, nil
@@ -360,6 +363,10 @@ func (c *Checker) checkCRS(declared string, expected int) (CRSInfo, *classify.Er
 	}
 	e := c.resolve(def)
 	if e.fail != nil {
+		if c.closed.Load() {
+			// Closed while we resolved: not the CRS's fault.
+			return CRSInfo{}, errClosed(classify.StageCRSTransform)
+		}
 		f := *e.fail
 		f.Definition = declared
 		return CRSInfo{}, unparseable(&f)

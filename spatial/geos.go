@@ -190,12 +190,13 @@ type MakeValidInfo struct {
 	DroppedComponents int
 }
 
-// MakeValid repairs a GeoJSON geometry with GEOS's MakeValid ("structure"
-// method, collapsed components discarded) and returns the repaired
-// geometry as GeoJSON with exact numbers. Unclosed rings are closed and
-// collapsed rings and lines dropped first (see [MakeValidInfo]); a valid
-// input is returned re-encoded and unchanged. The output of a repair is 2D:
-// GEOS's WKB output drops Z.
+// MakeValid repairs a GeoJSON geometry and returns the repaired geometry as
+// GeoJSON with exact numbers. Unclosed rings are closed and collapsed rings
+// and lines dropped first (see [MakeValidInfo]); if that leaves a valid
+// geometry it is returned as is, otherwise GEOS's MakeValid ("structure"
+// method, collapsed components discarded) repairs it. A valid input is
+// returned re-encoded and unchanged. The output of a repair is 2D (Z is
+// dropped).
 //
 // It fails, with a [*classify.Error], for input it cannot repair: malformed
 // GeoJSON (schema_violation), exceeded budgets (resource_exhausted), and
@@ -234,12 +235,16 @@ func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
 		}
 		defer geom.Destroy()
 		reason := geom.IsValidReason()
-		if invalid == nil && reason != geosValid {
+		if reason == geosValid {
+			if invalid != nil {
+				// Closing rings and dropping collapsed ones sufficed.
+				out = prepared
+			}
+			return nil
+		}
+		if invalid == nil {
 			invalid = invalidFromReason(g, reason)
 			info.Reason = reason
-		}
-		if info.Reason == "" {
-			return nil
 		}
 		fixed := geom.MakeValidWithParams(geos.MakeValidStructure, geos.MakeValidDiscardCollapsed)
 		if fixed == nil {
@@ -264,7 +269,7 @@ func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
 		return nil, info, err
 	}
 	var z []float64
-	if info.Reason == "" {
+	if invalid == nil {
 		info.WasValid = true
 		out, z = g.Geom, g.Z
 	}

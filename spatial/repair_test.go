@@ -40,16 +40,25 @@ func TestMakeValid(t *testing.T) {
 		{
 			name: "unclosed ring is closed",
 			in:   `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`,
-			want: `{"type":"Polygon","coordinates":[[[0,0],[0,1],[1,1],[1,0],[0,0]]]}`,
+			want: `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}`,
 			info: MakeValidInfo{
 				Method: "structure", Reason: "Ring is not closed[0 0]", ClosedRings: 1,
 				TypeBefore: "Polygon", TypeAfter: "Polygon", VerticesBefore: 4, VerticesAfter: 5,
 			},
 		},
 		{
+			name: "closing is not enough",
+			in:   `{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1]]]}`,
+			want: `{"type":"MultiPolygon","coordinates":[[[[0.5,0.5],[1,1],[1,0],[0.5,0.5]]],[[[0,0],[0,1],[0.5,0.5],[0,0]]]]}`,
+			info: MakeValidInfo{
+				Method: "structure", Reason: "Ring is not closed[0 0]", ClosedRings: 1,
+				TypeBefore: "Polygon", TypeAfter: "MultiPolygon", VerticesBefore: 4, VerticesAfter: 8,
+			},
+		},
+		{
 			name: "collapsed hole is dropped",
 			in:   `{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[2,2],[1,1]]]}`,
-			want: `{"type":"Polygon","coordinates":[[[0,0],[0,4],[4,4],[4,0],[0,0]]]}`,
+			want: `{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]]]}`,
 			info: MakeValidInfo{
 				Method: "structure", Reason: "Too few points in geometry component[1 1]", DroppedComponents: 1,
 				TypeBefore: "Polygon", TypeAfter: "Polygon", VerticesBefore: 8, VerticesAfter: 5,

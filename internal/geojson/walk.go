@@ -32,9 +32,14 @@ const (
 // consecutively in Ring, in document order; a member that is a single
 // LineString, Point or MultiPoint has Ring -1.
 type Component struct {
-	Kind   ComponentKind
-	Part   int
-	Ring   int
+	// Kind says whether the positions form points, a line or a ring.
+	Kind ComponentKind
+	// Part is the member index, or -1.
+	Part int
+	// Ring is the ring (or, in a collection member, ring or line) index,
+	// or -1.
+	Ring int
+	// Points are the positions, aliasing the geometry's.
 	Points []orb.Point
 	// First is the document-order index (as in [Geometry.Z]) of Points[0].
 	First int
