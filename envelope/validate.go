@@ -42,6 +42,7 @@ func violation(field, rule, msg string) Violation {
 // ValidationError lists every rule an envelope breaks. It wraps
 // [ErrInvalid].
 type ValidationError struct {
+	// Violations lists every broken rule, in the order they were checked.
 	Violations []Violation
 }
 

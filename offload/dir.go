@@ -113,6 +113,7 @@ type ctxWriter struct {
 	w   io.Writer
 }
 
+// Write writes p unless the context is done.
 func (c *ctxWriter) Write(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err

@@ -166,6 +166,7 @@ type appendWriter struct {
 	over  bool
 }
 
+// Write appends p, failing once more than limit bytes arrive.
 func (w *appendWriter) Write(p []byte) (int, error) {
 	if int64(len(w.buf))+int64(len(p)) > w.limit {
 		w.over = true

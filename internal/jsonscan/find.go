@@ -13,7 +13,10 @@ const MaxPaths = 64
 // Span is the byte span [Start, End) of a value in the scanned input.
 // Start is -1 when the value was not found.
 type Span struct {
-	Start, End int
+	// Start is the offset of the value's first byte, or -1.
+	Start int
+	// End is the offset just past the value's last byte, or -1.
+	End int
 }
 
 // Found reports whether the span locates a value.

@@ -224,6 +224,7 @@ type failingReader struct {
 	err  error
 }
 
+// Read yields the data, then the error.
 func (r *failingReader) Read(p []byte) (int, error) {
 	if len(r.data) == 0 {
 		return 0, r.err
@@ -335,6 +336,7 @@ type genReader struct {
 	x      uint64
 }
 
+// Read yields the next pseudo-random bytes.
 func (g *genReader) Read(p []byte) (int, error) {
 	if g.off >= g.n {
 		return 0, io.EOF
