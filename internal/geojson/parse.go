@@ -199,18 +199,13 @@ type parser struct {
 func newParser(data []byte, lim Limits) *parser {
 	lim = lim.withDefaults()
 	p := &parser{scanner: scanner{data: data, maxDepth: lim.MaxDepth}, lim: lim}
-	if len(data) > presizeAbove {
-		// Size the position array once instead of growing it: every
-		// position opens with '[' and takes at least 6 bytes ("[0,0],").
-		n := min(bytes.Count(data, []byte{'['}), len(data)/6+1, lim.MaxVertices)
-		p.pts = make([]orb.Point, 0, n)
-	}
+	// Size the position array once instead of growing it: every position
+	// opens with '[' and takes at least 6 bytes ("[0,0],").
+	n := min(bytes.Count(data, []byte{'['}), len(data)/6+1, lim.MaxVertices)
+	p.pts = make([]orb.Point, 0, n)
+	p.counts = make([]int, 0, 8)
 	return p
 }
-
-// presizeAbove is the input size above which the parser counts brackets to
-// size its position array up front.
-const presizeAbove = 64 << 10
 
 // ParseGeometry parses a GeoJSON geometry object. A JSON null, a missing or
 // null "coordinates" (or "geometries") member fail with

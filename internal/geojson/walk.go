@@ -61,7 +61,6 @@ func Components(g orb.Geometry, fn func(Component) bool) bool {
 type walker struct {
 	fn  func(Component) bool
 	doc int
-	one [1]orb.Point
 }
 
 func (w *walker) emit(kind ComponentKind, part, ring int, pts []orb.Point) bool {
@@ -73,8 +72,7 @@ func (w *walker) emit(kind ComponentKind, part, ring int, pts []orb.Point) bool 
 func (w *walker) top(g orb.Geometry) bool {
 	switch g := g.(type) {
 	case orb.Point:
-		w.one[0] = g
-		return w.emit(KindPoints, -1, -1, w.one[:])
+		return w.emit(KindPoints, -1, -1, []orb.Point{g})
 	case orb.MultiPoint:
 		return w.emit(KindPoints, -1, -1, g)
 	case orb.LineString:
@@ -125,8 +123,7 @@ func (w *walker) member(part int, g orb.Geometry, k *int, flat bool) bool {
 	}
 	switch g := g.(type) {
 	case orb.Point:
-		w.one[0] = g
-		return w.emit(KindPoints, part, next(), w.one[:])
+		return w.emit(KindPoints, part, next(), []orb.Point{g})
 	case orb.MultiPoint:
 		return w.emit(KindPoints, part, next(), g)
 	case orb.LineString:
