@@ -141,21 +141,18 @@ func readExactly(r io.Reader, size int64) ([]byte, error) {
 		}
 		return w.buf, nil
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return nil, fmt.Errorf("reader yielded fewer than %d bytes: %w", size, ErrSizeMismatch)
-		}
-		return nil, fmt.Errorf("reading object: %w", err)
+	// Grow with the data rather than trusting size for the allocation.
+	b := bytes.NewBuffer(make([]byte, 0, min(size, initialBuffer)))
+	if err := copyExactly(b, r, size); err != nil {
+		return nil, err
 	}
-	var one [1]byte
-	if n, _ := io.ReadFull(r, one[:]); n > 0 {
-		return nil, fmt.Errorf("reader yielded more than %d bytes: %w", size, ErrSizeMismatch)
-	}
-	return buf, nil
+	return b.Bytes(), nil
 }
 
-const copyChunk = 1 << 20
+const (
+	copyChunk     = 1 << 20
+	initialBuffer = 1 << 26
+)
 
 var errTooMuch = errors.New("more bytes than declared")
 
@@ -173,7 +170,9 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 		return 0, errTooMuch
 	}
 	if w.buf == nil {
-		w.buf = make([]byte, 0, w.limit)
+		// Exactly the object when it arrives at once; otherwise grow with
+		// the data rather than trusting the declared size.
+		w.buf = make([]byte, 0, max(int64(len(p)), min(w.limit, initialBuffer)))
 	}
 	// Copy in chunks: one huge memmove cannot be preempted.
 	for q := p; len(q) > 0; {

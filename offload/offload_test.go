@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,4 +227,17 @@ func TestMemStoreInspect(t *testing.T) {
 	require.NoError(t, m.Put(context.Background(), "a/b", bytes.NewReader([]byte("x")), 1))
 	require.Equal(t, 1, m.Len())
 	require.Equal(t, []string{"a/b"}, m.Keys())
+}
+
+func TestMemStoreDoesNotTrustDeclaredSize(t *testing.T) {
+	ctx := context.Background()
+	m := offload.NewMemStore()
+	for _, r := range []func() io.Reader{
+		func() io.Reader { return bytes.NewReader([]byte("tiny")) },
+		func() io.Reader { return io.LimitReader(strings.NewReader("tiny"), 4) },
+	} {
+		err := m.Put(ctx, "k", r(), 8<<30)
+		require.ErrorIs(t, err, offload.ErrSizeMismatch)
+	}
+	require.Zero(t, m.Len())
 }

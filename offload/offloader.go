@@ -249,13 +249,19 @@ func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
 	defer rc.Close()
 	h := sha256.New()
 	buf := make([]byte, ref.Size)
-	n, err := io.ReadFull(io.TeeReader(rc, h), buf)
-	switch {
-	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		ie.Problem, ie.GotSize = ProblemTruncated, int64(n)
-		return nil, ie
-	case err != nil:
-		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+	// Read and hash in chunks: bounded, preemptible steps.
+	n := 0
+	for n < len(buf) {
+		m, err := io.ReadFull(rc, buf[n:min(len(buf), n+hashChunk)])
+		h.Write(buf[n : n+m])
+		n += m
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			ie.Problem, ie.GotSize = ProblemTruncated, int64(n)
+			return nil, ie
+		case err != nil:
+			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+		}
 	}
 	var extra [1]byte
 	if m, _ := io.ReadFull(rc, extra[:]); m > 0 {
