@@ -22,4 +22,9 @@
 //
 // Positions keep at most three ordinates; the third is kept in
 // [Geometry.Z], further ones are read and dropped.
+//
+// [Validate], [CheckFinite] and [CheckRange] return a *classify.Error, not
+// an error, so that callers can add to its detail (the EPSG code, say).
+// Test the result against nil before storing it in an error variable: a
+// nil *classify.Error in an error interface is not a nil error.
 package geojson
