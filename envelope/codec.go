@@ -338,13 +338,12 @@ func (e *Envelope) appendTo(b []byte, check bool) ([]byte, error) {
 		b = appendKey(b, true, "trace_id")
 		b = appendString(b, e.TraceID)
 	}
-	if e.Source != nil {
-		src, err := json.Marshal(e.Source)
-		if err != nil {
-			return nil, fmt.Errorf("envelope: encode source: %w", err)
-		}
+	if s := e.Source; s != nil {
 		b = appendKey(b, true, "source")
-		b = append(b, src...)
+		var err error
+		if b, err = appendSource(b, s); err != nil {
+			return nil, err
+		}
 	}
 	if e.RawPayloadOffloadURI != "" {
 		b = appendKey(b, true, "raw_payload_offload_uri")
@@ -551,4 +550,45 @@ func firstNonSpace(b []byte) int {
 		i++
 	}
 	return i
+}
+
+// appendSource writes s with the field names and omitempty rules of its
+// json tags.
+func appendSource(b []byte, s *Source) ([]byte, error) {
+	b = appendKey(append(b, '{'), false, "system")
+	b = appendString(b, s.System)
+	str := func(key, v string) {
+		if v != "" {
+			b = appendKey(b, true, key)
+			b = appendString(b, v)
+		}
+	}
+	str("topic", s.Topic)
+	if s.Partition != nil {
+		b = appendKey(b, true, "partition")
+		b = strconv.AppendInt(b, int64(*s.Partition), 10)
+	}
+	if s.Offset != nil {
+		b = appendKey(b, true, "offset")
+		b = strconv.AppendInt(b, *s.Offset, 10)
+	}
+	str("message_id", s.MessageID)
+	if len(s.Key) > 0 {
+		b = appendKey(b, true, "key")
+		b = appendBytesAs(b, s.Key, EncodingBase64)
+	}
+	str("group_id", s.GroupID)
+	str("dedup_id", s.DedupID)
+	if s.DeliveryCount != 0 {
+		b = appendKey(b, true, "delivery_count")
+		b = strconv.AppendInt(b, int64(s.DeliveryCount), 10)
+	}
+	if s.Timestamp != nil {
+		if y := s.Timestamp.Year(); y < 0 || y > 9999 {
+			return nil, fmt.Errorf("envelope: encode: source.timestamp year %d outside 0–9999", y)
+		}
+		b = appendKey(b, true, "timestamp")
+		b = appendTime(b, *s.Timestamp)
+	}
+	return append(b, '}'), nil
 }

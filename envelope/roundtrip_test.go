@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -179,4 +180,28 @@ func TestLargeStringFieldsRoundTrip(t *testing.T) {
 	again, err := dec.Encode()
 	require.NoError(t, err)
 	require.Equal(t, data, again)
+}
+
+func TestSourceRoundTrip(t *testing.T) {
+	p, o := int32(3), int64(1<<40)
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", -3600))
+	for _, src := range []*envelope.Source{
+		{System: "kafka"},
+		{System: "kafka", Topic: "spatial.events", Partition: &p, Offset: &o, Key: []byte("\x00k<>"), Timestamp: &ts, DeliveryCount: 2},
+		{System: "sqs", MessageID: "m\"1", GroupID: "g", DedupID: "d"},
+	} {
+		env, data, err := newBuilder(t, nil).Build(context.Background(), envelope.Input{Payload: []byte(`{}`), IdempotencyKey: "k", Source: src})
+		require.NoError(t, err)
+		want, err := json.Marshal(src)
+		require.NoError(t, err)
+		var a map[string]any
+		require.NoError(t, json.Unmarshal(want, &a))
+		require.Equal(t, a, decodeMap(t, data)["source"], "same fields and values as encoding/json")
+		dec, err := envelope.Decode(data)
+		require.NoError(t, err)
+		require.Equal(t, env.Source.Key, dec.Source.Key)
+		again, err := dec.Encode()
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(again))
+	}
 }
