@@ -11,11 +11,12 @@
 //
 // The scanner is strict where it walks and structural where it skips. On
 // the path to a member (the top-level object and every object or array
-// named by a path) it checks the full grammar: keys, colons, commas,
-// number syntax, literals, and that nothing but whitespace follows the
-// document. Inside values it merely skips, it checks only what is needed
-// to find their end: brackets nest and match, strings are terminated and
-// their escapes are well formed. So every valid JSON document is accepted
+// named by a path) it checks the grammar: keys, colons, commas, number
+// syntax, literals, and that nothing but whitespace follows the document.
+// Inside values it merely skips, it checks only what is needed to find
+// their end: brackets nest and match, strings are terminated and their
+// escapes are well formed. Strings are nowhere checked for raw control
+// characters or UTF-8 validity (Unquote is). So every valid JSON document is accepted
 // with the same spans encoding/json sees, and some invalid ones (such as
 // [1 2]) are skipped without complaint; use [encoding/json.Valid] where
 // full validation matters. Nesting deeper than [MaxDepth] is an error, as in
