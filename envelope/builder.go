@@ -304,6 +304,9 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		if ge.Kind == "" {
 			ge.Kind = string(classify.KindOfReason(detail.Reason))
 		}
+		if len(ge.Kind) > maxLabelLen {
+			ge.Kind = string(classify.KindOther)
+		}
 		if p := detail.Location; p != nil && finite(p[0]) && finite(p[1]) {
 			ge.Location = []float64{p[0], p[1]}
 		}
@@ -312,7 +315,9 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 			ge.EPSG = &epsg
 		}
 		e.GeometryError = ge
-		e.GeometryType = detail.GeometryType
+		if len(detail.GeometryType) <= maxLabelLen {
+			e.GeometryType = detail.GeometryType
+		}
 		e.VertexCount = max(detail.VertexCount, 0)
 	}
 	switch class {
@@ -339,7 +344,7 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		e.RawPayload = payload
 	} else {
 		if e.GeometryType == "" {
-			if s, ok := stringValue(value(pathGeometryType), 64); ok {
+			if s, ok := stringValue(value(pathGeometryType), maxLabelLen); ok {
 				e.GeometryType = s
 			}
 		}

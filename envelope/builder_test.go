@@ -333,6 +333,18 @@ func TestBuilderOptions(t *testing.T) {
 	require.Equal(t, "Point", env.GeometryType)
 }
 
+func TestBuildClampsDetailLabels(t *testing.T) {
+	err := &classify.Error{Class: classify.ClassInvalidGeometry, Geometry: &classify.GeometryDetail{
+		Reason: "x", Kind: classify.ReasonKind(strings.Repeat("k", 100)), GeometryType: strings.Repeat("T", 100), VertexCount: -4,
+	}}
+	env, _, berr := newBuilder(t, nil).Build(context.Background(), envelope.Input{Payload: []byte(bowtie), IdempotencyKey: "k", Err: err})
+	require.NoError(t, berr)
+	require.NoError(t, env.Validate())
+	require.Equal(t, "other", env.GeometryError.Kind)
+	require.Equal(t, "Polygon", env.GeometryType, "falls back to the scan")
+	require.Equal(t, 5, env.VertexCount)
+}
+
 func TestBuildRejectsBadCallerFields(t *testing.T) {
 	_, _, err := newBuilder(t, nil).Build(context.Background(), envelope.Input{Payload: []byte(`{}`), IdempotencyKey: "k", Source: &envelope.Source{}})
 	require.ErrorIs(t, err, envelope.ErrInvalid)

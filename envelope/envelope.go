@@ -11,6 +11,7 @@ const (
 	maxEventIDLen = 1024
 	maxKeyLen     = 65536
 	maxTraceIDLen = 256
+	maxLabelLen   = 64 // geometry_type, geometry_error.kind
 )
 
 // SchemaVersion is the wire format version written by this package and the
