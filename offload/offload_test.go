@@ -47,7 +47,7 @@ func TestNewOptions(t *testing.T) {
 	require.Error(t, err)
 	_, err = offload.New(offloadtest.NewCountingStore(struct{ offload.Store }{mem}), nil)
 	require.Error(t, err, "a store without a URI needs BaseURI")
-	for _, base := range []string{"nope", "://x", "S3://x", "s3://a b", "s3://x?y", "s3://x#y", "s3://x/%2e", "s3://x/../y", "s3://x//y", `s3://x\y`, "1s://x"} {
+	for _, base := range []string{"nope", "://x", "S3://x", "s3://a b", "s3://x?y", "s3://x#y", "s3://x/%2e", "s3://x/%2F", "s3://x/%5c", "s3://x/%zz", "s3://x/%4", "s3://x/../y", "s3://x//y", `s3://x\y`, "1s://x"} {
 		_, err = offload.New(mem, &offload.Options{BaseURI: base})
 		require.Error(t, err, base)
 	}
@@ -107,6 +107,25 @@ func TestPutFetch(t *testing.T) {
 		require.Contains(t, err.Error(), "bad_ref")
 	}
 	require.Equal(t, gets, cs.Gets())
+}
+
+func TestDirStoreWithSpaceInPath(t *testing.T) {
+	ctx := context.Background()
+	d, err := offload.NewDirStore(filepath.Join(t.TempDir(), "dead letters"))
+	require.NoError(t, err)
+	defer d.Close()
+	o, err := offload.New(d, nil)
+	require.NoError(t, err)
+	require.Contains(t, o.BaseURI(), "dead%20letters")
+	ref, err := o.Put(ctx, []byte(`{"type":"Point","coordinates":[0,0]}`), offload.ExtGeoJSON)
+	require.NoError(t, err)
+	got, err := o.Fetch(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, `{"type":"Point","coordinates":[0,0]}`, string(got))
+	bad := ref
+	bad.URI = strings.Replace(ref.URI, "/geodlq/", "/geodlq/%2e%2e/", 1)
+	_, err = o.Fetch(ctx, bad)
+	require.ErrorIs(t, err, offload.ErrForbiddenURI)
 }
 
 func TestMaxSize(t *testing.T) {

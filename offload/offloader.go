@@ -47,7 +47,8 @@ type Options struct {
 	// are BaseURI + "/" + key. Default: the store's own URI when it has a
 	// URI() string method ([MemStore] and [DirStore] do); otherwise
 	// required. It must be scheme "://" followed by printable ASCII with no
-	// '?', '#', '%', '\\' or whitespace.
+	// '?', '#', '\\', whitespace, "." or ".." segments or "//"; percent
+	// escapes are allowed, except of '.', '/', '\\' and NUL.
 	BaseURI string
 	// Prefix is prepended to every key; a valid key itself (see
 	// [ValidKey]), so "dlq/2026" is fine. Default "geodlq".
@@ -131,10 +132,38 @@ func checkBaseURI(s string) error {
 			return fmt.Errorf("offload: base URI %q: bad scheme", s)
 		}
 	}
-	if !safeURIChars(rest) || strings.Contains(rest, "//") || hasDotSegment(rest) {
+	if !safeBaseChars(rest) || strings.Contains(rest, "//") || hasDotSegment(rest) {
 		return fmt.Errorf("offload: base URI %q: forbidden characters or segments", s)
 	}
 	return nil
+}
+
+// safeBaseChars is safeURIChars for the trusted base URI, which may hold
+// percent escapes (a directory with a space), except escapes of '.', '/'
+// and '\\'.
+func safeBaseChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '%' {
+			if !safeURIChars(s[i : i+1]) {
+				return false
+			}
+			continue
+		}
+		if i+2 >= len(s) || !isHexDigit(s[i+1]) || !isHexDigit(s[i+2]) {
+			return false
+		}
+		switch strings.ToLower(s[i+1 : i+3]) {
+		case "2e", "2f", "5c", "00":
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+func isHexDigit(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 func safeURIChars(s string) bool {
@@ -306,12 +335,12 @@ func (o *Offloader) KeyFor(uri string) (string, error) {
 	if len(uri) > len(o.base)+len(o.prefix)+2+64+1+len(ExtGeoJSON) {
 		return fail("too long")
 	}
-	if !safeURIChars(uri) {
-		return fail("forbidden character (control, space, '%', '?', '#', '\\' or non-ASCII)")
-	}
 	rest, ok := strings.CutPrefix(uri, o.base+"/")
 	if !ok {
 		return fail("not under the offloader's base URI " + o.base)
+	}
+	if !safeURIChars(rest) {
+		return fail("forbidden character (control, space, '%', '?', '#', '\\' or non-ASCII)")
 	}
 	name, ok := strings.CutPrefix(rest, o.prefix+"/")
 	if !ok {
