@@ -218,7 +218,7 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Envelope, []byte, error
 	var payloadSum [sha256.Size]byte
 	var wg sync.WaitGroup
 	if len(payload) >= parallelHashMin {
-		wg.Go(func() { payloadSum = offload.SHA256(payload) })
+		wg.Go(func() { payloadSum = sha256Chunked(payload) })
 	} else {
 		payloadSum = sha256.Sum256(payload)
 	}
@@ -581,4 +581,21 @@ func checkCallerFields(in *Input) error {
 		return fmt.Errorf("envelope: build: %w", &ValidationError{Violations: vs})
 	}
 	return nil
+}
+
+// hashChunk bounds one call into the hash's assembly, which cannot be
+// preempted: hashing 40 MB in one call would stall a garbage collection
+// (and every goroutine it stops) for tens of milliseconds.
+const hashChunk = 256 << 10
+
+func sha256Chunked(b []byte) [sha256.Size]byte {
+	h := sha256.New()
+	for len(b) > 0 {
+		n := min(len(b), hashChunk)
+		h.Write(b[:n])
+		b = b[n:]
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }

@@ -228,7 +228,7 @@ func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, erro
 	if int64(len(data)) > o.maxSize {
 		return Ref{}, fmt.Errorf("offload: put: %d bytes exceeds MaxSize %d", len(data), o.maxSize)
 	}
-	hexsum := SHA256Hex(data)
+	hexsum := sha256Hex(data)
 	key := o.Key(hexsum, ext)
 	ref := Ref{URI: o.URI(key), Size: int64(len(data)), SHA256: hexsum}
 	exists, err := o.store.Exists(ctx, key)
@@ -436,25 +436,14 @@ func (e *IntegrityError) Unwrap() error { return ErrIntegrity }
 // (and the goroutines it stops) for tens of milliseconds.
 const hashChunk = 256 << 10
 
-// SHA256Hex returns the lowercase hex SHA-256 of b. It hashes in chunks so
+// sha256Hex returns the lowercase hex SHA-256 of b, hashed in chunks so
 // that hashing a large blob stays preemptible.
-func SHA256Hex(b []byte) string {
-	sum := SHA256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// SHA256 returns the SHA-256 of b, hashed in preemptible chunks.
-func SHA256(b []byte) [sha256.Size]byte {
-	if len(b) <= hashChunk {
-		return sha256.Sum256(b)
-	}
+func sha256Hex(b []byte) string {
 	h := sha256.New()
 	for len(b) > 0 {
 		n := min(len(b), hashChunk)
 		h.Write(b[:n])
 		b = b[n:]
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+	return hex.EncodeToString(h.Sum(nil))
 }
