@@ -173,7 +173,8 @@ func isHex64(s string) bool {
 //   - payload_offset is -1 exactly when the geometry is missing, and an
 //     offloaded geometry has a location in the payload;
 //   - raw_payload and raw_payload_offload_uri are not both set, and
-//     without offloading raw_payload is payload_size bytes long;
+//     raw_payload is payload_size bytes long (less the offloaded geometry's
+//     byte_size, plus its {"$ref":…} object);
 //   - the encodings named can carry their bytes exactly.
 //
 // Validate does not hash anything; [Envelope.Restore] verifies content.
@@ -231,6 +232,12 @@ func (e *Envelope) validate(vs []Violation) error {
 	}
 	if e.RawPayloadOffloadURI == "" && g.OffloadURI == "" && int64(len(e.RawPayload)) != e.PayloadSize {
 		add("payload_size", "payload_size", fmt.Sprintf("payload_size is %d but raw_payload holds %d bytes", e.PayloadSize, len(e.RawPayload)))
+	}
+	if e.RawPayloadOffloadURI == "" && g.OffloadURI != "" {
+		refLen := int64(len(`{"$ref":""}`) + len(g.OffloadURI))
+		if want := e.PayloadSize - g.ByteSize + refLen; int64(len(e.RawPayload)) != want {
+			add("payload_size", "payload_size", fmt.Sprintf("raw_payload holds %d bytes; payload_size, byte_size and the $ref say %d", len(e.RawPayload), want))
+		}
 	}
 	if e.RawPayloadOffloadURI == "" && e.RawPayloadEncoding != "" && !applicable(e.RawPayloadEncoding, e.RawPayload) {
 		add("raw_payload_encoding", "encoding", fmt.Sprintf("raw_payload_encoding %q cannot carry the payload bytes exactly", e.RawPayloadEncoding))
