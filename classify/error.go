@@ -90,6 +90,7 @@ var geosReasons = []struct {
 	{"Invalid Coordinate", KindInvalidCoordinate},
 	{"Hole lies outside shell", KindHoleOutsideShell},
 	{"Nested holes", KindNestedHoles},
+	{"Holes are nested", KindNestedHoles}, // GEOS 3.11's wording
 	{"Nested shells", KindNestedShells},
 	{"Interior is disconnected", KindDisconnectedInterior},
 	{"Duplicate Rings", KindDuplicateRings},
