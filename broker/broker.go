@@ -1,0 +1,269 @@
+// Package broker defines the small interfaces geodlq needs from a message
+// broker, and the [Processor] that wires a consumer's handler to
+// classification, in-place retries and the dead-letter write.
+//
+// Adapters live under this package, one per broker (broker/memory,
+// broker/sqlite, …). Each implements some of:
+//
+//   - [Publisher]: write a message to a named destination, durably. Used for
+//     dead-letter writes and for replay's re-injection.
+//   - [DeadLetterSource]: lease, acknowledge and release dead-lettered
+//     records, with a [Filter]. Used by the replayer.
+//
+// and proves itself with the shared conformance suite in broker/brokertest.
+//
+// The ordering that keeps events safe is the Processor's job: it writes the
+// envelope and waits for the write to be durable before it tells the caller
+// to acknowledge the source message. If the write fails, the caller is told
+// not to acknowledge, and the source redelivers.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/paulmach/orb"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+)
+
+// Header names set on dead-letter and re-injected messages. Adapters map
+// them onto their broker's header or attribute mechanism.
+const (
+	// HeaderIdempotencyKey carries the event's idempotency key, verbatim.
+	HeaderIdempotencyKey = "idempotency-key"
+	// HeaderEventID carries the event id.
+	HeaderEventID = "dlq-event-id"
+	// HeaderClass carries the failure class of a dead-lettered event.
+	HeaderClass = "dlq-class"
+	// HeaderStage carries the failed stage of a dead-lettered event.
+	HeaderStage = "dlq-stage"
+	// HeaderDestination carries "retry" or "poison".
+	HeaderDestination = "dlq-destination"
+	// HeaderEPSG carries the EPSG code of the payload's CRS, when known.
+	HeaderEPSG = "dlq-epsg"
+	// HeaderSchema carries the envelope schema version ("dlq.v1").
+	HeaderSchema = "dlq-schema"
+	// HeaderFirstSeenAt carries, on a re-injected message, when the event
+	// was first seen (RFC 3339, nanoseconds), so a second failure keeps its
+	// history.
+	HeaderFirstSeenAt = "dlq-first-seen-at"
+	// HeaderReplayOf carries, on a re-injected message, the id of the
+	// dead-letter record it was replayed from.
+	HeaderReplayOf = "dlq-replay-of"
+	// HeaderRepaired is "true" on a re-injected message whose payload a
+	// repair changed.
+	HeaderRepaired = "dlq-repaired"
+	// HeaderRepair describes the repair ("make_valid:structure 5->7 vertices").
+	HeaderRepair = "dlq-repair"
+)
+
+// Message is a message as a broker carries it.
+type Message struct {
+	// Key is the ordering or partition key, or nil.
+	Key []byte
+	// Body is the payload, exactly as received.
+	Body []byte
+	// Headers are the message's headers or attributes.
+	Headers map[string]string
+	// DeliveryAttempt is the broker's own count of deliveries of this
+	// message, first delivery = 1 (SQS ApproximateReceiveCount, Pub/Sub
+	// delivery attempt, Service Bus DeliveryCount, JetStream NumDelivered);
+	// 0 when the broker does not report one.
+	DeliveryAttempt int
+	// Source is where the message came from, recorded in the envelope.
+	Source *envelope.Source
+}
+
+// Header returns the named header, or "".
+func (m *Message) Header(name string) string {
+	if m == nil || m.Headers == nil {
+		return ""
+	}
+	return m.Headers[name]
+}
+
+// Clone returns a deep copy of m.
+func (m *Message) Clone() *Message {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Key = slices.Clone(m.Key)
+	c.Body = slices.Clone(m.Body)
+	if m.Headers != nil {
+		c.Headers = make(map[string]string, len(m.Headers))
+		for k, v := range m.Headers {
+			c.Headers[k] = v
+		}
+	}
+	if m.Source != nil {
+		s := *m.Source
+		s.Key = slices.Clone(m.Source.Key)
+		c.Source = &s
+	}
+	return &c
+}
+
+// Publisher writes messages to named destinations: topics, queues, streams
+// or tables.
+//
+// Publish must return nil only once the message is durable: acknowledged by
+// the broker under its strongest setting the adapter was configured with
+// (Kafka acks=all, publisher confirms, a committed transaction). It must
+// not retain m after it returns. A message larger than the adapter accepts
+// is refused with an error wrapping [ErrTooLarge], never truncated.
+// Implementations must be safe for concurrent use.
+type Publisher interface {
+	Publish(ctx context.Context, destination string, m *Message) error
+}
+
+// Limiter is implemented by publishers whose destinations have a message
+// size limit. The [Processor] passes the limit to the envelope builder so
+// that envelopes are shrunk (by offloading) before they are published.
+type Limiter interface {
+	// MaxMessageBytes returns the largest message body the destination
+	// accepts, or 0 for no limit.
+	MaxMessageBytes(destination string) int
+}
+
+// Record is a dead-lettered message held by a [DeadLetterSource].
+type Record struct {
+	// ID identifies the record within its destination: a row id, stream
+	// entry id, or partition/offset. Stable across redeliveries.
+	ID string
+	// Destination is the dead-letter destination the record is in.
+	Destination string
+	// Message is the dead-letter message; its Body is the encoded envelope.
+	Message *Message
+	// Envelope is the decoded envelope, when the source decoded it.
+	Envelope *envelope.Envelope
+	// Deliveries counts how many times the record was leased, this time
+	// included, when the source tracks it (0 otherwise).
+	Deliveries int
+	// Lease is an opaque handle the source sets when it leases the record,
+	// so that Ack and Release can detect a lost lease. Callers must not
+	// change it.
+	Lease string
+}
+
+// DeadLetterSource is the replay side of a dead-letter store.
+//
+// Fetch leases up to max records of destination that match f and are
+// neither acknowledged nor leased by anyone else, oldest first. A leased
+// record is invisible to other fetchers until it is acknowledged, released,
+// or its lease expires — a replayer that crashes loses nothing; its records
+// come back. Ack removes a record for good (or marks it replayed); it must
+// be called only after the record's effect is durable elsewhere. Release
+// gives a leased record back at once. Ack and Release of a record whose
+// lease was lost return an error wrapping [ErrLeaseLost].
+//
+// Implementations must be safe for concurrent use; two concurrent fetchers
+// never receive the same record under live leases.
+type DeadLetterSource interface {
+	Fetch(ctx context.Context, destination string, f Filter, max int) ([]*Record, error)
+	Ack(ctx context.Context, r *Record) error
+	Release(ctx context.Context, r *Record) error
+}
+
+// Errors shared by adapters.
+var (
+	// ErrTooLarge is wrapped by errors for messages over a destination's
+	// size limit.
+	ErrTooLarge = errors.New("broker: message too large")
+	// ErrLeaseLost is wrapped when acknowledging or releasing a record whose
+	// lease expired or was taken by another consumer.
+	ErrLeaseLost = errors.New("broker: lease lost")
+	// ErrClosed is returned by operations on a closed adapter.
+	ErrClosed = errors.New("broker: closed")
+	// ErrNotAcked is wrapped by the error [Processor.Process] returns when
+	// the source message must not be acknowledged.
+	ErrNotAcked = errors.New("broker: do not acknowledge the source message")
+)
+
+// TooLargeError reports a message over a destination's limit.
+type TooLargeError struct {
+	Destination string
+	Size, Limit int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("broker: message of %d bytes exceeds the %d-byte limit of %q", e.Size, e.Limit, e.Destination)
+}
+
+// Unwrap returns [ErrTooLarge].
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+
+// Filter selects dead-lettered records. Zero fields match everything; a
+// record must match every non-zero field (and any one value within a
+// field).
+type Filter struct {
+	// Classes selects by failure class.
+	Classes []classify.Class
+	// Stages selects by failed stage.
+	Stages []classify.Stage
+	// EPSG selects by the EPSG code recorded for the payload's CRS (the
+	// geometry error's EPSG for a CRS mismatch, else source_epsg).
+	EPSG []int
+	// Since and Until bound dead_lettered_at: Since <= t < Until.
+	Since, Until time.Time
+	// EventIDs selects by event id.
+	EventIDs []string
+	// BBox selects records whose geometry error location lies inside the
+	// bound, when set. Records without a location do not match.
+	BBox *orb.Bound
+}
+
+// IsZero reports whether f matches every record.
+func (f Filter) IsZero() bool {
+	return len(f.Classes) == 0 && len(f.Stages) == 0 && len(f.EPSG) == 0 &&
+		f.Since.IsZero() && f.Until.IsZero() && len(f.EventIDs) == 0 && f.BBox == nil
+}
+
+// EPSGOf returns the EPSG code a filter compares: the geometry error's EPSG
+// for a CRS mismatch when present, else the envelope's source_epsg.
+func EPSGOf(e *envelope.Envelope) int {
+	if e.GeometryError != nil && e.GeometryError.EPSG != nil && *e.GeometryError.EPSG != 0 {
+		return *e.GeometryError.EPSG
+	}
+	return e.SourceEPSG
+}
+
+// Match reports whether e satisfies f. Adapters that cannot filter in the
+// store filter with Match.
+func (f Filter) Match(e *envelope.Envelope) bool {
+	if e == nil {
+		return false
+	}
+	if len(f.Classes) > 0 && !slices.Contains(f.Classes, e.FailureClass) {
+		return false
+	}
+	if len(f.Stages) > 0 && !slices.Contains(f.Stages, e.FailedStage) {
+		return false
+	}
+	if len(f.EPSG) > 0 && !slices.Contains(f.EPSG, EPSGOf(e)) {
+		return false
+	}
+	if !f.Since.IsZero() && e.DeadLetteredAt.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !e.DeadLetteredAt.Before(f.Until) {
+		return false
+	}
+	if len(f.EventIDs) > 0 && !slices.Contains(f.EventIDs, e.EventID) {
+		return false
+	}
+	if f.BBox != nil {
+		if e.GeometryError == nil || len(e.GeometryError.Location) != 2 {
+			return false
+		}
+		if !f.BBox.Contains(orb.Point{e.GeometryError.Location[0], e.GeometryError.Location[1]}) {
+			return false
+		}
+	}
+	return true
+}

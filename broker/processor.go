@@ -1,0 +1,360 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/idemkey"
+)
+
+// Handler processes one message. It returns nil on success, or an error —
+// ideally marked with a class (see package classify) and a stage — on
+// failure. The message's idempotency key is in
+// m.Header(HeaderIdempotencyKey); a handler with side effects should claim
+// it first (see replay.Once).
+type Handler func(ctx context.Context, m *Message) error
+
+// ProcessorOptions configures a [Processor].
+type ProcessorOptions struct {
+	// Publisher receives the dead-letter envelopes. Required. If it
+	// implements [Limiter], envelopes are kept under its limit.
+	Publisher Publisher
+	// Builder builds envelopes. Nil means envelope.NewBuilder(nil): no
+	// offloading, default geometry path.
+	Builder *envelope.Builder
+	// Policy is the retry policy. The zero value retries 5 attempts with
+	// 500 ms base and 30 s cap.
+	Policy classify.Policy
+	// Destination names the dead-letter destination for a message. Nil
+	// means [DefaultDestination].
+	Destination func(m *Message, d classify.Destination) string
+	// IdempotencyKey returns the message's idempotency key. Nil means
+	// [DefaultIdempotencyKey]: the idempotency-key header, else a key
+	// derived once from the source and the exact body.
+	IdempotencyKey func(m *Message) string
+	// Sleep waits between in-place retries. Nil sleeps on a timer and
+	// returns ctx.Err() if ctx ends first.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives one record per dead-lettered event and per failed
+	// dead-letter write. Nil discards.
+	Logger *slog.Logger
+}
+
+// Processor runs handlers with in-place retries and dead-letters what
+// cannot be processed. It is safe for concurrent use.
+type Processor struct {
+	pub     Publisher
+	builder *envelope.Builder
+	policy  classify.Policy
+	dest    func(*Message, classify.Destination) string
+	key     func(*Message) string
+	sleep   func(context.Context, time.Duration) error
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+// NewProcessor returns a processor. It fails if opts.Publisher is nil.
+func NewProcessor(opts ProcessorOptions) (*Processor, error) {
+	if opts.Publisher == nil {
+		return nil, errors.New("broker: ProcessorOptions.Publisher is required")
+	}
+	p := &Processor{
+		pub:     opts.Publisher,
+		builder: opts.Builder,
+		policy:  opts.Policy,
+		dest:    opts.Destination,
+		key:     opts.IdempotencyKey,
+		sleep:   opts.Sleep,
+		now:     opts.Now,
+		log:     opts.Logger,
+	}
+	if p.builder == nil {
+		b, err := envelope.NewBuilder(nil)
+		if err != nil {
+			return nil, fmt.Errorf("broker: default envelope builder: %w", err)
+		}
+		p.builder = b
+	}
+	if p.dest == nil {
+		p.dest = DefaultDestination
+	}
+	if p.key == nil {
+		p.key = DefaultIdempotencyKey
+	}
+	if p.sleep == nil {
+		p.sleep = sleepCtx
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// DefaultDestination names dead-letter destinations after the source topic,
+// as Kafka's *.DLT convention does: "<topic>.retry.dlt" and
+// "<topic>.poison.dlt", or "geodlq.retry.dlt" / "geodlq.poison.dlt" when
+// the message has no source topic.
+func DefaultDestination(m *Message, d classify.Destination) string {
+	topic := "geodlq"
+	if m != nil && m.Source != nil && m.Source.Topic != "" {
+		topic = m.Source.Topic
+	}
+	return topic + "." + d.String() + ".dlt"
+}
+
+// DefaultIdempotencyKey returns the idempotency-key header when present, so
+// a key assigned at ingestion (or carried by a replay) is used verbatim.
+// Otherwise it derives one, once, from the source system and topic and the
+// exact body bytes ("idem:v1:<hex>"): identical payloads on the same topic
+// share a key.
+func DefaultIdempotencyKey(m *Message) string {
+	if k := m.Header(HeaderIdempotencyKey); k != "" {
+		return k
+	}
+	var system, topic string
+	if m.Source != nil {
+		system, topic = m.Source.System, m.Source.Topic
+	}
+	return idemkey.Derive("geodlq.message", []byte(system), []byte(topic), m.Body)
+}
+
+// Outcome reports what [Processor.Process] did.
+type Outcome struct {
+	// Ack is true when the caller may acknowledge (or delete, or commit)
+	// the source message: the handler succeeded, or the envelope is durably
+	// in the dead-letter store.
+	Ack bool
+	// Processed is true when the handler succeeded.
+	Processed bool
+	// DeadLettered is true when an envelope was written.
+	DeadLettered bool
+	// Destination is the dead-letter destination written to (or that the
+	// failed write was for).
+	Destination string
+	// Decision is the last retry decision, when the handler failed.
+	Decision classify.Decision
+	// Envelope is the envelope written (or that failed to be written).
+	Envelope *envelope.Envelope
+	// Attempts is the number of the last attempt made; attempts start at
+	// the broker's delivery count when it reports one.
+	Attempts int
+	// IdempotencyKey is the key the handler saw.
+	IdempotencyKey string
+	// Err is the handler's last error, or nil.
+	Err error
+}
+
+// DeadLetterError is returned when the dead-letter path itself failed —
+// building or publishing the envelope — so the source message must not be
+// acknowledged. It matches [ErrNotAcked] with errors.Is.
+type DeadLetterError struct {
+	// Destination is where the envelope was going.
+	Destination string
+	// Op is "build" or "publish".
+	Op string
+	// Cause is the build or publish error.
+	Cause error
+	// HandlerErr is the failure that was being dead-lettered.
+	HandlerErr error
+}
+
+func (e *DeadLetterError) Error() string {
+	return fmt.Sprintf("broker: dead-letter %s to %q failed, source message not acknowledged: %v (handler error: %v)",
+		e.Op, e.Destination, e.Cause, e.HandlerErr)
+}
+
+// Unwrap returns [ErrNotAcked] and the cause.
+func (e *DeadLetterError) Unwrap() []error { return []error{ErrNotAcked, e.Cause} }
+
+// PanicError is the error a handler's panic is turned into. It is
+// classified unknown unless the panic value is itself a classified error.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("broker: handler panicked: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	if err, ok := e.Value.(error); ok {
+		return err
+	}
+	return nil
+}
+
+// Process runs h on m until it succeeds, retrying transient and unknown
+// failures in place with the policy's backoff, and dead-letters the message
+// when the decision says so.
+//
+// The returned error is nil exactly when Outcome.Ack is true. Otherwise it
+// wraps [ErrNotAcked]: the context ended during processing (shutdown), or
+// the dead-letter write failed ([*DeadLetterError]). Either way the source
+// message must be left unacknowledged so the broker redelivers it — nothing
+// is lost.
+func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (Outcome, error) {
+	if m == nil {
+		return Outcome{}, fmt.Errorf("broker: nil message: %w", ErrNotAcked)
+	}
+	start := p.now()
+	key := p.key(m)
+	hm := withKey(m, key)
+	out := Outcome{IdempotencyKey: key}
+	attempt := max(1, m.DeliveryAttempt)
+	for {
+		out.Attempts = attempt
+		err := runHandler(ctx, h, hm)
+		if err == nil {
+			out.Ack, out.Processed, out.Err = true, true, nil
+			return out, nil
+		}
+		out.Err = err
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("broker: processing interrupted (%w), source message not acknowledged: %w", ctx.Err(), ErrNotAcked)
+		}
+		d := p.policy.Decide(err, attempt)
+		out.Decision = d
+		if d.Action == classify.ActionDeadLetter {
+			return p.deadLetter(ctx, m, key, err, d, attempt, p.firstSeen(m, start), out)
+		}
+		if serr := p.sleep(ctx, d.Delay); serr != nil {
+			return out, fmt.Errorf("broker: retry wait interrupted (%w), source message not acknowledged: %w", serr, ErrNotAcked)
+		}
+		attempt++
+	}
+}
+
+func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr error, d classify.Decision, attempt int, firstSeen time.Time, out Outcome) (Outcome, error) {
+	dest := p.dest(m, d.Destination)
+	out.Destination = dest
+	limit := 0
+	if l, ok := p.pub.(Limiter); ok {
+		limit = l.MaxMessageBytes(dest)
+	}
+	env, body, err := p.builder.Build(ctx, envelope.Input{
+		Payload:        m.Body,
+		IdempotencyKey: key,
+		EventID:        m.Header(HeaderEventID),
+		Err:            herr,
+		Class:          d.Class,
+		Attempts:       attempt,
+		FirstSeenAt:    firstSeen,
+		Source:         sourceOf(m),
+		MaxBytes:       limit,
+	})
+	if err != nil {
+		p.log.ErrorContext(ctx, "geodlq: envelope build failed; source not acknowledged",
+			slog.String("destination", dest), slog.String("idempotency_key", key), slog.Any("error", err))
+		return out, &DeadLetterError{Destination: dest, Op: "build", Cause: err, HandlerErr: herr}
+	}
+	out.Envelope = env
+	dl := &Message{Key: m.Key, Body: body, Headers: Headers(env)}
+	if err := p.pub.Publish(ctx, dest, dl); err != nil {
+		p.log.ErrorContext(ctx, "geodlq: dead-letter write failed; source not acknowledged",
+			slog.String("destination", dest), slog.String("event_id", env.EventID),
+			slog.String("idempotency_key", key), slog.Any("error", err))
+		return out, &DeadLetterError{Destination: dest, Op: "publish", Cause: err, HandlerErr: herr}
+	}
+	out.Ack, out.DeadLettered = true, true
+	p.log.WarnContext(ctx, "geodlq: dead-lettered event",
+		slog.String("event_id", env.EventID), slog.String("idempotency_key", key),
+		slog.String("class", env.FailureClass.String()), slog.String("stage", env.FailedStage.String()),
+		slog.Int("attempts", attempt), slog.String("destination", dest))
+	return out, nil
+}
+
+// Headers returns the dead-letter headers for env: class, stage,
+// destination, schema version, event id, idempotency key and, when known,
+// EPSG.
+func Headers(env *envelope.Envelope) map[string]string {
+	h := map[string]string{
+		HeaderSchema:         env.SchemaVersion,
+		HeaderClass:          env.FailureClass.String(),
+		HeaderStage:          env.FailedStage.String(),
+		HeaderDestination:    env.Destination,
+		HeaderEventID:        env.EventID,
+		HeaderIdempotencyKey: env.IdempotencyKey,
+	}
+	if e := EPSGOf(env); e != 0 {
+		h[HeaderEPSG] = strconv.Itoa(e)
+	}
+	return h
+}
+
+func (p *Processor) firstSeen(m *Message, start time.Time) time.Time {
+	if v := m.Header(HeaderFirstSeenAt); v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t
+		}
+	}
+	if m.Source != nil && m.Source.Timestamp != nil && !m.Source.Timestamp.IsZero() && m.Source.Timestamp.Before(start) {
+		return *m.Source.Timestamp
+	}
+	return start
+}
+
+func sourceOf(m *Message) *envelope.Source {
+	var s envelope.Source
+	if m.Source != nil {
+		s = *m.Source
+	}
+	if s.System == "" {
+		s.System = "unknown"
+	}
+	if s.Key == nil && m.Key != nil {
+		s.Key = m.Key
+	}
+	if s.DeliveryCount == 0 {
+		s.DeliveryCount = m.DeliveryAttempt
+	}
+	return &s
+}
+
+// withKey returns m with the idempotency-key header set to key, copying the
+// header map rather than changing the caller's.
+func withKey(m *Message, key string) *Message {
+	if m.Header(HeaderIdempotencyKey) == key {
+		return m
+	}
+	c := *m
+	c.Headers = make(map[string]string, len(m.Headers)+1)
+	maps.Copy(c.Headers, m.Headers)
+	c.Headers[HeaderIdempotencyKey] = key
+	return &c
+}
+
+func runHandler(ctx context.Context, h Handler, m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, m)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
