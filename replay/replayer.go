@@ -1,0 +1,390 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/offload"
+)
+
+// Repair describes what a [Repairer] did to a payload.
+type Repair struct {
+	// Method names the repair: "make_valid", "reproject", ….
+	Method string
+	// Detail says more, e.g. "structure" or "EPSG:3857->EPSG:4326".
+	Detail string
+	// VerticesBefore and VerticesAfter count positions before and after,
+	// when the repair knows them.
+	VerticesBefore, VerticesAfter int
+}
+
+// String renders r for the dlq-repair header: "make_valid:structure 5->7 vertices".
+func (r Repair) String() string {
+	s := r.Method
+	if r.Detail != "" {
+		s += ":" + r.Detail
+	}
+	if r.VerticesBefore != 0 || r.VerticesAfter != 0 {
+		s += fmt.Sprintf(" %d->%d vertices", r.VerticesBefore, r.VerticesAfter)
+	}
+	return s
+}
+
+// Repairer repairs the restored payload of a dead-lettered event so that a
+// deterministic failure can be replayed (GEOS MakeValid, PROJ
+// reprojection; see package spatial). It returns an error wrapping
+// [ErrNotRepairable] when it cannot repair this event. Implementations
+// must be safe for concurrent use and must not modify payload.
+type Repairer interface {
+	Repair(ctx context.Context, env *envelope.Envelope, payload []byte) ([]byte, Repair, error)
+}
+
+// RepairFunc adapts a function to [Repairer].
+type RepairFunc func(ctx context.Context, env *envelope.Envelope, payload []byte) ([]byte, Repair, error)
+
+// Repair calls f.
+func (f RepairFunc) Repair(ctx context.Context, env *envelope.Envelope, payload []byte) ([]byte, Repair, error) {
+	return f(ctx, env, payload)
+}
+
+// ErrNotRepairable is wrapped by repairers that cannot repair an event.
+var ErrNotRepairable = errors.New("replay: event not repairable")
+
+// Options configures a [Replayer].
+type Options struct {
+	// Source is the dead-letter store to read. Required.
+	Source broker.DeadLetterSource
+	// Target receives the re-injected events. Required.
+	Target broker.Publisher
+	// Fetcher fetches and verifies offloaded blobs (an
+	// *offload.Offloader). Nil: envelopes with offloaded parts fail with
+	// OutcomeRestoreFailed.
+	Fetcher envelope.Fetcher
+	// Repairers maps a deterministic class to the repair that makes its
+	// events replayable (invalid_geometry → MakeValid, crs_mismatch →
+	// reproject). Events of a deterministic class without a repairer are
+	// skipped and stay in the store. schema_violation and
+	// resource_exhausted are never replayed automatically, repairer or not.
+	Repairers map[classify.Class]Repairer
+	// Check, when set, validates a restored (and repaired) payload the way
+	// the consumer will: a repaired event is re-injected only if it now
+	// passes, and a dry run reports whether each event would pass now (for
+	// example spatial.Checker.CheckEvent wrapped to return its error).
+	Check func(ctx context.Context, payload []byte) error
+	// Route names the destination to re-inject into. Nil means the
+	// envelope's source topic.
+	Route func(env *envelope.Envelope) (string, error)
+	// BatchSize is how many records to lease per fetch. Default 100.
+	BatchSize int
+	// Logger receives a record per replayed or failed event. Nil discards.
+	Logger *slog.Logger
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Replayer re-injects dead-lettered events, exactly once end to end: it
+// verifies offloaded blobs, restores the exact original bytes, re-injects
+// them with the preserved idempotency key, and acknowledges the dead-letter
+// record only after the re-injection is durable. A crash between the two
+// re-injects the event again on the next run; the consumer's idempotency
+// claim (see [Once]) makes that duplicate harmless.
+type Replayer struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a replayer.
+func New(opts Options) (*Replayer, error) {
+	if opts.Source == nil || opts.Target == nil {
+		return nil, errors.New("replay: Options.Source and Options.Target are required")
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 100
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Replayer{opts: opts, log: log}, nil
+}
+
+// Request says what to replay.
+type Request struct {
+	// Destination is the dead-letter destination to read, e.g.
+	// "spatial.events.poison.dlt".
+	Destination string
+	// Filter selects records (class, stage, EPSG, time range, event ids).
+	Filter broker.Filter
+	// DryRun reports what would happen without re-injecting or
+	// acknowledging anything.
+	DryRun bool
+	// Limit stops after this many records were examined. 0: no limit.
+	Limit int
+}
+
+// Outcome is what happened to one record.
+type Outcome string
+
+// The outcomes a [Report] counts.
+const (
+	// OutcomeReplayed: re-injected unchanged and acknowledged.
+	OutcomeReplayed Outcome = "replayed"
+	// OutcomeRepaired: repaired, re-injected and acknowledged.
+	OutcomeRepaired Outcome = "repaired"
+	// OutcomeWouldReplay, OutcomeWouldRepair: dry run, would pass now.
+	OutcomeWouldReplay Outcome = "would_replay"
+	OutcomeWouldRepair Outcome = "would_repair"
+	// OutcomeWouldFail: dry run, the restored payload fails the check now.
+	OutcomeWouldFail Outcome = "would_fail"
+	// OutcomeSkipped: a deterministic class without a repair; left in place.
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeRepairFailed: the repair failed or its result still fails the
+	// check; left in place.
+	OutcomeRepairFailed Outcome = "repair_failed"
+	// OutcomeStillFails: replayable, but the check fails now; left in place.
+	OutcomeStillFails Outcome = "still_fails"
+	// OutcomeInvalidEnvelope: the record is not a valid dlq.v1 envelope;
+	// left in place.
+	OutcomeInvalidEnvelope Outcome = "invalid_envelope"
+	// OutcomeRestoreFailed: an offloaded blob is missing or fails its hash,
+	// or the payload hash does not match; left in place.
+	OutcomeRestoreFailed Outcome = "restore_failed"
+	// OutcomeNoRoute: no destination to re-inject into; left in place.
+	OutcomeNoRoute Outcome = "no_route"
+	// OutcomePublishFailed: the re-injection failed; left in place.
+	OutcomePublishFailed Outcome = "publish_failed"
+	// OutcomeAckFailed: re-injected, but the record could not be
+	// acknowledged (it will be replayed again; the idempotency key makes
+	// that harmless).
+	OutcomeAckFailed Outcome = "ack_failed"
+)
+
+// Item reports one record.
+type Item struct {
+	RecordID       string
+	EventID        string
+	IdempotencyKey string
+	Class          classify.Class
+	Outcome        Outcome
+	// Target is where the event was (or would be) re-injected.
+	Target string
+	// Repair is set when a repair was applied.
+	Repair *Repair
+	// Err says why the record was left in place.
+	Err error
+}
+
+// Report counts every outcome of a run.
+type Report struct {
+	// Examined is the number of records looked at.
+	Examined int
+	// Counts maps each outcome to its number of records.
+	Counts map[Outcome]int
+	// Items lists every record, in the order examined.
+	Items []Item
+}
+
+// Acked returns the number of records acknowledged (replayed or repaired).
+func (r Report) Acked() int { return r.Counts[OutcomeReplayed] + r.Counts[OutcomeRepaired] }
+
+// Run replays the records of req.Destination that match req.Filter. Records
+// that are not re-injected stay leased until the run ends and are then
+// released, untouched, for a later run or an operator. Run returns the
+// report so far together with an error when ctx ends or the source fails;
+// nothing is half-acknowledged.
+func (r *Replayer) Run(ctx context.Context, req Request) (Report, error) {
+	rep := Report{Counts: map[Outcome]int{}}
+	held := map[string]*broker.Record{}
+	defer func() {
+		// Give back everything we did not acknowledge, even if ctx ended.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, rec := range held {
+			if err := r.opts.Source.Release(rctx, rec); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
+				r.log.WarnContext(ctx, "geodlq: releasing record after replay", slog.String("record", rec.ID), slog.Any("error", err))
+			}
+		}
+	}()
+	seen := map[string]bool{}
+	for {
+		if req.Limit > 0 && rep.Examined >= req.Limit {
+			return rep, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		n := r.opts.BatchSize
+		if req.Limit > 0 {
+			n = min(n, req.Limit-rep.Examined)
+		}
+		recs, err := r.opts.Source.Fetch(ctx, req.Destination, req.Filter, n)
+		if err != nil {
+			return rep, fmt.Errorf("replay: fetching from %q: %w", req.Destination, err)
+		}
+		fresh := 0
+		for _, rec := range recs {
+			if seen[rec.ID] {
+				// A lease we held expired and the record came back: keep
+				// holding it, it was already reported.
+				held[rec.ID] = rec
+				continue
+			}
+			seen[rec.ID] = true
+			fresh++
+			if req.Limit > 0 && rep.Examined >= req.Limit {
+				held[rec.ID] = rec
+				continue
+			}
+			it := r.one(ctx, rec, req.DryRun)
+			rep.Examined++
+			rep.Counts[it.Outcome]++
+			rep.Items = append(rep.Items, it)
+			if it.Outcome != OutcomeReplayed && it.Outcome != OutcomeRepaired && it.Outcome != OutcomeAckFailed {
+				held[rec.ID] = rec
+			}
+		}
+		if fresh == 0 {
+			return rep, nil
+		}
+	}
+}
+
+func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
+	it := Item{RecordID: rec.ID}
+	env := rec.Envelope
+	if env == nil {
+		var err error
+		if env, err = envelope.Decode(rec.Message.Body); err != nil {
+			it.Outcome, it.Err = OutcomeInvalidEnvelope, err
+			return it
+		}
+	}
+	it.EventID, it.IdempotencyKey, it.Class = env.EventID, env.IdempotencyKey, env.FailureClass
+
+	var repairer Repairer
+	if env.FailureClass.Deterministic() {
+		switch env.FailureClass {
+		case classify.ClassSchemaViolation, classify.ClassResourceExhausted:
+		default:
+			repairer = r.opts.Repairers[env.FailureClass]
+		}
+		if repairer == nil {
+			it.Outcome = OutcomeSkipped
+			it.Err = fmt.Errorf("replay: %s is deterministic and no repair is configured for it", env.FailureClass)
+			return it
+		}
+	}
+
+	payload, err := env.Restore(ctx, r.opts.Fetcher)
+	if err != nil {
+		it.Outcome, it.Err = OutcomeRestoreFailed, err
+		r.log.ErrorContext(ctx, "geodlq: restore failed; record left in place",
+			slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
+		return it
+	}
+
+	if repairer != nil {
+		fixed, rp, err := repairer.Repair(ctx, env, payload)
+		if err != nil {
+			it.Outcome, it.Err = OutcomeRepairFailed, err
+			if dry {
+				it.Outcome = OutcomeWouldFail
+			}
+			return it
+		}
+		payload, it.Repair = fixed, &rp
+	}
+
+	if r.opts.Check != nil {
+		if err := r.opts.Check(ctx, payload); err != nil {
+			it.Err = err
+			switch {
+			case dry:
+				it.Outcome = OutcomeWouldFail
+			case repairer != nil:
+				it.Outcome = OutcomeRepairFailed
+			default:
+				// A transient or unknown failure that is not a validation
+				// problem may still pass downstream; only a deterministic
+				// verdict keeps it here.
+				if classify.Classify(err).Deterministic() {
+					it.Outcome = OutcomeStillFails
+				}
+			}
+			if it.Outcome != "" {
+				return it
+			}
+			it.Err = nil
+		}
+	}
+
+	target, err := r.route(env)
+	if err != nil {
+		it.Outcome, it.Err = OutcomeNoRoute, err
+		return it
+	}
+	it.Target = target
+	if dry {
+		it.Outcome = OutcomeWouldReplay
+		if it.Repair != nil {
+			it.Outcome = OutcomeWouldRepair
+		}
+		return it
+	}
+
+	msg := &broker.Message{Body: payload, Headers: map[string]string{
+		broker.HeaderIdempotencyKey: env.IdempotencyKey,
+		broker.HeaderEventID:        env.EventID,
+		broker.HeaderFirstSeenAt:    env.FirstSeenAt.UTC().Format(time.RFC3339Nano),
+		broker.HeaderReplayOf:       rec.Destination + "/" + rec.ID,
+	}}
+	if env.Source != nil {
+		msg.Key = env.Source.Key
+	}
+	if it.Repair != nil {
+		msg.Headers[broker.HeaderRepaired] = "true"
+		msg.Headers[broker.HeaderRepair] = it.Repair.String()
+	}
+	if err := r.opts.Target.Publish(ctx, target, msg); err != nil {
+		it.Outcome, it.Err = OutcomePublishFailed, err
+		r.log.ErrorContext(ctx, "geodlq: re-inject failed; record left in place",
+			slog.String("event_id", env.EventID), slog.String("target", target), slog.Any("error", err))
+		return it
+	}
+	if err := r.opts.Source.Ack(ctx, rec); err != nil {
+		it.Outcome, it.Err = OutcomeAckFailed, err
+		r.log.WarnContext(ctx, "geodlq: re-injected but not acknowledged; the idempotency key absorbs the duplicate",
+			slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
+		return it
+	}
+	it.Outcome = OutcomeReplayed
+	if it.Repair != nil {
+		it.Outcome = OutcomeRepaired
+	}
+	r.log.InfoContext(ctx, "geodlq: replayed event",
+		slog.String("event_id", env.EventID), slog.String("idempotency_key", env.IdempotencyKey),
+		slog.String("target", target), slog.String("outcome", string(it.Outcome)))
+	return it
+}
+
+func (r *Replayer) route(env *envelope.Envelope) (string, error) {
+	if r.opts.Route != nil {
+		return r.opts.Route(env)
+	}
+	if env.Source == nil || env.Source.Topic == "" {
+		return "", fmt.Errorf("replay: envelope %s has no source topic to re-inject into; set Options.Route", env.EventID)
+	}
+	return env.Source.Topic, nil
+}
+
+// compile-time check that the offloader can serve as the fetcher.
+var _ envelope.Fetcher = (*offload.Offloader)(nil)

@@ -1,0 +1,334 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/memory"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/replay"
+)
+
+const topic = "spatial.events"
+
+var (
+	bowtie  = []byte(`{"event_id":"evt-bowtie","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`)
+	fixed   = []byte(`{"event_id":"evt-bowtie","geometry":{"type":"MultiPolygon","coordinates":[[[[0,0],[0.5,0.5],[1,0],[0,0]]],[[[0.5,0.5],[0,1],[1,1],[0.5,0.5]]]]}}`)
+	flaky   = []byte(`{"event_id":"evt-flaky", "geometry": {"type":"Point","coordinates":[1.0,2.0]}}`)
+	schema  = []byte(`not json at all`)
+	crsBody = []byte(`{"event_id":"evt-3857","crs":"EPSG:3857","geometry":{"type":"Point","coordinates":[1113194.9079327357,6446275.841017158]}}`)
+)
+
+// pipeline runs a consumer over topic with a processor, and records side
+// effects through the claims store.
+type pipeline struct {
+	t       *testing.T
+	b       *memory.Broker
+	proc    *broker.Processor
+	claims  *replay.MemClaims
+	effects map[string]int // event key -> side effects performed
+	fail    func(m *broker.Message) error
+}
+
+func newPipeline(t *testing.T, b *memory.Broker, builder *envelope.Builder) *pipeline {
+	p := &pipeline{t: t, b: b, claims: replay.NewMemClaims(nil), effects: map[string]int{}}
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+		Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 2},
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+	})
+	require.NoError(t, err)
+	p.proc = proc
+	return p
+}
+
+func (p *pipeline) handle(ctx context.Context, m *broker.Message) error {
+	if p.fail != nil {
+		if err := p.fail(m); err != nil {
+			return err
+		}
+	}
+	key := m.Header(broker.HeaderIdempotencyKey)
+	_, err := replay.Once(ctx, p.claims, key, time.Minute, func(context.Context) error {
+		p.effects[key]++
+		return nil
+	})
+	return err
+}
+
+// drain consumes everything on topic.
+func (p *pipeline) drain() {
+	ctx := context.Background()
+	for {
+		recs, err := p.b.Fetch(ctx, topic, broker.Filter{}, 10)
+		require.NoError(p.t, err)
+		if len(recs) == 0 {
+			return
+		}
+		for _, r := range recs {
+			m := r.Message
+			m.Source = &envelope.Source{System: "memory", Topic: topic, MessageID: r.ID}
+			out, err := p.proc.Process(ctx, m, p.handle)
+			require.NoError(p.t, err)
+			require.True(p.t, out.Ack)
+			require.NoError(p.t, p.b.Ack(ctx, r))
+		}
+	}
+}
+
+func seed(t *testing.T, b *memory.Broker, key string, body []byte) {
+	require.NoError(t, b.Publish(context.Background(), topic, &broker.Message{
+		Body: body, Key: []byte("k-" + key), Headers: map[string]string{broker.HeaderIdempotencyKey: key},
+	}))
+}
+
+type makeValid struct{}
+
+func (makeValid) Repair(_ context.Context, env *envelope.Envelope, payload []byte) ([]byte, replay.Repair, error) {
+	if !bytes.Equal(payload, bowtie) {
+		return nil, replay.Repair{}, fmt.Errorf("test repairer knows only the bowtie: %w", replay.ErrNotRepairable)
+	}
+	return fixed, replay.Repair{Method: "make_valid", Detail: "structure", VerticesBefore: 5, VerticesAfter: 8}, nil
+}
+
+func TestReplayEndToEndExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New(nil)
+	p := newPipeline(t, b, nil)
+	downstreamUp := false
+	p.fail = func(m *broker.Message) error {
+		switch {
+		case bytes.Equal(m.Body, bowtie):
+			return &classify.Error{Class: classify.ClassInvalidGeometry, Stage: classify.StageTopologyValidation, Err: errors.New("Self-intersection[0.5 0.5]")}
+		case bytes.Equal(m.Body, schema):
+			return classify.SchemaViolation(errors.New("invalid character 'o'"))
+		case bytes.Equal(m.Body, flaky) && !downstreamUp:
+			return classify.Transient(errors.New("tile server 503"))
+		case bytes.Equal(m.Body, fixed):
+			return nil
+		}
+		return nil
+	}
+	seed(t, b, "idem:v1:bowtie", bowtie)
+	seed(t, b, "idem:v1:flaky", flaky)
+	seed(t, b, "idem:v1:schema", schema)
+	p.drain()
+	require.Equal(t, 2, b.Len(topic+".poison.dlt"))
+	require.Equal(t, 1, b.Len(topic+".retry.dlt"))
+	require.Empty(t, p.effects, "nothing succeeded yet")
+
+	downstreamUp = true
+	r, err := replay.New(replay.Options{Source: b, Target: b, Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
+	require.NoError(t, err)
+
+	// Dry run first: nothing moves.
+	rep, err := r.Run(ctx, replay.Request{Destination: topic + ".poison.dlt", DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeWouldRepair])
+	require.Equal(t, 1, rep.Counts[replay.OutcomeSkipped], "schema violations are never replayed")
+	require.Equal(t, 2, b.Len(topic+".poison.dlt"))
+	require.Zero(t, b.Len(topic))
+
+	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".poison.dlt"})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeRepaired])
+	require.Equal(t, 1, rep.Counts[replay.OutcomeSkipped])
+	require.Equal(t, 2, rep.Examined)
+	rep2, err := r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep2.Counts[replay.OutcomeReplayed])
+
+	// Re-injected messages carry the preserved key and the repair tag.
+	msgs := b.Messages(topic)
+	require.Len(t, msgs, 2)
+	for _, m := range msgs {
+		require.True(t, strings.HasPrefix(m.Header(broker.HeaderIdempotencyKey), "idem:v1:"))
+		if m.Header(broker.HeaderIdempotencyKey) == "idem:v1:bowtie" {
+			require.Equal(t, "true", m.Header(broker.HeaderRepaired))
+			require.Equal(t, "make_valid:structure 5->8 vertices", m.Header(broker.HeaderRepair))
+			require.Equal(t, fixed, m.Body)
+			require.Equal(t, []byte("k-idem:v1:bowtie"), m.Key, "re-injected with the original ordering key")
+		} else {
+			require.Equal(t, flaky, m.Body, "restored byte for byte")
+			require.Empty(t, m.Header(broker.HeaderRepaired))
+		}
+	}
+	p.drain()
+	require.Equal(t, map[string]int{"idem:v1:bowtie": 1, "idem:v1:flaky": 1}, p.effects)
+
+	// Replaying again finds nothing; re-delivering duplicates does nothing.
+	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
+	require.NoError(t, err)
+	require.Zero(t, rep.Acked())
+	for _, m := range msgs {
+		require.NoError(t, b.Publish(ctx, topic, m))
+	}
+	p.drain()
+	require.Equal(t, map[string]int{"idem:v1:bowtie": 1, "idem:v1:flaky": 1}, p.effects, "duplicates are harmless")
+	require.Equal(t, 1, p.claims.Completions("idem:v1:flaky"))
+	require.Equal(t, 1, b.Len(topic+".poison.dlt"), "the schema violation waits for a human")
+}
+
+// ackLoser simulates a replayer that crashes after re-injecting but before
+// acknowledging: Ack fails.
+type ackLoser struct{ *memory.Broker }
+
+func (a ackLoser) Ack(context.Context, *broker.Record) error { return errors.New("replayer crashed") }
+
+func TestReplayTwiceSideEffectOnce(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New(&memory.Options{LeaseTTL: 30 * time.Millisecond})
+	p := newPipeline(t, b, nil)
+	up := false
+	p.fail = func(*broker.Message) error {
+		if !up {
+			return classify.Transient(errors.New("503"))
+		}
+		return nil
+	}
+	for i := range 5 {
+		seed(t, b, fmt.Sprintf("idem:v1:%d", i), []byte(fmt.Sprintf(`{"event_id":"e%d"}`, i)))
+	}
+	p.drain()
+	require.Equal(t, 5, b.Len(topic+".retry.dlt"))
+	up = true
+
+	crashy, err := replay.New(replay.Options{Source: ackLoser{b}, Target: b})
+	require.NoError(t, err)
+	rep, err := crashy.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
+	require.NoError(t, err)
+	require.Equal(t, 5, rep.Counts[replay.OutcomeAckFailed])
+	require.Equal(t, 5, b.Len(topic+".retry.dlt"), "nothing was acknowledged")
+	time.Sleep(50 * time.Millisecond)
+
+	r, err := replay.New(replay.Options{Source: b, Target: b})
+	require.NoError(t, err)
+	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
+	require.NoError(t, err)
+	require.Equal(t, 5, rep.Counts[replay.OutcomeReplayed])
+	require.Equal(t, 10, b.Len(topic), "every event was re-injected twice")
+	p.drain()
+	for i := range 5 {
+		k := fmt.Sprintf("idem:v1:%d", i)
+		require.Equal(t, 1, p.effects[k], "side effect of %s ran once", k)
+		require.Equal(t, 1, p.claims.Completions(k))
+	}
+}
+
+func TestReplayFiltersAndLimit(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New(nil)
+	p := newPipeline(t, b, nil)
+	p.fail = func(m *broker.Message) error { return errors.New("unknown " + string(m.Body)) }
+	for i := range 6 {
+		seed(t, b, fmt.Sprintf("idem:v1:f%d", i), []byte(fmt.Sprintf(`{"event_id":"f%d"}`, i)))
+	}
+	p.drain()
+	r, err := replay.New(replay.Options{Source: b, Target: b})
+	require.NoError(t, err)
+	rep, err := r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt", Filter: broker.Filter{EventIDs: []string{"f1", "f4"}}})
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Counts[replay.OutcomeReplayed])
+	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt", Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Examined)
+	require.Equal(t, 1, b.Len(topic+".retry.dlt"))
+}
+
+func TestTamperedBlobIsRefused(t *testing.T) {
+	ctx := context.Background()
+	store := offload.NewMemStore()
+	off, err := offload.New(store, &offload.Options{BaseURI: "mem://dlq", Threshold: 16})
+	require.NoError(t, err)
+	builder, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
+	require.NoError(t, err)
+	b := memory.New(nil)
+	p := newPipeline(t, b, builder)
+	p.fail = func(*broker.Message) error { return classify.Transient(errors.New("503")) }
+	seed(t, b, "idem:v1:big", flaky)
+	p.drain()
+	env, err := envelope.Decode(b.Messages(topic + ".retry.dlt")[0].Body)
+	require.NoError(t, err)
+	require.NotEmpty(t, env.Geometry.OffloadURI)
+
+	key, err := off.KeyFor(env.Geometry.OffloadURI)
+	require.NoError(t, err)
+	tampered := `{"type":"Point","coordinates":[9.0,9.0]}`
+	require.NoError(t, store.Put(ctx, key, strings.NewReader(tampered), int64(len(tampered))))
+
+	r, err := replay.New(replay.Options{Source: b, Target: b, Fetcher: off})
+	require.NoError(t, err)
+	rep, err := r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeRestoreFailed])
+	require.ErrorIs(t, rep.Items[0].Err, offload.ErrIntegrity)
+	require.Zero(t, b.Len(topic), "nothing re-injected")
+	require.Equal(t, 1, b.Len(topic+".retry.dlt"), "the record stays")
+}
+
+func TestRepairFailureAndCheck(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New(nil)
+	p := newPipeline(t, b, nil)
+	p.fail = func(m *broker.Message) error {
+		return classify.CRSMismatch(errors.New("EPSG:3857 but pipeline expects EPSG:4326"), 3857)
+	}
+	seed(t, b, "idem:v1:crs", crsBody)
+	p.drain()
+	dest := topic + ".poison.dlt"
+
+	noRepair, err := replay.New(replay.Options{Source: b, Target: b})
+	require.NoError(t, err)
+	rep, err := noRepair.Run(ctx, replay.Request{Destination: dest})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeSkipped])
+
+	broken := replay.RepairFunc(func(context.Context, *envelope.Envelope, []byte) ([]byte, replay.Repair, error) {
+		return crsBody, replay.Repair{Method: "reproject"}, nil
+	})
+	stillBad := func(context.Context, []byte) error {
+		return classify.CRSMismatch(errors.New("still EPSG:3857"), 3857)
+	}
+	r, err := replay.New(replay.Options{Source: b, Target: b, Repairers: map[classify.Class]replay.Repairer{classify.ClassCRSMismatch: broken}, Check: stillBad})
+	require.NoError(t, err)
+	rep, err = r.Run(ctx, replay.Request{Destination: dest})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeRepairFailed], "a repair that does not pass the check is not re-injected")
+	rep, err = r.Run(ctx, replay.Request{Destination: dest, DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeWouldFail])
+	require.Zero(t, b.Len(topic))
+	require.Equal(t, 1, b.Len(dest))
+}
+
+func TestInvalidEnvelopeLeftInPlace(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New(nil)
+	require.NoError(t, b.Publish(ctx, "junk.dlt", &broker.Message{Body: []byte(`{"schema_version":"dlq.v9"}`)}))
+	r, err := replay.New(replay.Options{Source: b, Target: b})
+	require.NoError(t, err)
+	rep, err := r.Run(ctx, replay.Request{Destination: "junk.dlt"})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Counts[replay.OutcomeInvalidEnvelope])
+	require.Equal(t, 1, b.Len("junk.dlt"))
+	_, err = replay.New(replay.Options{})
+	require.Error(t, err)
+}
+
+func TestNewKey(t *testing.T) {
+	k := replay.NewKey("parcels", []byte("provider-7"), []byte(`{"a":1}`))
+	require.True(t, replay.ValidKey(k))
+	require.True(t, strings.HasPrefix(k, replay.KeyPrefix))
+	require.Equal(t, k, replay.NewKey("parcels", []byte("provider-7"), []byte(`{"a":1}`)), "stable")
+	require.NotEqual(t, k, replay.NewKey("parcels", []byte("provider-7"), []byte(`{"a": 1}`)), "exact bytes")
+	require.NotEqual(t, replay.NewKey("ab", []byte("c")), replay.NewKey("a", []byte("bc")), "length-prefixed")
+}
