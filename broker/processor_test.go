@@ -63,7 +63,10 @@ func TestProcessSuccess(t *testing.T) {
 	p, sl := newProcessor(t, dlq, broker.ProcessorOptions{})
 	var sawKey string
 	out, err := p.Process(context.Background(), &broker.Message{Body: []byte(`{}`), Source: source("spatial.events")},
-		func(_ context.Context, m *broker.Message) error { sawKey = m.Header(broker.HeaderIdempotencyKey); return nil })
+		func(_ context.Context, m *broker.Message) error {
+			sawKey = m.Header(broker.HeaderIdempotencyKey)
+			return nil
+		})
 	require.NoError(t, err)
 	require.True(t, out.Ack)
 	require.True(t, out.Processed)
@@ -296,7 +299,9 @@ func TestLimiterOffloads(t *testing.T) {
 	dlq := memory.New(&memory.Options{MaxMessageBytes: 256 << 10})
 	p, _ := newProcessor(t, dlq, broker.ProcessorOptions{Builder: b})
 	out, err := p.Process(context.Background(), &broker.Message{Body: body, Source: source("s")},
-		func(context.Context, *broker.Message) error { return classify.ResourceExhausted(errors.New("too many vertices")) })
+		func(context.Context, *broker.Message) error {
+			return classify.ResourceExhausted(errors.New("too many vertices"))
+		})
 	require.NoError(t, err)
 	require.True(t, out.DeadLettered)
 	msg := dlq.Messages("s.poison.dlt")[0]

@@ -185,10 +185,10 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return fmt.Errorf("sqlite: encoding headers: %w", err)
 	}
 	var (
-		isEnv                                        int
-		eventID, key, class, stage, kind, topic      sql.NullString
-		epsg, deadAt                                 sql.NullInt64
-		locX, locY                                   sql.NullFloat64
+		isEnv                                   int
+		eventID, key, class, stage, kind, topic sql.NullString
+		epsg, deadAt                            sql.NullInt64
+		locX, locY                              sql.NullFloat64
 	)
 	if env, err := envelope.Decode(m.Body); err == nil {
 		isEnv = 1
