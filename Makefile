@@ -14,10 +14,10 @@ CORE := ./classify/... ./envelope/... ./offload/... ./broker ./broker/memory ./b
 all: test
 
 deps:
-	@scripts/deps.sh build
+	@scripts/deps.sh
 
-test-deps:
-	@scripts/deps.sh test
+test-deps: deps
+	@scripts/services.sh
 
 demo: deps
 	$(GO) run ./examples/quickstart
@@ -29,7 +29,7 @@ vet:
 	$(GO) vet ./...
 
 race:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	GEODLQ_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 core-nocgo:
 	CGO_ENABLED=0 $(GO) build $(CORE)

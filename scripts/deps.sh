@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages geodlq's build and tests need, when missing.
-# Usage: scripts/deps.sh build   # C libraries for package spatial (GEOS, PROJ)
-#        scripts/deps.sh test    # build + the servers the integration tests use
+# Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ)
+# (scripts/services.sh installs and starts the integration-test servers.)
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 want=(libgeos-dev libproj-dev proj-data pkg-config gcc)
-if [ "${1:-build}" = test ]; then
-  want+=()
-fi
 
 missing=()
 for p in "${want[@]}"; do
