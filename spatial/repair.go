@@ -167,4 +167,3 @@ func (r *repairer) reproject(_ context.Context, env *envelope.Envelope, payload 
 		Method: "reproject", Detail: "EPSG:" + strconv.Itoa(from) + "->EPSG:" + strconv.Itoa(r.target),
 	}, nil
 }
-
