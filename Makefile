@@ -38,10 +38,13 @@ importrule:
 	$(GO) test -count=1 ./internal/importrule/
 
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./offload ./spatial
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./spatial ./internal/jsonscan
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./envelope
+	$(GO) test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./envelope
+	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime 60s ./internal/jsonscan
+	$(GO) test -run '^$$' -fuzz FuzzParseGeometry -fuzztime 60s ./internal/geojson
 	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
 	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial
 
