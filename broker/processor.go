@@ -10,9 +10,14 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/idemkey"
+	"github.com/geodlq/geodlq/internal/telemetry"
 )
 
 // Handler processes one message. It returns nil on success, or an error —
@@ -46,8 +51,19 @@ type ProcessorOptions struct {
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 	// Logger receives one record per dead-lettered event and per failed
-	// dead-letter write. Nil discards.
+	// dead-letter write, with the event id and idempotency key. Nil
+	// discards.
 	Logger *slog.Logger
+	// MeterProvider records the metrics geodlq.processed,
+	// geodlq.dead_lettered (by class, stage, reason kind, destination),
+	// geodlq.dead_letter.write_failures, geodlq.retries and
+	// geodlq.offloaded.bytes. Nil records nothing; pass
+	// otel.GetMeterProvider() for the global one.
+	MeterProvider metric.MeterProvider
+	// TracerProvider traces geodlq.process (per message), geodlq.handle
+	// (per attempt), geodlq.envelope.build (including offload) and
+	// geodlq.dead_letter.publish. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Processor runs handlers with in-place retries and dead-letters what
@@ -61,6 +77,7 @@ type Processor struct {
 	sleep   func(context.Context, time.Duration) error
 	now     func() time.Time
 	log     *slog.Logger
+	tel     *telemetry.Instruments
 }
 
 // NewProcessor returns a processor. It fails if opts.Publisher is nil.
@@ -77,6 +94,7 @@ func NewProcessor(opts ProcessorOptions) (*Processor, error) {
 		sleep:   opts.Sleep,
 		now:     opts.Now,
 		log:     opts.Logger,
+		tel:     telemetry.New(opts.MeterProvider, opts.TracerProvider),
 	}
 	if p.builder == nil {
 		b, err := envelope.NewBuilder(nil)
@@ -205,31 +223,50 @@ func (e *PanicError) Unwrap() error {
 // the dead-letter write failed ([*DeadLetterError]). Either way the source
 // message must be left unacknowledged so the broker redelivers it — nothing
 // is lost.
-func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (Outcome, error) {
+func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Outcome, err error) {
 	if m == nil {
 		return Outcome{}, fmt.Errorf("broker: nil message: %w", ErrNotAcked)
 	}
+	if p.tel == nil {
+		return Outcome{}, fmt.Errorf("broker: Processor not made by NewProcessor: %w", ErrNotAcked)
+	}
+	ctx, span := p.tel.Start(ctx, "geodlq.process")
+	defer func() {
+		result := "ok"
+		switch {
+		case err != nil:
+			result = "not_acked"
+		case out.DeadLettered:
+			result = "dead_lettered"
+		}
+		span.SetAttributes(attribute.String("geodlq.result", result), attribute.Int("geodlq.attempts", out.Attempts))
+		p.tel.Processed.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+		telemetry.End(span, err)
+	}()
 	start := p.now()
 	key := p.key(m)
 	hm := withKey(m, key)
-	out := Outcome{IdempotencyKey: key}
+	out = Outcome{IdempotencyKey: key}
 	attempt := max(1, m.DeliveryAttempt)
 	for {
 		out.Attempts = attempt
-		err := runHandler(ctx, h, hm)
-		if err == nil {
+		hctx, hspan := p.tel.Start(ctx, "geodlq.handle", attribute.Int("geodlq.attempt", attempt))
+		herr := runHandler(hctx, h, hm)
+		telemetry.End(hspan, herr)
+		if herr == nil {
 			out.Ack, out.Processed, out.Err = true, true, nil
 			return out, nil
 		}
-		out.Err = err
+		out.Err = herr
 		if ctx.Err() != nil {
 			return out, fmt.Errorf("broker: processing interrupted (%w), source message not acknowledged: %w", ctx.Err(), ErrNotAcked)
 		}
-		d := p.policy.Decide(err, attempt)
+		d := p.policy.Decide(herr, attempt)
 		out.Decision = d
 		if d.Action == classify.ActionDeadLetter {
-			return p.deadLetter(ctx, m, key, err, d, attempt, p.firstSeen(m, start), out)
+			return p.deadLetter(ctx, m, key, herr, d, attempt, p.firstSeen(m, start), out)
 		}
+		p.tel.Retries.Add(ctx, 1, metric.WithAttributes(attribute.String("class", d.Class.String())))
 		if serr := p.sleep(ctx, d.Delay); serr != nil {
 			return out, fmt.Errorf("broker: retry wait interrupted (%w), source message not acknowledged: %w", serr, ErrNotAcked)
 		}
@@ -244,7 +281,8 @@ func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr
 	if l, ok := p.pub.(Limiter); ok {
 		limit = l.MaxMessageBytes(dest)
 	}
-	env, body, err := p.builder.Build(ctx, envelope.Input{
+	bctx, bspan := p.tel.Start(ctx, "geodlq.envelope.build", attribute.Int("geodlq.payload_bytes", len(m.Body)))
+	env, body, err := p.builder.Build(bctx, envelope.Input{
 		Payload:        m.Body,
 		IdempotencyKey: key,
 		EventID:        m.Header(HeaderEventID),
@@ -255,24 +293,43 @@ func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr
 		Source:         sourceOf(m),
 		MaxBytes:       limit,
 	})
+	telemetry.End(bspan, err)
 	if err != nil {
+		p.tel.WriteFailures.Add(ctx, 1)
 		p.log.ErrorContext(ctx, "geodlq: envelope build failed; source not acknowledged",
 			slog.String("destination", dest), slog.String("idempotency_key", key), slog.Any("error", err))
 		return out, &DeadLetterError{Destination: dest, Op: "build", Cause: err, HandlerErr: herr}
 	}
 	out.Envelope = env
+	if env.Geometry.OffloadURI != "" {
+		p.tel.OffloadedBytes.Add(ctx, env.Geometry.ByteSize, metric.WithAttributes(attribute.String("kind", "geometry")))
+	}
+	if env.RawPayloadOffloadURI != "" {
+		p.tel.OffloadedBytes.Add(ctx, env.PayloadSize, metric.WithAttributes(attribute.String("kind", "payload")))
+	}
 	dl := &Message{Key: m.Key, Body: body, Headers: Headers(env)}
-	if err := p.pub.Publish(ctx, dest, dl); err != nil {
+	pctx, pspan := p.tel.Start(ctx, "geodlq.dead_letter.publish", attribute.String("geodlq.destination", dest), attribute.Int("geodlq.envelope_bytes", len(body)))
+	err = p.pub.Publish(pctx, dest, dl)
+	telemetry.End(pspan, err)
+	if err != nil {
+		p.tel.WriteFailures.Add(ctx, 1)
 		p.log.ErrorContext(ctx, "geodlq: dead-letter write failed; source not acknowledged",
 			slog.String("destination", dest), slog.String("event_id", env.EventID),
 			slog.String("idempotency_key", key), slog.Any("error", err))
 		return out, &DeadLetterError{Destination: dest, Op: "publish", Cause: err, HandlerErr: herr}
 	}
 	out.Ack, out.DeadLettered = true, true
+	kind := ""
+	if env.GeometryError != nil {
+		kind = env.GeometryError.Kind
+	}
+	p.tel.DeadLettered.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("class", env.FailureClass.String()), attribute.String("stage", env.FailedStage.String()),
+		attribute.String("reason_kind", kind), attribute.String("destination", env.Destination)))
 	p.log.WarnContext(ctx, "geodlq: dead-lettered event",
 		slog.String("event_id", env.EventID), slog.String("idempotency_key", key),
 		slog.String("class", env.FailureClass.String()), slog.String("stage", env.FailedStage.String()),
-		slog.Int("attempts", attempt), slog.String("destination", dest))
+		slog.String("reason_kind", kind), slog.Int("attempts", attempt), slog.String("destination", dest))
 	return out, nil
 }
 

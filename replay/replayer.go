@@ -7,9 +7,14 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/telemetry"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -86,6 +91,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
+	// MeterProvider records geodlq.replay.outcomes by outcome and class.
+	// Nil records nothing.
+	MeterProvider metric.MeterProvider
+	// TracerProvider traces geodlq.replay.run and, per record,
+	// geodlq.replay.record with restore, repair, check and publish
+	// events. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Replayer re-injects dead-lettered events, exactly once end to end: it
@@ -97,6 +109,7 @@ type Options struct {
 type Replayer struct {
 	opts Options
 	log  *slog.Logger
+	tel  *telemetry.Instruments
 }
 
 // New returns a replayer.
@@ -114,7 +127,7 @@ func New(opts Options) (*Replayer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Replayer{opts: opts, log: log}, nil
+	return &Replayer{opts: opts, log: log, tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}, nil
 }
 
 // Request says what to replay.
@@ -201,8 +214,14 @@ func (r Report) Acked() int { return r.Counts[OutcomeReplayed] + r.Counts[Outcom
 // released, untouched, for a later run or an operator. Run returns the
 // report so far together with an error when ctx ends or the source fails;
 // nothing is half-acknowledged.
-func (r *Replayer) Run(ctx context.Context, req Request) (Report, error) {
-	rep := Report{Counts: map[Outcome]int{}}
+func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error) {
+	ctx, span := r.tel.Start(ctx, "geodlq.replay.run",
+		attribute.String("geodlq.destination", req.Destination), attribute.Bool("geodlq.dry_run", req.DryRun))
+	defer func() {
+		span.SetAttributes(attribute.Int("geodlq.examined", rep.Examined), attribute.Int("geodlq.acked", rep.Acked()))
+		telemetry.End(span, err)
+	}()
+	rep = Report{Counts: map[Outcome]int{}}
 	held := map[string]*broker.Record{}
 	defer func() {
 		// Give back everything we did not acknowledge, even if ctx ended.
@@ -244,7 +263,7 @@ func (r *Replayer) Run(ctx context.Context, req Request) (Report, error) {
 				held[rec.ID] = rec
 				continue
 			}
-			it := r.one(ctx, rec, req.DryRun)
+			it := r.traced(ctx, rec, req.DryRun)
 			rep.Examined++
 			rep.Counts[it.Outcome]++
 			rep.Items = append(rep.Items, it)
@@ -256,6 +275,26 @@ func (r *Replayer) Run(ctx context.Context, req Request) (Report, error) {
 			return rep, nil
 		}
 	}
+}
+
+func (r *Replayer) traced(ctx context.Context, rec *broker.Record, dry bool) Item {
+	ctx, span := r.tel.Start(ctx, "geodlq.replay.record", attribute.String("geodlq.record", rec.ID))
+	it := r.one(ctx, rec, dry)
+	span.SetAttributes(attribute.String("geodlq.outcome", string(it.Outcome)), attribute.String("geodlq.class", it.Class.String()))
+	if it.Repair != nil {
+		span.SetAttributes(attribute.String("geodlq.repair", it.Repair.Method))
+	}
+	telemetry.End(span, it.Err)
+	r.tel.ReplayOutcomes.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("outcome", string(it.Outcome)), attribute.String("class", classLabel(it.Class))))
+	return it
+}
+
+func classLabel(c classify.Class) string {
+	if c.Valid() {
+		return c.String()
+	}
+	return "none"
 }
 
 func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
@@ -284,6 +323,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 		}
 	}
 
+	trace.SpanFromContext(ctx).AddEvent("restore")
 	payload, err := env.Restore(ctx, r.opts.Fetcher)
 	if err != nil {
 		it.Outcome, it.Err = OutcomeRestoreFailed, err
@@ -293,6 +333,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 	}
 
 	if repairer != nil {
+		trace.SpanFromContext(ctx).AddEvent("repair")
 		fixed, rp, err := repairer.Repair(ctx, env, payload)
 		if err != nil {
 			it.Outcome, it.Err = OutcomeRepairFailed, err
@@ -354,6 +395,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 		msg.Headers[broker.HeaderRepaired] = "true"
 		msg.Headers[broker.HeaderRepair] = it.Repair.String()
 	}
+	trace.SpanFromContext(ctx).AddEvent("publish", trace.WithAttributes(attribute.String("geodlq.target", target)))
 	if err := r.opts.Target.Publish(ctx, target, msg); err != nil {
 		it.Outcome, it.Err = OutcomePublishFailed, err
 		r.log.ErrorContext(ctx, "geodlq: re-inject failed; record left in place",

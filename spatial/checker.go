@@ -1,6 +1,7 @@
 package spatial
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -8,9 +9,13 @@ import (
 	"sync/atomic"
 
 	"github.com/twpayne/go-proj/v11"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/internal/telemetry"
 )
 
 // Option defaults, used for zero fields of [Options].
@@ -47,6 +52,12 @@ type Options struct {
 	// TransformCacheSize bounds the number of PROJ transformations, one
 	// per (from, to) pair, that Reproject keeps. Default 64.
 	TransformCacheSize int
+	// MeterProvider records geodlq.checks by result class ("ok" for a
+	// valid event) from [Checker.CheckEventContext]. Nil records nothing.
+	MeterProvider metric.MeterProvider
+	// TracerProvider traces geodlq.check spans from
+	// [Checker.CheckEventContext]. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Checker validates geospatial events with GEOS and PROJ. It is safe for
@@ -61,6 +72,7 @@ type Checker struct {
 	proj     *proj.Context
 	xforms   *clockCache[[2]int, *proj.PJ]
 	closed   atomic.Bool
+	tel      *telemetry.Instruments
 }
 
 // NewChecker returns a Checker configured by opts (nil for the defaults).
@@ -101,6 +113,7 @@ func NewChecker(opts *Options) (*Checker, error) {
 		crsCache: newClockCache[string, crsEntry](o.CRSCacheSize),
 		proj:     proj.NewContext(),
 		xforms:   newClockCache[[2]int, *proj.PJ](o.TransformCacheSize),
+		tel:      telemetry.New(o.MeterProvider, o.TracerProvider),
 	}
 	// Free the C resolver even if the caller forgets Close.
 	runtime.AddCleanup(c, func(r *crsResolver) { r.close() }, r)
@@ -227,6 +240,31 @@ func (c *Checker) CheckGeometry(data []byte) error {
 // geometry detail carries the geometry type, vertex count and resolved
 // EPSG code once known.
 func (c *Checker) CheckEvent(payload []byte) (Result, error) {
+	return c.checkEvent(payload)
+}
+
+// CheckEventContext is [Checker.CheckEvent] with a context for telemetry:
+// it records a geodlq.check span (with the result class, stage and reason
+// kind, never the raw reason) and the geodlq.checks counter.
+func (c *Checker) CheckEventContext(ctx context.Context, payload []byte) (Result, error) {
+	ctx, span := c.tel.Start(ctx, "geodlq.check", attribute.Int("geodlq.payload_bytes", len(payload)))
+	res, err := c.checkEvent(payload)
+	result := "ok"
+	if err != nil {
+		result = classify.Classify(err).String()
+		if d := classify.DetailOf(err); d != nil {
+			span.SetAttributes(attribute.String("geodlq.reason_kind", string(d.Kind)))
+		}
+		span.SetAttributes(attribute.String("geodlq.stage", classify.StageOf(err).String()))
+	}
+	span.SetAttributes(attribute.String("geodlq.result", result), attribute.String("geodlq.geometry_type", res.GeometryType),
+		attribute.Int("geodlq.vertex_count", res.VertexCount), attribute.Int("geodlq.epsg", res.EPSG))
+	c.tel.Checks.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+	telemetry.End(span, err)
+	return res, err
+}
+
+func (c *Checker) checkEvent(payload []byte) (Result, error) {
 	var res Result
 	if c.closed.Load() {
 		return res, errClosed(classify.StageParse)

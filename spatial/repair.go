@@ -76,8 +76,8 @@ func (c *Checker) Repairers(opts *RepairOptions) (map[classify.Class]replay.Repa
 // does, for replay.Options.Check: a repaired event is re-injected only if it
 // now passes, and a dry run reports what would pass now.
 func (c *Checker) ReplayCheck() func(ctx context.Context, payload []byte) error {
-	return func(_ context.Context, payload []byte) error {
-		_, err := c.CheckEvent(payload)
+	return func(ctx context.Context, payload []byte) error {
+		_, err := c.CheckEventContext(ctx, payload)
 		return err
 	}
 }

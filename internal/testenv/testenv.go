@@ -19,9 +19,9 @@ import (
 // Defaults, overridable by the environment variable of the same meaning.
 const (
 	DefaultPostgres = "postgres://postgres@127.0.0.1:5432/geodlq_test?sslmode=disable" // GEODLQ_TEST_POSTGRES
-	DefaultRedis    = "127.0.0.1:6379"                                                  // GEODLQ_TEST_REDIS
-	DefaultNATS     = "nats://127.0.0.1:4222"                                           // GEODLQ_TEST_NATS
-	DefaultAMQP     = "amqp://guest:guest@127.0.0.1:5672/"                              // GEODLQ_TEST_AMQP
+	DefaultRedis    = "127.0.0.1:6379"                                                 // GEODLQ_TEST_REDIS
+	DefaultNATS     = "nats://127.0.0.1:4222"                                          // GEODLQ_TEST_NATS
+	DefaultAMQP     = "amqp://guest:guest@127.0.0.1:5672/"                             // GEODLQ_TEST_AMQP
 )
 
 // Required reports whether unreachable servers fail tests instead of
