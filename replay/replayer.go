@@ -402,7 +402,11 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 			slog.String("event_id", env.EventID), slog.String("target", target), slog.Any("error", err))
 		return it
 	}
-	if err := r.opts.Source.Ack(ctx, rec); err != nil {
+	// The re-injection is durable: acknowledge even if ctx ends now (Ctrl-C),
+	// so an interrupted run leaves nothing half done.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.opts.Source.Ack(actx, rec); err != nil {
 		it.Outcome, it.Err = OutcomeAckFailed, err
 		r.log.WarnContext(ctx, "geodlq: re-injected but not acknowledged; the idempotency key absorbs the duplicate",
 			slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
