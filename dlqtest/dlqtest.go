@@ -45,7 +45,9 @@ type Want struct {
 
 func (w *Want) match(e *envelope.Envelope) []string {
 	var why []string
-	add := func(field string, got, want any) { why = append(why, fmt.Sprintf("%s = %v, want %v", field, got, want)) }
+	add := func(field string, got, want any) {
+		why = append(why, fmt.Sprintf("%s = %v, want %v", field, got, want))
+	}
 	if w.EventID != "" && e.EventID != w.EventID {
 		add("event_id", e.EventID, w.EventID)
 	}

@@ -28,7 +28,9 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed, f.msg = true, fmt.Sprintf(format, args...)
 	panic(f)
 }
-func (f *fakeTB) Errorf(format string, args ...any) { f.failed, f.msg = true, fmt.Sprintf(format, args...) }
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.failed, f.msg = true, fmt.Sprintf(format, args...)
+}
 
 func run(fn func(tb testing.TB)) (f *fakeTB) {
 	f = &fakeTB{}
