@@ -1,0 +1,96 @@
+// Package postgis is a geodlq dead-letter store in a PostgreSQL table with
+// PostGIS, over the caller's *pgxpool.Pool (pgx v5). A [Store] is a
+// [broker.Publisher], a [broker.Limiter] and a [broker.DeadLetterSource],
+// and passes broker/brokertest like every other adapter.
+//
+// Each dead-lettered message is one row: the body byte for byte (bytea —
+// the envelope's exact encoding, which replay restores from; jsonb would
+// not keep the bytes), the envelope again as jsonb for ad-hoc queries,
+// indexed triage columns (failure class, failed stage, EPSG, reason kind,
+// event id, idempotency key, source topic, dead-letter time), the replay
+// state, and two PostGIS columns:
+//
+//   - geom geometry: the envelope's inline geometry as ST_GeomFromGeoJSON
+//     parses it, with the SRID the envelope records (broker.EPSGOf: the
+//     geometry error's EPSG for a CRS mismatch, else source_epsg), 4326
+//     when the payload declared no CRS (RFC 7946's OGC:CRS84), 0 when it
+//     declared one nobody could resolve. Invalid geometries are stored as
+//     they are — PostGIS allows it, and ST_IsValidDetail(geom) then gives
+//     GEOS's own verdict. The column is plain geometry, not
+//     geometry(Geometry): that typmod refuses Z coordinates, which GeoJSON
+//     allows. geom is NULL, and geom_status says why, when the geometry
+//     was offloaded (offload_uri keeps the pointer; the store never
+//     fetches blobs), missing from the event, not UTF-8 text, or refused by
+//     PostGIS (geom_error has its message: wrong nesting, an unknown type).
+//     PostGIS 3.3 does parse bare NaN and Infinity tokens, so such
+//     geometries are stored, and ST_IsValidDetail reports their "Invalid
+//     Coordinate".
+//   - location geometry(Point): the geometry error's location, in the
+//     same SRID.
+//
+// Both have GiST indexes, as has ST_SetSRID(location, 0) for the filter
+// below.
+//
+// # Semantics
+//
+// Durability: a write is one INSERT committed on its own, so Publish
+// returns once PostgreSQL has committed it, as durable as the server's
+// synchronous_commit makes commits ("on", the default, waits for the WAL
+// flush and synchronous standbys). Do not turn it off for this table's
+// database.
+//
+// Duplicates: at most one pending-or-leased record per destination and
+// idempotency key (a unique partial index). Writing a duplicate is a no-op
+// that succeeds — a dead-letter write retried after a timeout stores
+// nothing twice — and counts the duplicate on the existing row. Replayed
+// records free their key, so a later failure of a replayed event is a new
+// record; and a duplicate that arrives while the record is leased makes
+// the replayer's Ack fail with [ErrDeadLetteredAgain] and returns the
+// record to pending, so the new failure is not lost. Bodies that are not
+// envelopes are keyed by their idempotency-key header, if any.
+//
+// Leases: Fetch takes rows with SELECT … FOR UPDATE SKIP LOCKED and marks
+// them leased in the same statement, with a fresh token and lease_until =
+// now() + LeaseTTL on the database's clock, so workers on any number of
+// machines never hold the same row and need no synchronised clocks. A
+// lease that expires makes its row fetchable again (with deliveries
+// incremented); Ack and Release check the token, and fail with an error
+// wrapping [broker.ErrLeaseLost] once another worker fetched the row. Ack
+// marks the row replayed and keeps it ([Store.Purge] deletes old ones).
+//
+// Ordering: Fetch returns the oldest rows (lowest id) first, so records a
+// single publisher wrote with the same key come back in publish order.
+//
+// Filters: every [broker.Filter] field is a SQL condition, matching exactly
+// what Filter.Match accepts: classes, stages, EPSG codes (0 = unknown),
+// event ids, the dead-letter time to the nanosecond, and BBox with
+// ST_Intersects against the geometry error's location (edges included,
+// coordinates compared whatever the SRID, as Match does). Records that are
+// not envelopes match only the zero filter. To select by the geometry
+// itself, use [ListOptions].Intersects.
+//
+// Limits: bodies over MaxMessageBytes (default 64 MiB) are refused with a
+// [*broker.TooLargeError] and nothing is stored.
+//
+// Triage: [Store.List] and [Store.Stats] query without leasing, by the
+// same filters, and Stats counts by class, stage, EPSG, reason kind and
+// time bucket.
+//
+// # Migrations
+//
+// [Store.Migrate] (or Options.Migrate) creates the schema, the table and
+// its indexes, and records each applied step of [Migrations] in
+// {table}_migrations; it is idempotent and safe to run concurrently.
+// PostGIS must be installed in a schema on the connections' search_path
+// (public, by default); Migrate creates the extension when it is missing
+// and the role may.
+//
+// # As
+//
+// The store works on the caller's pool, which [Store.Pool] returns and
+// [Store.As] sets through a **pgxpool.Pool; [Store.Table] names the table
+// for your own SQL, for example
+//
+//	SELECT id, reason, ST_AsText(location) FROM geodlq.dead_letters
+//	WHERE NOT ST_IsValid(geom) AND ST_Intersects(geom, ST_MakeEnvelope(5, 45, 10, 50, 4326));
+package postgis

@@ -1,0 +1,219 @@
+package postgis
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migration is one step of the store's schema, applied once, in order, in
+// the same transaction as its row in the migrations table.
+type Migration struct {
+	// Version numbers the step, from 1, without gaps.
+	Version int
+	// Name says what the step does.
+	Name string
+	// SQL is the step's statements, with {s} for the quoted schema, {t}
+	// for the quoted, schema-qualified table and {n} for the bare table
+	// name (used to name indexes and functions).
+	SQL string
+}
+
+// Migrations returns the store's migrations, oldest first. [Store.Migrate]
+// applies the ones a database lacks; they are listed here so that they can
+// be reviewed, or applied by another migration tool (record each applied
+// version in {table}_migrations, as Migrate does).
+func Migrations() []Migration { return append([]Migration(nil), migrations...) }
+
+var migrations = []Migration{{
+	Version: 1,
+	Name:    "dead-letter table, triage indexes, GiST indexes, safe-parse helpers",
+	SQL: `
+CREATE TABLE {t} (
+	id                bigserial   PRIMARY KEY,
+	destination       text        NOT NULL,
+	msg_key           bytea,
+	headers           jsonb       NOT NULL DEFAULT '{}',
+	binary_headers    jsonb,
+	body              bytea       NOT NULL,
+	is_envelope       boolean     NOT NULL DEFAULT false,
+	envelope          jsonb,
+	event_id          text,
+	idempotency_key   text,
+	failure_class     text,
+	failed_stage      text,
+	epsg              bigint,
+	reason_kind       text,
+	reason            text,
+	source_topic      text,
+	dead_lettered_at  timestamptz,
+	dead_lettered_ns  smallint,
+	published_at      timestamptz NOT NULL DEFAULT now(),
+	status            text        NOT NULL DEFAULT 'pending',
+	lease_token       text,
+	lease_until       timestamptz,
+	deliveries        integer     NOT NULL DEFAULT 0,
+	replayed_at       timestamptz,
+	duplicates        integer     NOT NULL DEFAULT 0,
+	last_duplicate_at timestamptz,
+	redead_lettered   boolean     NOT NULL DEFAULT false,
+	geom              geometry,
+	geom_status       text        NOT NULL DEFAULT 'none',
+	geom_error        text,
+	offload_uri       text,
+	location          geometry(Point),
+	CONSTRAINT {n}_status_check CHECK (status IN ('pending', 'leased', 'replayed')),
+	CONSTRAINT {n}_lease_check CHECK ((status = 'leased') = (lease_token IS NOT NULL AND lease_until IS NOT NULL)),
+	CONSTRAINT {n}_geom_status_check CHECK (geom_status IN ('none', 'parsed', 'unparseable', 'not_text', 'missing', 'offloaded'))
+);
+
+COMMENT ON TABLE {t} IS 'geodlq dead-letter store (broker/postgis): one row per dead-lettered message';
+COMMENT ON COLUMN {t}.body IS 'the message body, byte for byte: for a dlq.v1 envelope, its exact encoding';
+COMMENT ON COLUMN {t}.envelope IS 'the envelope as jsonb, for queries; NULL when the body is not an envelope or jsonb refuses it (\u0000)';
+COMMENT ON COLUMN {t}.dead_lettered_ns IS 'nanoseconds of dead_lettered_at beyond its microsecond, so time filters are exact';
+COMMENT ON COLUMN {t}.redead_lettered IS 'a write with the same idempotency key arrived while the row was leased';
+COMMENT ON COLUMN {t}.geom IS 'the inline geometry as PostGIS parses it (invalid ones included); NULL when offloaded, missing or unparseable';
+COMMENT ON COLUMN {t}.location IS 'geometry_error.location, in the geometry''s SRID';
+
+-- At most one un-replayed record per destination and idempotency key: a
+-- second write while one is pending or leased is a no-op.
+CREATE UNIQUE INDEX {n}_idem_key ON {t} (destination, idempotency_key) WHERE status <> 'replayed';
+-- Fetch: oldest un-replayed records of a destination.
+CREATE INDEX {n}_ready ON {t} (destination, id) WHERE status <> 'replayed';
+CREATE INDEX {n}_class ON {t} (destination, failure_class, failed_stage);
+CREATE INDEX {n}_epsg ON {t} (destination, epsg);
+CREATE INDEX {n}_time ON {t} (destination, dead_lettered_at, dead_lettered_ns);
+CREATE INDEX {n}_event ON {t} (event_id);
+CREATE INDEX {n}_replayed ON {t} (destination, replayed_at) WHERE status = 'replayed';
+CREATE INDEX {n}_geom ON {t} USING gist (geom);
+CREATE INDEX {n}_location ON {t} USING gist (location);
+-- broker.Filter.BBox compares raw coordinates whatever the SRID.
+CREATE INDEX {n}_location_xy ON {t} USING gist (ST_SetSRID(location, 0));
+
+-- ST_GeomFromGeoJSON raises on what it cannot parse; a dead-letter write
+-- must not fail for that, so the error is caught and recorded.
+CREATE FUNCTION {s}.{n}_parse_geojson(doc text, srid integer, OUT geom geometry, OUT err text)
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+	IF doc IS NULL THEN
+		RETURN;
+	END IF;
+	BEGIN
+		geom := ST_SetSRID(ST_GeomFromGeoJSON(doc), srid);
+	EXCEPTION WHEN OTHERS THEN
+		geom := NULL;
+		err := SQLERRM;
+	END;
+END
+$fn$;
+
+-- jsonb refuses some valid JSON (\u0000); the body keeps the bytes anyway.
+CREATE FUNCTION {s}.{n}_to_jsonb(doc text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+	IF doc IS NULL THEN
+		RETURN NULL;
+	END IF;
+	RETURN doc::jsonb;
+EXCEPTION WHEN OTHERS THEN
+	RETURN NULL;
+END
+$fn$;
+`,
+}}
+
+// migrationLockKey serialises every geodlq PostgreSQL migration in a
+// database (pg_advisory_xact_lock), so that concurrent Migrate calls, and
+// concurrent CREATE EXTENSION, cannot race.
+const migrationLockKey = 0x67656f646c71 // "geodlq"
+
+var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// checkIdent validates a schema or table name: lower-case letters, digits
+// and underscores, not starting with a digit, at most max bytes.
+func checkIdent(what, s string, max int) error {
+	if !identRE.MatchString(s) || len(s) > max {
+		return fmt.Errorf("postgis: %s %q must match [a-z_][a-z0-9_]* and be at most %d bytes", what, s, max)
+	}
+	return nil
+}
+
+func (s *Store) render(q string) string {
+	return strings.NewReplacer("{s}", s.schemaQ, "{t}", s.table, "{n}", s.name).Replace(q)
+}
+
+// Migrate brings the store's schema up to date: it creates the PostGIS
+// extension if the database lacks it (which needs the privilege to), the
+// schema, the {table}_migrations bookkeeping table, and applies every
+// [Migrations] step not yet recorded there, all in one transaction under
+// an advisory lock. It is idempotent and safe to run concurrently from
+// several processes.
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgis: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLockKey)); err != nil {
+		return fmt.Errorf("postgis: migrate: lock: %w", err)
+	}
+	var have bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'postgis')`).Scan(&have); err != nil {
+		return fmt.Errorf("postgis: migrate: %w", err)
+	}
+	if !have {
+		if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS postgis`); err != nil {
+			return fmt.Errorf("postgis: migrate: the postgis extension is not installed and could not be created (run CREATE EXTENSION postgis as a privileged user): %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s.schemaQ); err != nil {
+		return fmt.Errorf("postgis: migrate: %w", err)
+	}
+	mt := pgx.Identifier{s.schema, s.name + "_migrations"}.Sanitize()
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+mt+` (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("postgis: migrate: %w", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+mt).Scan(&current); err != nil {
+		return fmt.Errorf("postgis: migrate: %w", err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("postgis: migrate: %s is at version %d, newer than this package's %d", s.table, current, len(migrations))
+	}
+	for _, m := range migrations[current:] {
+		if _, err := tx.Exec(ctx, s.render(m.SQL)); err != nil {
+			return fmt.Errorf("postgis: migration %d (%s): %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+mt+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("postgis: migration %d: %w", m.Version, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgis: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// Version returns the schema version the database is at (0 before the
+// first [Store.Migrate]).
+func (s *Store) Version(ctx context.Context) (int, error) {
+	mt := pgx.Identifier{s.schema, s.name + "_migrations"}.Sanitize()
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, mt).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("postgis: version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+mt).Scan(&v); err != nil {
+		return 0, fmt.Errorf("postgis: version: %w", err)
+	}
+	return v, nil
+}
