@@ -63,11 +63,14 @@
 //
 // Filters: every [broker.Filter] field is a SQL condition, matching exactly
 // what Filter.Match accepts: classes, stages, EPSG codes (0 = unknown),
-// event ids, the dead-letter time to the nanosecond, and BBox with
-// ST_Intersects against the geometry error's location (edges included,
-// coordinates compared whatever the SRID, as Match does). Records that are
-// not envelopes match only the zero filter. To select by the geometry
-// itself, use [ListOptions].Intersects.
+// event ids, the dead-letter time to the nanosecond, and BBox against the
+// geometry error's location (edges included, coordinates compared whatever
+// the SRID, as Match does): a GiST-indexed && with the box, then exact
+// coordinate comparisons — not ST_Intersects, whose floating-point
+// side-of-edge test counts points just outside tiny or huge boxes as on
+// their boundary. Records that are not envelopes match only the zero
+// filter. To select by the geometry itself, with ST_Intersects, use
+// [ListOptions].Intersects.
 //
 // Limits: bodies over MaxMessageBytes (default 64 MiB) are refused with a
 // [*broker.TooLargeError] and nothing is stored.

@@ -77,19 +77,25 @@ func where(f broker.Filter, a *sqlArgs) string {
 
 // bboxCond selects rows whose geometry error location lies in bb, edges
 // included, comparing raw coordinates whatever the SRID — exactly
-// orb.Bound.Contains, as broker.Filter.Match uses it. An ordinary bound
-// (finite, min < max on both axes) is an ST_Intersects against the
-// location, served by the GiST index on ST_SetSRID(location, 0). A
-// degenerate, infinite or NaN bound, for which ST_MakeEnvelope builds no
-// proper rectangle, is compared coordinate by coordinate; a NaN bound
-// value never excludes anything, as in Go.
+// orb.Bound.Contains, as broker.Filter.Match uses it.
+//
+// A finite bound is first an && against ST_MakeEnvelope, which the GiST
+// index on ST_SetSRID(location, 0) serves and which never misses a point
+// (index boxes are rounded outwards); then the coordinates are compared
+// exactly. ST_Intersects is not used here: its side-of-edge test multiplies
+// coordinate differences, which underflow for tiny boxes and overflow for
+// huge ones, and it then counts points just outside as on the boundary
+// (the tests found both). A NaN bound value never excludes anything, as in
+// Go.
 func bboxCond(bb orb.Bound, a *sqlArgs) string {
 	minX, minY, maxX, maxY := bb.Min[0], bb.Min[1], bb.Max[0], bb.Max[1]
-	if finite(minX) && finite(minY) && finite(maxX) && finite(maxY) && minX < maxX && minY < maxY {
-		return "ST_Intersects(ST_SetSRID(location, 0), ST_MakeEnvelope(" + a.add(minX) + "::float8, " + a.add(minY) +
-			"::float8, " + a.add(maxX) + "::float8, " + a.add(maxY) + "::float8, 0))"
+	var conds []string
+	if finite(minX) && finite(minY) && finite(maxX) && finite(maxY) {
+		conds = append(conds, "ST_SetSRID(location, 0) && ST_MakeEnvelope("+a.add(minX)+"::float8, "+a.add(minY)+
+			"::float8, "+a.add(maxX)+"::float8, "+a.add(maxY)+"::float8, 0)")
+	} else {
+		conds = append(conds, "location IS NOT NULL")
 	}
-	conds := []string{"location IS NOT NULL"}
 	cmp := func(expr string, op string, v float64) {
 		if math.IsNaN(v) {
 			return
