@@ -1,0 +1,146 @@
+package redisstream
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
+)
+
+// Stream entry field names; the package doc lists what each holds.
+const (
+	fieldVersion   = "v"
+	fieldBody      = "body"
+	fieldKey       = "key"
+	fieldHeader    = "h:"
+	fieldEnvelope  = "env"
+	fieldClass     = "class"
+	fieldStage     = "stage"
+	fieldEPSG      = "epsg"
+	fieldEventID   = "event_id"
+	fieldAtSeconds = "dlq_at_s"
+	fieldAtNanos   = "dlq_at_ns"
+	fieldLocX      = "loc_x"
+	fieldLocY      = "loc_y"
+)
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// entryFields returns the field/value pairs Publish writes for m.
+func entryFields(m *broker.Message) []any {
+	a := make([]any, 0, 24+2*len(m.Headers))
+	a = append(a, fieldVersion, "1")
+	if env, err := envelope.Decode(m.Body); err == nil {
+		at := env.DeadLetteredAt
+		a = append(a,
+			fieldEnvelope, "1",
+			fieldClass, env.FailureClass.String(),
+			fieldStage, env.FailedStage.String(),
+			fieldEPSG, strconv.Itoa(broker.EPSGOf(env)),
+			fieldEventID, env.EventID,
+			fieldAtSeconds, strconv.FormatInt(at.Unix(), 10),
+			fieldAtNanos, strconv.Itoa(at.Nanosecond()),
+		)
+		if ge := env.GeometryError; ge != nil && len(ge.Location) == 2 {
+			a = append(a, fieldLocX, formatFloat(ge.Location[0]), fieldLocY, formatFloat(ge.Location[1]))
+		}
+	}
+	if m.Key != nil {
+		a = append(a, fieldKey, string(m.Key))
+	}
+	names := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		a = append(a, fieldHeader+k, m.Headers[k])
+	}
+	return append(a, fieldBody, string(m.Body))
+}
+
+// message rebuilds the message from an entry's field/value pairs.
+func message(fields []any, deliveries int) *broker.Message {
+	m := &broker.Message{DeliveryAttempt: deliveries}
+	for i := 0; i+1 < len(fields); i += 2 {
+		name, _ := fields[i].(string)
+		value, _ := fields[i+1].(string)
+		switch {
+		case name == fieldBody:
+			m.Body = []byte(value)
+		case name == fieldKey:
+			m.Key = []byte(value)
+		case strings.HasPrefix(name, fieldHeader):
+			if m.Headers == nil {
+				m.Headers = map[string]string{}
+			}
+			m.Headers[name[len(fieldHeader):]] = value
+		}
+	}
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	return m
+}
+
+// maxExact bounds the Unix seconds passed to Lua, whose numbers are
+// doubles: clamping keeps every comparison with a stored time (years 0
+// to 9999) exact.
+const maxExact = 1<<53 - 1
+
+func timeArgs(t time.Time) (sec int64, nsec int) {
+	sec, nsec = t.Unix(), t.Nanosecond()
+	switch {
+	case sec > maxExact:
+		return maxExact, 0
+	case sec < -maxExact:
+		return -maxExact, 0
+	}
+	return sec, nsec
+}
+
+// filterArgs encodes f for fetchScript: nil for the zero filter, else
+// tagged groups ("c", n, names…; "s", …; "e", …; "i", …; "ge", s, ns;
+// "lt", s, ns; "bb", minX, minY, maxX, maxY). Values are passed as
+// strings, byte for byte.
+func filterArgs(f broker.Filter) []any {
+	if f.IsZero() {
+		return nil
+	}
+	var a []any
+	set := func(tag string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		a = append(a, tag, strconv.Itoa(len(vals)))
+		for _, v := range vals {
+			a = append(a, v)
+		}
+	}
+	strs := func(n int, at func(int) string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = at(i)
+		}
+		return out
+	}
+	set("c", strs(len(f.Classes), func(i int) string { return f.Classes[i].String() }))
+	set("s", strs(len(f.Stages), func(i int) string { return f.Stages[i].String() }))
+	set("e", strs(len(f.EPSG), func(i int) string { return strconv.Itoa(f.EPSG[i]) }))
+	set("i", f.EventIDs)
+	if !f.Since.IsZero() {
+		s, ns := timeArgs(f.Since)
+		a = append(a, "ge", strconv.FormatInt(s, 10), strconv.Itoa(ns))
+	}
+	if !f.Until.IsZero() {
+		s, ns := timeArgs(f.Until)
+		a = append(a, "lt", strconv.FormatInt(s, 10), strconv.Itoa(ns))
+	}
+	if b := f.BBox; b != nil {
+		a = append(a, "bb", formatFloat(b.Min[0]), formatFloat(b.Min[1]), formatFloat(b.Max[0]), formatFloat(b.Max[1]))
+	}
+	return a
+}
