@@ -1,0 +1,261 @@
+// Package pgclaims is a [replay.Claims] store in a PostgreSQL table, over
+// the caller's *pgxpool.Pool (pgx v5): the consumer's side of geodlq's
+// exactly-once, shared by every worker that can reach the database. It
+// passes replay/claimstest with the in-memory and Redis stores.
+//
+// One row per idempotency key:
+//
+//	key         bytea PRIMARY KEY  the key, byte for byte (any string)
+//	token       text               the live claim's fencing token, or NULL
+//	lease_until timestamptz        when the live claim lapses
+//	done_at     timestamptz        when the key was completed, or NULL
+//	claims      integer            how many claims were granted
+//	updated_at  timestamptz        last change
+//
+// # Semantics
+//
+// Claim is one INSERT … ON CONFLICT DO UPDATE … WHERE: it inserts the key,
+// or takes over a row that is neither done nor under a live lease, with a
+// fresh random token and lease_until = now() + ttl on the database's clock
+// — workers need no synchronised clocks, and the row lock makes exactly one
+// of any number of concurrent claimants win. When it takes nothing, a
+// second read says whether the key is done or in progress.
+//
+// The token fences: Complete and Release change the row only while its
+// token is still the caller's, so a holder whose lease expired and was
+// taken over gets [replay.ErrLeaseLost]. Complete succeeds after expiry as
+// long as nobody took over, as the Claims contract asks. Completion sets
+// done_at, which is final: the key then claims as [replay.StatusDone]
+// forever (or until [Claims.PurgeDone] deletes it — after which the key
+// can run again, so keep done keys longer than any event can be
+// replayed).
+//
+// Durability is the server's synchronous_commit ("on" by default): a
+// completed key survives a crash once Complete returns.
+//
+// # Migrations
+//
+// [Claims.Migrate] (or Options.Migrate) creates the schema and table and
+// records applied [Migrations] in {table}_migrations; it is idempotent and
+// safe to run concurrently.
+//
+// # As
+//
+// [Claims.Pool] returns the pool, [Claims.As] sets a **pgxpool.Pool, and
+// [Claims.Table] names the table for your own SQL.
+package pgclaims
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/geodlq/geodlq/replay"
+)
+
+// Defaults of [Options].
+const (
+	DefaultSchema = "geodlq"
+	DefaultTable  = "idempotency_claims"
+)
+
+// Options configures a [Claims]. Nil means defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema holding the table (created by
+	// Migrate). Lower-case letters, digits and underscores. Default
+	// "geodlq".
+	Schema string
+	// Table is the claims table's name; the {Table}_migrations table is
+	// named after it. Lower-case letters, digits and underscores, at most
+	// 40 bytes. Default "idempotency_claims".
+	Table string
+	// Migrate runs [Claims.Migrate] in New. Default false: run migrations
+	// as a deployment step.
+	Migrate bool
+}
+
+// Claims is a [replay.Claims] store in PostgreSQL. It is safe for
+// concurrent use by any number of goroutines and processes.
+type Claims struct {
+	pool   *pgxpool.Pool
+	schema string
+	name   string
+	table  string
+
+	claimSQL, stateSQL, completeSQL, releaseSQL string
+}
+
+var _ replay.Claims = (*Claims)(nil)
+
+var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+func checkIdent(what, s string, max int) error {
+	if !identRE.MatchString(s) || len(s) > max {
+		return fmt.Errorf("pgclaims: %s %q must match [a-z_][a-z0-9_]* and be at most %d bytes", what, s, max)
+	}
+	return nil
+}
+
+// New returns a claims store on pool, which the caller keeps owning. It
+// performs no I/O unless opts.Migrate is set.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error) {
+	if pool == nil {
+		return nil, errors.New("pgclaims: nil pool")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if err := checkIdent("schema", o.Schema, 63); err != nil {
+		return nil, err
+	}
+	if err := checkIdent("table", o.Table, 40); err != nil {
+		return nil, err
+	}
+	c := &Claims{pool: pool, schema: o.Schema, name: o.Table, table: pgx.Identifier{o.Schema, o.Table}.Sanitize()}
+	r := strings.NewReplacer("{t}", c.table)
+	c.claimSQL = r.Replace(claimSQL)
+	c.stateSQL = r.Replace(stateSQL)
+	c.completeSQL = r.Replace(completeSQL)
+	c.releaseSQL = r.Replace(releaseSQL)
+	if o.Migrate {
+		if err := c.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Pool returns the pool the store uses.
+func (c *Claims) Pool() *pgxpool.Pool { return c.pool }
+
+// Table returns the quoted, schema-qualified table name:
+// "geodlq"."idempotency_claims" by default.
+func (c *Claims) Table() string { return c.table }
+
+// As sets *i to the store's pool when i is a **pgxpool.Pool, and reports
+// whether it did.
+func (c *Claims) As(i any) bool {
+	if p, ok := i.(**pgxpool.Pool); ok {
+		*p = c.pool
+		return true
+	}
+	return false
+}
+
+const claimSQL = `
+INSERT INTO {t} AS c (key, token, lease_until, claims, updated_at)
+VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond', 1, now())
+ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token, lease_until = EXCLUDED.lease_until,
+	claims = c.claims + 1, updated_at = now()
+WHERE c.done_at IS NULL AND (c.token IS NULL OR c.lease_until <= now())
+RETURNING lease_until`
+
+// stateSQL reads a key that Claim could not take: done, or under a live
+// lease, or (raced) free again.
+const stateSQL = `
+SELECT done_at IS NOT NULL, token IS NOT NULL AND lease_until > now() FROM {t} WHERE key = $1`
+
+const completeSQL = `
+UPDATE {t} SET done_at = now(), token = NULL, lease_until = NULL, updated_at = now()
+WHERE key = $1 AND token = $2 AND done_at IS NULL`
+
+const releaseSQL = `
+UPDATE {t} SET token = NULL, lease_until = NULL, updated_at = now()
+WHERE key = $1 AND token = $2 AND done_at IS NULL`
+
+// Claim implements [replay.Claims]. The lease is timed by the database's
+// clock; Lease.ExpiresAt is that clock's reading.
+func (c *Claims) Claim(ctx context.Context, key string, ttl time.Duration) (replay.Lease, replay.Status, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Lease{}, 0, err
+	}
+	if ttl <= 0 {
+		return replay.Lease{}, 0, fmt.Errorf("pgclaims: claim ttl must be positive, got %v", ttl)
+	}
+	us := max(ttl.Microseconds(), 1)
+	// A key freed between the INSERT and the read is retried; a few rounds
+	// settle any race, and then it is reported in progress.
+	for range 3 {
+		token := newToken()
+		var until time.Time
+		err := c.pool.QueryRow(ctx, c.claimSQL, []byte(key), token, us).Scan(&until)
+		if err == nil {
+			return replay.Lease{Key: key, Token: token, ExpiresAt: until}, replay.StatusAcquired, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return replay.Lease{}, 0, fmt.Errorf("pgclaims: claiming %q: %w", key, err)
+		}
+		var done, live bool
+		err = c.pool.QueryRow(ctx, c.stateSQL, []byte(key)).Scan(&done, &live)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue // purged meanwhile
+		case err != nil:
+			return replay.Lease{}, 0, fmt.Errorf("pgclaims: claiming %q: %w", key, err)
+		case done:
+			return replay.Lease{}, replay.StatusDone, nil
+		case live:
+			return replay.Lease{}, replay.StatusInProgress, nil
+		}
+	}
+	return replay.Lease{}, replay.StatusInProgress, nil
+}
+
+// Complete implements [replay.Claims].
+func (c *Claims) Complete(ctx context.Context, l replay.Lease) error {
+	return c.settle(ctx, l, c.completeSQL, "completing")
+}
+
+// Release implements [replay.Claims].
+func (c *Claims) Release(ctx context.Context, l replay.Lease) error {
+	return c.settle(ctx, l, c.releaseSQL, "releasing")
+}
+
+func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.Token == "" {
+		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, replay.ErrLeaseLost)
+	}
+	tag, err := c.pool.Exec(ctx, q, []byte(l.Key), l.Token)
+	if err != nil {
+		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, replay.ErrLeaseLost)
+	}
+	return nil
+}
+
+// PurgeDone deletes keys completed before t and returns how many. A purged
+// key can be claimed and run again, so keep done keys longer than any
+// event can be redelivered or replayed.
+func (c *Claims) PurgeDone(ctx context.Context, before time.Time) (int64, error) {
+	tag, err := c.pool.Exec(ctx, `DELETE FROM `+c.table+` WHERE done_at < $1`, before)
+	if err != nil {
+		return 0, fmt.Errorf("pgclaims: purge: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,193 @@
+package pgclaims_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/internal/testenv"
+	"github.com/geodlq/geodlq/replay"
+	"github.com/geodlq/geodlq/replay/claimstest"
+	"github.com/geodlq/geodlq/replay/pgclaims"
+)
+
+// newPool connects to the test database (testenv.Postgres) and closes the
+// pool when the test ends.
+func newPool(t *testing.T, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
+	require.NoError(t, err)
+	cfg.MaxConns = maxConns
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// testSchema returns a schema name unique to this test run, dropped with
+// everything in it when the test ends.
+func testSchema(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "geodlq_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, testenv.Postgres(t))
+		if err != nil {
+			t.Errorf("dropping schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("dropping schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func TestConformance(t *testing.T) {
+	pool := newPool(t, 8)
+	schema := testSchema(t)
+	_, err := pgclaims.New(context.Background(), pool, &pgclaims.Options{Schema: schema, Migrate: true})
+	require.NoError(t, err)
+	claimstest.RunConformanceTests(t, claimstest.Harness{
+		// Each call is another handle on the same table, as another
+		// process would have; the suite's keys are unique.
+		New: func(ctx context.Context, _ *testing.T) (replay.Claims, error) {
+			return pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema})
+		},
+	})
+}
+
+func newClaims(t *testing.T) *pgclaims.Claims {
+	t.Helper()
+	c, err := pgclaims.New(context.Background(), newPool(t, 8), &pgclaims.Options{Schema: testSchema(t), Migrate: true})
+	require.NoError(t, err)
+	return c
+}
+
+func TestNewValidatesArguments(t *testing.T) {
+	ctx := context.Background()
+	_, err := pgclaims.New(ctx, nil, nil)
+	require.Error(t, err)
+	pool := &pgxpool.Pool{} // never used: New does no I/O without Migrate
+	for _, o := range []pgclaims.Options{{Schema: "Bad"}, {Table: "x-y"}, {Table: "t_0123456789012345678901234567890123456789"}} {
+		_, err := pgclaims.New(ctx, pool, &o)
+		require.Error(t, err, "%+v", o)
+	}
+	c, err := pgclaims.New(ctx, pool, nil)
+	require.NoError(t, err)
+	require.Equal(t, `"geodlq"."idempotency_claims"`, c.Table())
+	var p *pgxpool.Pool
+	require.True(t, c.As(&p))
+	require.Same(t, pool, p)
+	require.Same(t, pool, c.Pool())
+	require.False(t, c.As(new(*int)))
+}
+
+// TestMigrate: versioned, idempotent, safe concurrently.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 8)
+	schema := testSchema(t)
+	c, err := pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema, Table: "claims"})
+	require.NoError(t, err)
+	v, err := c.Version(ctx)
+	require.NoError(t, err)
+	require.Zero(t, v)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = c.Migrate(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Migrate(ctx))
+	v, err = c.Version(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(pgclaims.Migrations()), v)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".claims_migrations`).Scan(&n))
+	require.Equal(t, v, n)
+}
+
+// TestLeaseUsesDatabaseClock: ExpiresAt is the row's lease_until, which
+// the database computed as its now() + ttl.
+func TestLeaseUsesDatabaseClock(t *testing.T) {
+	ctx := context.Background()
+	c := newClaims(t)
+	l, st, err := c.Claim(ctx, "idem:clock", 90*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st)
+	var until time.Time
+	var left time.Duration
+	require.NoError(t, c.Pool().QueryRow(ctx, `SELECT lease_until, EXTRACT(EPOCH FROM lease_until - now()) * 1e9 FROM `+c.Table()+
+		` WHERE key = convert_to('idem:clock', 'UTF8')`).Scan(&until, &left))
+	require.True(t, until.Equal(l.ExpiresAt), "ExpiresAt %v is the database's lease_until %v", l.ExpiresAt, until)
+	require.True(t, left > 80*time.Second && left <= 90*time.Second, "%v left", left)
+	_, _, err = c.Claim(ctx, "idem:clock", 0)
+	require.Error(t, err, "a non-positive ttl is refused")
+}
+
+// TestKeysAreBytes: keys that text columns cannot hold (NUL, invalid
+// UTF-8) are claimed verbatim and distinctly.
+func TestKeysAreBytes(t *testing.T) {
+	ctx := context.Background()
+	c := newClaims(t)
+	keys := []string{"idem:\x00nul", "idem:\xff\xfe", "idem:", "idem:\x00", ""}
+	for _, k := range keys {
+		l, st, err := c.Claim(ctx, k, time.Minute)
+		require.NoError(t, err, "%q", k)
+		require.Equal(t, replay.StatusAcquired, st, "%q is its own key", k)
+		require.Equal(t, k, l.Key)
+		require.NoError(t, c.Complete(ctx, l))
+	}
+	for _, k := range keys {
+		_, st, err := c.Claim(ctx, k, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, replay.StatusDone, st, "%q", k)
+	}
+}
+
+// TestPurgeDone deletes completed keys only.
+func TestPurgeDone(t *testing.T) {
+	ctx := context.Background()
+	c := newClaims(t)
+	done, _, err := c.Claim(ctx, "idem:purge:done", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, c.Complete(ctx, done))
+	_, st, err := c.Claim(ctx, "idem:purge:live", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st)
+	n, err := c.PurgeDone(ctx, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	_, st, err = c.Claim(ctx, "idem:purge:done", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st, "a purged key runs again")
+	_, st, err = c.Claim(ctx, "idem:purge:live", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusInProgress, st, "live claims are kept")
+}
+
+func TestCanceledContext(t *testing.T) {
+	c := newClaims(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := c.Claim(ctx, "idem:canceled", time.Minute)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, c.Complete(ctx, replay.Lease{Key: "k", Token: "t"}), context.Canceled)
+}
