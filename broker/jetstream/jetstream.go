@@ -531,6 +531,16 @@ func (s *Store) consumer(ctx context.Context, destination string) (natsjs.Consum
 	return c, nil
 }
 
+// forgetConsumer drops the cached consumer of destination when err says
+// the server no longer has it, so the next Fetch creates it again.
+func (s *Store) forgetConsumer(destination string, err error) {
+	if errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
+		s.mu.Lock()
+		delete(s.consumers, destination)
+		s.mu.Unlock()
+	}
+}
+
 // scanBatch is the pull size of a filtered Fetch.
 const scanBatch = 256
 
@@ -560,6 +570,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	var out []*broker.Record
 	var skipped []natsjs.Msg
 	var kept []natsjs.Msg
+	recreated := false
 	// Records given back are Nak'ed synchronously: the server has
 	// processed the Nak when the reply comes, so the next Fetch (of any
 	// handle) sees them again.
@@ -586,9 +597,11 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		if filtered {
 			want = scanBatch
 		}
+		asked := time.Now()
 		batch, err := cons.FetchNoWait(want)
 		if err != nil {
 			giveBack(kept)
+			s.forgetConsumer(destination, err)
 			return nil, fmt.Errorf("jetstream: fetching from %q: %w", destination, err)
 		}
 		n := 0
@@ -609,7 +622,25 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		}
 		if err := batch.Error(); err != nil {
 			giveBack(kept)
+			s.forgetConsumer(destination, err)
 			return nil, fmt.Errorf("jetstream: fetching from %q: %w", destination, err)
+		}
+		if n == 0 && !recreated && time.Since(asked) > 500*time.Millisecond {
+			// A live consumer answers a no-wait pull at once, even when it
+			// has nothing; silence until the pull expires means the server
+			// has no such consumer (deleted by an operator): make it again.
+			recreated = true
+			ictx, cancel := s.withTimeout(ctx)
+			_, ierr := cons.Info(ictx)
+			cancel()
+			if errors.Is(ierr, natsjs.ErrConsumerNotFound) {
+				s.forgetConsumer(destination, ierr)
+				if cons, err = s.consumer(ctx, destination); err != nil {
+					giveBack(kept)
+					return nil, err
+				}
+				continue
+			}
 		}
 		if n < want {
 			break

@@ -319,3 +319,22 @@ func TestFilteredFetchReleasesSurplus(t *testing.T) {
 		require.NoError(t, s.Ack(ctx, r))
 	}
 }
+
+// TestConsumerRecreated: a consumer deleted on the server (by an operator,
+// or an inactivity threshold) is created again, and nothing is lost.
+func TestConsumerRecreated(t *testing.T) {
+	ctx := context.Background()
+	s, js := newStore(t, nil)
+	require.NoError(t, s.Publish(ctx, "d", &broker.Message{Body: []byte("one")}))
+	require.Len(t, fetchAll(t, s, "d"), 1)
+	require.NoError(t, js.DeleteConsumer(ctx, s.StreamName(), s.ConsumerName("d")))
+	var recs []*broker.Record
+	for range 3 {
+		got, err := s.Fetch(ctx, "d", broker.Filter{}, 10)
+		if err == nil {
+			recs = append(recs, got...)
+		}
+	}
+	require.Len(t, recs, 1, "the new consumer delivers the un-acked record")
+	require.NoError(t, s.Ack(ctx, recs[0]))
+}
