@@ -17,6 +17,10 @@
 // topics fail, and one duplicate window covers every destination.
 //
 // The stream has work-queue retention: acknowledging a record deletes it.
+// It is created without size or age limits and with discard policy "new",
+// so if an operator adds limits, a full stream refuses new dead-letter
+// writes (Publish fails, the source is not acknowledged) instead of
+// silently dropping old, un-replayed records.
 // [New] refuses an existing stream with limits retention, where an
 // acknowledgement would only move a consumer's floor and a re-dead-lettered
 // event could be mistaken for a duplicate (see below).
