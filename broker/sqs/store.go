@@ -616,7 +616,13 @@ func decodeLease(l string) (time.Time, string, error) {
 	return time.Unix(0, ns), h, nil
 }
 
-var receiveAttrs = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
+// receiveAttrs asks ReceiveMessage for every system attribute. The
+// deprecated AttributeNames parameter is sent too: SQS honours both, and
+// some SQS emulators (local-aws-sqs among them) only the older one.
+var (
+	receiveAttrs       = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
+	receiveAttrsLegacy = []types.QueueAttributeName{types.QueueAttributeNameAll}
+)
 
 // Fetch receives up to max records of destination matching f
 // (ReceiveMessage, 10 at a time, with VisibilityTimeout = Options.Lease).
@@ -662,6 +668,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 			WaitTimeSeconds:             int32(s.opts.WaitTime / time.Second),
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: receiveAttrs,
+			AttributeNames:              receiveAttrsLegacy,
 		})
 		if err != nil {
 			for _, r := range out {
