@@ -32,14 +32,22 @@ const (
 
 // Defaults of [Options].
 const (
-	DefaultStream        = "GEODLQ"
+	// DefaultStream is Options.Stream's default.
+	DefaultStream = "GEODLQ"
+	// DefaultSubjectPrefix is Options.SubjectPrefix's default.
 	DefaultSubjectPrefix = "geodlq.dlq"
-	DefaultReplayer      = "geodlq-replay"
-	DefaultAckWait       = 30 * time.Second
+	// DefaultReplayer is Options.Replayer's default.
+	DefaultReplayer = "geodlq-replay"
+	// DefaultAckWait is Options.AckWait's default (the server's own).
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxAckPending is Options.MaxAckPending's default.
 	DefaultMaxAckPending = 10_000
-	DefaultDuplicates    = 2 * time.Minute
-	DefaultHeaderBytes   = 4096
-	DefaultTimeout       = 10 * time.Second
+	// DefaultDuplicates is Options.Duplicates's default (the server's own).
+	DefaultDuplicates = 2 * time.Minute
+	// DefaultHeaderBytes is Options.HeaderBytes's default.
+	DefaultHeaderBytes = 4096
+	// DefaultTimeout is Options.Timeout's default.
+	DefaultTimeout = 10 * time.Second
 )
 
 // Options configures a [Store]. nil means all defaults.

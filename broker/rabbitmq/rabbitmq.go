@@ -27,11 +27,18 @@ const HeaderKey = "x-geodlq-key"
 
 // Defaults of [Options].
 const (
-	DefaultExchange        = "geodlq.dlq"
-	DefaultLeaseTTL        = 30 * time.Minute
+	// DefaultExchange is Options.Exchange's default.
+	DefaultExchange = "geodlq.dlq"
+	// DefaultLeaseTTL is Options.LeaseTTL's default, RabbitMQ's
+	// consumer_timeout.
+	DefaultLeaseTTL = 30 * time.Minute
+	// DefaultMaxMessageBytes is Options.MaxMessageBytes's default,
+	// RabbitMQ's max_message_size (134217728).
 	DefaultMaxMessageBytes = 128 << 20
+	// DefaultPublishChannels is Options.PublishChannels's default.
 	DefaultPublishChannels = 8
-	DefaultTimeout         = 30 * time.Second
+	// DefaultTimeout is Options.Timeout's default.
+	DefaultTimeout = 30 * time.Second
 )
 
 // ErrUnroutable is wrapped by Publish errors for a message the broker

@@ -249,8 +249,10 @@ type SourceQueueOptions struct {
 	DeadLetterRoutingKey string
 	// ParkingQueue, when set, is declared too: a durable queue bound to
 	// DeadLetterExchange (declared as a durable direct exchange) with
-	// DeadLetterRoutingKey, where dead-lettered messages wait with their
-	// x-death header. Default "": declare neither.
+	// DeadLetterRoutingKey — or, when that is empty, the source queue's
+	// name, the routing key of messages published through the default
+	// exchange — where dead-lettered messages wait with their x-death
+	// header. Default "": declare neither.
 	ParkingQueue string
 	// Quorum makes the queue a quorum queue (x-queue-type quorum). Default
 	// false: a classic queue.
