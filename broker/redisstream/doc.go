@@ -71,7 +71,9 @@
 // about a thousand entries; Fetch repeats the call until it has max
 // records or has seen the whole stream. Entries that are not envelopes
 // (or were written by something other than Publish) match only the zero
-// filter.
+// filter. Without secondary indexes, a selective filter costs a scan of
+// the stream's pending entries on every Fetch; for triage queries over
+// large stores the PostgreSQL adapter's indexed columns fit better.
 //
 // # Ordering
 //

@@ -49,7 +49,7 @@ func entryFields(m *broker.Message) []any {
 		}
 	}
 	if m.Key != nil {
-		a = append(a, fieldKey, string(m.Key))
+		a = append(a, fieldKey, m.Key)
 	}
 	names := make([]string, 0, len(m.Headers))
 	for k := range m.Headers {
@@ -59,7 +59,7 @@ func entryFields(m *broker.Message) []any {
 	for _, k := range names {
 		a = append(a, fieldHeader+k, m.Headers[k])
 	}
-	return append(a, fieldBody, string(m.Body))
+	return append(a, fieldBody, m.Body) // []byte: sent as is, not copied
 }
 
 // message rebuilds the message from an entry's field/value pairs.

@@ -410,8 +410,9 @@ func (s *Store) confirmed(wait *redis.Cmd) error {
 // ones. Filters are evaluated in Redis on the entry's index fields; an
 // entry whose body is not an envelope matches only the zero filter.
 //
-// If ctx ends between the script calls of a long filtered scan, Fetch
-// returns what it leased so far.
+// Records carry the message as stored; Record.Envelope is nil (decode
+// the body). If ctx ends between the script calls of a long filtered
+// scan, Fetch returns what it leased so far.
 func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
 	if err := s.check(ctx, destination); err != nil {
 		return nil, err
