@@ -1,0 +1,921 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
+)
+
+// errRetired is returned by a member that left its group while a Fetch was
+// under way; the Store retries with a new member.
+var errRetired = errors.New("kafka: replay group member retired")
+
+// commitDelay is how long the committer lets acknowledgements gather
+// before it commits them.
+const commitDelay = 100 * time.Millisecond
+
+// Entry states.
+const (
+	stateAvailable uint8 = iota
+	stateLeased
+	stateAcked
+)
+
+// member is a Store's membership in the replay group of one destination:
+// a consumer client, the records it read and has not committed, and their
+// leases.
+type member struct {
+	s     *Store
+	dest  string
+	group string
+	id    string // prefix of every lease token this member hands out
+	cl    *kgo.Client
+
+	fetchMu sync.Mutex // one Fetch at a time
+
+	pollCtx    context.Context
+	pollCancel context.CancelFunc
+	pollDone   chan struct{}
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every state change
+	parts    map[int32]*part
+	active   bool   // partitions assigned since the last revoke
+	session  uint64 // incremented on every assignment
+	dead     bool   // left (or leaving) the group: every lease is lost
+	seq      uint64
+	leased   map[*entry]struct{}
+	lastUse  time.Time
+	bufBytes int
+	pollErr  error // the last fetch error the poller saw
+
+	kick chan struct{} // asks the committer to commit
+	done chan struct{} // closed on shutdown
+	once sync.Once
+}
+
+// part is the state of one assigned partition.
+type part struct {
+	entries   []*entry // offset order; entries[0] is the oldest unacknowledged record
+	next      int64    // offset after the last record read; -1 before the first
+	committed int64    // last offset this member committed; -1 none
+	epoch     int32    // leader epoch of the last acknowledged record
+	revoking  bool
+}
+
+// entry is one record read and not yet committed past.
+type entry struct {
+	rec      *kgo.Record // nil once acknowledged
+	offset   int64
+	at       int64 // publish time in ns, for ordering across partitions
+	size     int
+	state    uint8
+	lease    string
+	leasedAt time.Time
+	decoded  bool
+	env      *envelope.Envelope
+}
+
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// memberFor returns the live member for destination, joining its group if
+// needed. It returns nil, nil when the topic does not exist.
+func (s *Store) memberFor(ctx context.Context, destination string) (*member, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, broker.ErrClosed
+	}
+	if m := s.members[destination]; m != nil {
+		s.mu.Unlock()
+		return m, nil
+	}
+	s.mu.Unlock()
+
+	// Join only groups of existing topics: a member of a missing topic
+	// would see it appear only at its next metadata refresh.
+	if ok, err := s.topicExists(ctx, destination); err != nil || !ok {
+		return nil, err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, broker.ErrClosed
+	}
+	if m := s.members[destination]; m != nil {
+		return m, nil
+	}
+	m := &member{
+		s:        s,
+		dest:     destination,
+		group:    s.group(destination),
+		id:       newToken(),
+		changed:  make(chan struct{}),
+		parts:    map[int32]*part{},
+		leased:   map[*entry]struct{}{},
+		lastUse:  time.Now(),
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		pollDone: make(chan struct{}),
+	}
+	m.pollCtx, m.pollCancel = context.WithCancel(context.Background())
+	opts := slices.Clone(s.base)
+	opts = append(opts,
+		kgo.Balancers(kgo.StickyBalancer()),
+		kgo.RebalanceTimeout(s.lease+30*time.Second),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	opts = append(opts, s.copts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(m.group),
+		kgo.ConsumeTopics(destination),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(m.onAssigned),
+		kgo.OnPartitionsRevoked(m.onRevoked),
+		kgo.OnPartitionsLost(m.onLost),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: consumer for %q: %w", destination, err)
+	}
+	m.cl = cl
+	s.members[destination] = m
+	go m.poller()
+	go m.watch()
+	go m.committer()
+	return m, nil
+}
+
+// topicExists asks the cluster, bypassing the client's metadata cache
+// (which remembers a missing topic for MetadataMinAge), whether topic
+// exists. The response refreshes the cache for the offset listings that
+// follow.
+func (s *Store) topicExists(ctx context.Context, topic string) (bool, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return false, nil
+		default:
+			return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, err)
+		}
+	}
+	return false, nil
+}
+
+// retire removes m from the Store and leaves its group.
+func (s *Store) retire(m *member, why string) {
+	s.mu.Lock()
+	if s.members[m.dest] == m {
+		delete(s.members, m.dest)
+	}
+	s.mu.Unlock()
+	m.shutdown(why)
+}
+
+// Fetch leases up to max records of the topic destination that match f,
+// oldest first: in offset order within a partition (so per key), and by
+// [HeaderPublishedAt] (else the record timestamp) across partitions.
+//
+// The first Fetch of a destination joins its replay group and waits up to
+// JoinWait for partitions. Each Fetch then reads the partitions this Store
+// holds up to their end offsets as of the call (within MaxBufferedBytes),
+// so an empty result means: nothing available to this member now — every
+// record is acknowledged, leased, not matching, or in partitions another
+// member of the group holds.
+//
+// Records that do not match f are not returned and not leased; they stay
+// in the Store's buffer, unacknowledged, and hold the group's committed
+// offset of their partition back until a Fetch that matches them (say, an
+// unfiltered one) leases them and they are acknowledged. So a filtered
+// replay never loses the records it skips, and Fetch always returns: it
+// reads no further than the end offsets it found.
+func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	for range 3 {
+		m, err := s.memberFor(ctx, destination)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		recs, err := m.fetch(ctx, f, max)
+		if errors.Is(err, errRetired) {
+			continue
+		}
+		return recs, err
+	}
+	return nil, nil
+}
+
+// Ack marks r done. The group's offset of r's partition is committed, soon
+// after, up to the oldest record not yet acknowledged, so a crash before
+// then redelivers r (and every record after the oldest unacknowledged one):
+// at least once, which the idempotency key makes harmless. Ack fails with
+// [broker.ErrLeaseLost] when r's lease was lost: the Store left the group
+// (LeaseTTL passed, or Close) or the partition went to another member.
+func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
+	return s.settle(ctx, r, true)
+}
+
+// Release makes r available again at once, to this Store's next Fetch
+// (the partition stays with this member).
+func (s *Store) Release(ctx context.Context, r *broker.Record) error {
+	return s.settle(ctx, r, false)
+}
+
+func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r == nil {
+		return errors.New("kafka: nil record")
+	}
+	p, off, err := parseID(r.ID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return broker.ErrClosed
+	}
+	m := s.members[r.Destination]
+	s.mu.Unlock()
+	if m == nil || !strings.HasPrefix(r.Lease, m.id+":") {
+		return fmt.Errorf("kafka: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	return m.settle(p, off, r.Lease, ack)
+}
+
+// Commit commits, synchronously, every acknowledged prefix of every
+// partition this Store holds. Ack commits in the background; Commit is for
+// callers that want the commit done before they go on.
+func (s *Store) Commit(ctx context.Context) error {
+	s.mu.Lock()
+	ms := make([]*member, 0, len(s.members))
+	for _, m := range s.members {
+		ms = append(ms, m)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, m := range ms {
+		errs = append(errs, m.commit(ctx, nil))
+	}
+	return errors.Join(errs...)
+}
+
+func recordID(p int32, off int64) string {
+	return strconv.FormatInt(int64(p), 10) + "/" + strconv.FormatInt(off, 10)
+}
+
+func parseID(id string) (int32, int64, error) {
+	ps, os, ok := strings.Cut(id, "/")
+	p, err1 := strconv.ParseInt(ps, 10, 32)
+	off, err2 := strconv.ParseInt(os, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("kafka: record id %q is not <partition>/<offset>", id)
+	}
+	return int32(p), off, nil
+}
+
+// notify wakes everyone waiting for a state change. m.mu must be held.
+func (m *member) notify() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// waitLocked releases m.mu until the state changes, ctx ends or d passes,
+// and reports whether it should keep waiting.
+func (m *member) waitLocked(ctx context.Context, d time.Duration) bool {
+	ch := m.changed
+	m.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	ok := true
+	select {
+	case <-ch:
+	case <-t.C:
+		ok = false
+	case <-ctx.Done():
+		ok = false
+	case <-m.done:
+		ok = false
+	}
+	m.mu.Lock()
+	return ok
+}
+
+func (m *member) fetch(ctx context.Context, f broker.Filter, max int) ([]*broker.Record, error) {
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	joinBy := time.Now().Add(m.s.join)
+	for {
+		m.mu.Lock()
+		m.lastUse = time.Now()
+		for !m.active && !m.dead && ctx.Err() == nil && time.Now().Before(joinBy) {
+			m.waitLocked(ctx, time.Until(joinBy))
+		}
+		dead, active, session, perr := m.dead, m.active, m.session, m.pollErr
+		m.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if dead {
+			return nil, errRetired
+		}
+		if !active {
+			if perr != nil {
+				return nil, fmt.Errorf("kafka: joining group %q for %q: %w", m.group, m.dest, perr)
+			}
+			// The group gave us no partitions within JoinWait: another
+			// member holds them all, and is finishing its leases.
+			return nil, nil
+		}
+		m.mu.Lock()
+		enough := m.available(f, max)
+		m.mu.Unlock()
+		if !enough {
+			if err := m.catchUp(ctx); err != nil {
+				return nil, err
+			}
+		}
+		m.mu.Lock()
+		if m.dead {
+			m.mu.Unlock()
+			return nil, errRetired
+		}
+		recs := m.take(f, max)
+		again := len(recs) == 0 && (!m.active || m.session != session) && time.Now().Before(joinBy)
+		m.mu.Unlock()
+		if !again {
+			return recs, nil
+		}
+		// A rebalance ran while we read: wait for the new assignment and
+		// read it, rather than report the group empty.
+	}
+}
+
+// catchUp waits until the poller has read the partitions the member holds
+// up to their end offsets as of now, or the buffer is full, or the
+// assignment changes.
+func (m *member) catchUp(ctx context.Context) error {
+	ends, err := m.s.adm.ListEndOffsets(ctx, m.dest)
+	if err != nil {
+		return fmt.Errorf("kafka: listing end offsets of %q: %w", m.dest, err)
+	}
+	if err := ends.Error(); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("kafka: listing end offsets of %q: %w", m.dest, err)
+	}
+	var starts kadm.ListedOffsets
+	deadline := time.Now().Add(m.s.fetchT)
+	for {
+		committed := m.cl.CommittedOffsets()[m.dest]
+		m.mu.Lock()
+		if m.dead || !m.active || m.bufBytes >= m.s.bufMax {
+			m.mu.Unlock()
+			return nil
+		}
+		var behind []int32
+		needStarts := false
+		for p, pt := range m.parts {
+			if pt.revoking {
+				continue
+			}
+			end, ok := ends.Lookup(m.dest, p)
+			if !ok || end.Err != nil {
+				continue // a partition added since we listed: next Fetch
+			}
+			pos := pt.next
+			if pos < 0 {
+				if c, ok := committed[p]; ok && c.Offset >= 0 {
+					pos = c.Offset
+				}
+			}
+			if pos < 0 {
+				// Nothing read and no commit known (yet): the partition is
+				// caught up only if it is empty.
+				if starts == nil {
+					needStarts = true
+					continue
+				}
+				if st, ok := starts.Lookup(m.dest, p); ok && st.Err == nil && st.Offset >= end.Offset {
+					continue
+				}
+				behind = append(behind, p)
+				continue
+			}
+			if pos < end.Offset {
+				behind = append(behind, p)
+			}
+		}
+		if needStarts {
+			m.mu.Unlock()
+			if starts, err = m.s.adm.ListStartOffsets(ctx, m.dest); err != nil {
+				return fmt.Errorf("kafka: listing start offsets of %q: %w", m.dest, err)
+			}
+			continue
+		}
+		if len(behind) == 0 {
+			m.mu.Unlock()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			lastErr := m.pollErr
+			m.mu.Unlock()
+			slices.Sort(behind)
+			return fmt.Errorf("kafka: partitions %v of %q not read up to their end offsets within %v (last fetch error: %v)", behind, m.dest, m.s.fetchT, lastErr)
+		}
+		// Woken by the poller; re-check now and then for offsets the
+		// client loads after an assignment.
+		m.waitLocked(ctx, 20*time.Millisecond)
+		m.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// poller reads records into the member's partitions until shutdown,
+// pausing while the buffer is full. Polling and the group's partition
+// callbacks exclude each other (BlockRebalanceOnPoll), so records read in
+// one assignment never land in the next; and since only this goroutine
+// polls, a rebalance waiting for leases never blocks a Fetch.
+func (m *member) poller() {
+	defer close(m.pollDone)
+	for {
+		m.mu.Lock()
+		for m.bufBytes >= m.s.bufMax && !m.dead {
+			m.waitLocked(m.pollCtx, time.Second)
+		}
+		m.mu.Unlock()
+		if m.pollCtx.Err() != nil {
+			return
+		}
+		fs := m.cl.PollRecords(m.pollCtx, 0)
+		m.ingest(fs)
+		m.cl.AllowRebalance()
+		if fs.IsClientClosed() || m.pollCtx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (m *member) ingest(fs kgo.Fetches) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, fe := range fs.Errors() {
+		if !errors.Is(fe.Err, context.Canceled) && !errors.Is(fe.Err, kgo.ErrClientClosed) {
+			m.pollErr = fe.Err
+		}
+	}
+	if fs.NumRecords() == 0 {
+		return
+	}
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if fp.Topic != m.dest {
+			return
+		}
+		pt := m.parts[fp.Partition]
+		if pt == nil || pt.revoking {
+			return
+		}
+		for _, r := range fp.Records {
+			if pt.next >= 0 && r.Offset < pt.next {
+				continue
+			}
+			e := &entry{rec: r, offset: r.Offset, at: publishedNS(r), size: recordSize(r)}
+			pt.entries = append(pt.entries, e)
+			pt.next = r.Offset + 1
+			m.bufBytes += e.size
+		}
+	})
+	m.notify()
+}
+
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value) + 64
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// publishedNS is the record's HeaderPublishedAt, else its timestamp.
+func publishedNS(r *kgo.Record) int64 {
+	for _, h := range r.Headers {
+		if h.Key == HeaderPublishedAt {
+			if t, err := time.Parse(time.RFC3339Nano, string(h.Value)); err == nil {
+				return t.UnixNano()
+			}
+		}
+	}
+	return r.Timestamp.UnixNano()
+}
+
+// available reports whether at least max records matching f are
+// available without reading further. m.mu must be held.
+func (m *member) available(f broker.Filter, max int) bool {
+	n := 0
+	for _, pt := range m.parts {
+		if pt.revoking {
+			continue
+		}
+		for _, e := range pt.entries {
+			if m.matches(e, f) {
+				if n++; n >= max {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// matches reports whether e is available and matches f, decoding its
+// envelope once when f needs it. m.mu must be held.
+func (m *member) matches(e *entry, f broker.Filter) bool {
+	if e.state != stateAvailable {
+		return false
+	}
+	if f.IsZero() {
+		return true
+	}
+	if !e.decoded {
+		e.env, _ = envelope.Decode(e.rec.Value)
+		e.decoded = true
+	}
+	return e.env != nil && f.Match(e.env)
+}
+
+// take leases up to max available records matching f, merging partitions
+// oldest first. m.mu must be held.
+func (m *member) take(f broker.Filter, max int) []*broker.Record {
+	type cursor struct {
+		p  int32
+		pt *part
+		i  int
+	}
+	advance := func(c *cursor) {
+		for c.i < len(c.pt.entries) && !m.matches(c.pt.entries[c.i], f) {
+			c.i++
+		}
+	}
+	var cs []*cursor
+	for p, pt := range m.parts {
+		if pt.revoking {
+			continue
+		}
+		c := &cursor{p: p, pt: pt}
+		advance(c)
+		cs = append(cs, c)
+	}
+	var out []*broker.Record
+	now := time.Now()
+	for len(out) < max {
+		var best *cursor
+		for _, c := range cs {
+			if c.i >= len(c.pt.entries) {
+				continue
+			}
+			if best == nil || less(c.pt.entries[c.i], c.p, best.pt.entries[best.i], best.p) {
+				best = c
+			}
+		}
+		if best == nil {
+			break
+		}
+		e := best.pt.entries[best.i]
+		m.seq++
+		e.state, e.lease, e.leasedAt = stateLeased, m.id+":"+strconv.FormatUint(m.seq, 10), now
+		m.leased[e] = struct{}{}
+		out = append(out, m.record(best.p, e))
+		best.i++
+		advance(best)
+	}
+	return out
+}
+
+func less(a *entry, ap int32, b *entry, bp int32) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if ap != bp {
+		return ap < bp
+	}
+	return a.offset < b.offset
+}
+
+// record builds the broker.Record handed out for e: a copy, so a caller
+// that changes it cannot change what a later Fetch returns.
+func (m *member) record(p int32, e *entry) *broker.Record {
+	r := e.rec
+	msg := MessageOf(r)
+	msg.Key, msg.Body = bytes.Clone(r.Key), bytes.Clone(r.Value)
+	msg.Source.Key = msg.Key
+	return &broker.Record{
+		ID:          recordID(p, e.offset),
+		Destination: m.dest,
+		Message:     msg,
+		Envelope:    e.env,
+		Lease:       e.lease,
+	}
+}
+
+func (m *member) settle(p int32, off int64, lease string, ack bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lost := fmt.Errorf("kafka: record %s/%s: %w", m.dest, recordID(p, off), broker.ErrLeaseLost)
+	if m.dead {
+		return lost
+	}
+	pt := m.parts[p]
+	if pt == nil {
+		return lost
+	}
+	i := sort.Search(len(pt.entries), func(i int) bool { return pt.entries[i].offset >= off })
+	if i == len(pt.entries) || pt.entries[i].offset != off {
+		return lost
+	}
+	e := pt.entries[i]
+	if e.state != stateLeased || e.lease != lease {
+		return lost
+	}
+	delete(m.leased, e)
+	e.lease, e.leasedAt = "", time.Time{}
+	m.lastUse = time.Now()
+	if !ack {
+		e.state = stateAvailable
+		m.notify()
+		return nil
+	}
+	e.state = stateAcked
+	e.rec, e.env = nil, nil
+	m.bufBytes -= e.size
+	if i == 0 {
+		n := 0
+		for n < len(pt.entries) && pt.entries[n].state == stateAcked {
+			n++
+		}
+		clear(pt.entries[:n])
+		pt.entries = pt.entries[n:]
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+	m.notify()
+	return nil
+}
+
+// watermark is the offset to commit for pt: the oldest record not
+// acknowledged, or the next offset when every record read is. m.mu must be
+// held.
+func (pt *part) watermark() int64 {
+	if len(pt.entries) > 0 {
+		return pt.entries[0].offset
+	}
+	return pt.next
+}
+
+// commit commits the acknowledged prefix of the given partitions (all when
+// nil) that is past what this member committed.
+func (m *member) commit(ctx context.Context, only []int32) error {
+	m.mu.Lock()
+	offsets := map[int32]kgo.EpochOffset{}
+	for p, pt := range m.parts {
+		if only != nil && !slices.Contains(only, p) {
+			continue
+		}
+		if w := pt.watermark(); w > pt.committed {
+			offsets[p] = kgo.EpochOffset{Epoch: pt.epoch, Offset: w}
+		}
+	}
+	m.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	var cerr error
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.dest: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
+					}
+				}
+			}
+		})
+	if cerr != nil {
+		m.s.log.WarnContext(ctx, "geodlq: kafka: committing replay offsets failed; acknowledged records may be redelivered",
+			slog.String("topic", m.dest), slog.String("group", m.group), slog.Any("error", cerr))
+		return fmt.Errorf("kafka: committing offsets of %q for group %q: %w", m.dest, m.group, cerr)
+	}
+	m.mu.Lock()
+	for p, eo := range offsets {
+		if pt := m.parts[p]; pt != nil && eo.Offset > pt.committed {
+			pt.committed = eo.Offset
+		}
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// committer commits in the background after acknowledgements.
+func (m *member) committer() {
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-m.kick:
+		}
+		// Let acknowledgements gather into one commit.
+		select {
+		case <-m.done:
+			return
+		case <-time.After(commitDelay):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = m.commit(ctx, nil)
+		cancel()
+	}
+}
+
+// watch retires the member when a lease outlives LeaseTTL or the member
+// has not been used for LeaseTTL.
+func (m *member) watch() {
+	tick := min(max(m.s.lease/8, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		why := ""
+		m.mu.Lock()
+		for e := range m.leased {
+			if now.Sub(e.leasedAt) > m.s.lease {
+				why = "a lease outlived LeaseTTL"
+				break
+			}
+		}
+		if why == "" && len(m.leased) == 0 && now.Sub(m.lastUse) > m.s.lease {
+			why = "idle for LeaseTTL"
+		}
+		m.mu.Unlock()
+		if why != "" {
+			m.s.retire(m, why)
+			return
+		}
+	}
+}
+
+// shutdown leaves the group: it commits what was acknowledged, forfeits
+// every lease, and closes the consumer client.
+func (m *member) shutdown(why string) {
+	m.once.Do(func() {
+		m.mu.Lock()
+		m.dead = true
+		lost := len(m.leased)
+		m.notify()
+		m.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = m.commit(ctx, nil)
+		cancel()
+		close(m.done)
+		m.pollCancel()
+		<-m.pollDone
+		m.s.log.Info("geodlq: kafka: leaving replay group",
+			slog.String("topic", m.dest), slog.String("group", m.group),
+			slog.String("why", why), slog.Int("leases_lost", lost))
+		m.cl.Close()
+	})
+}
+
+func (m *member) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range assigned[m.dest] {
+		if m.parts[p] == nil {
+			m.parts[p] = &part{next: -1, committed: -1, epoch: -1}
+		}
+	}
+	m.active = true
+	m.session++
+	m.pollErr = nil
+	m.notify()
+}
+
+// onRevoked hands partitions back: it stops leasing from them, waits until
+// every lease on them is settled (or the member retires), commits their
+// acknowledged prefix and forgets them.
+func (m *member) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	ps := revoked[m.dest]
+	m.mu.Lock()
+	m.active = false
+	for _, p := range ps {
+		if pt := m.parts[p]; pt != nil {
+			pt.revoking = true
+		}
+	}
+	m.notify()
+	for !m.dead && ctx.Err() == nil && m.leasesIn(ps) > 0 {
+		m.waitLocked(ctx, time.Second)
+	}
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	_ = m.commit(cctx, ps)
+	cancel()
+	m.forget(ps)
+}
+
+// onLost forgets partitions taken away without a clean revoke (the member
+// was evicted): nothing can be committed, and their leases are lost.
+func (m *member) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	m.mu.Lock()
+	m.active = false
+	m.mu.Unlock()
+	m.forget(lost[m.dest])
+}
+
+func (m *member) forget(ps []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		pt := m.parts[p]
+		if pt == nil {
+			continue
+		}
+		for _, e := range pt.entries {
+			if e.state == stateLeased {
+				delete(m.leased, e)
+			}
+			if e.state != stateAcked {
+				m.bufBytes -= e.size
+			}
+		}
+		delete(m.parts, p)
+	}
+	m.notify()
+}
+
+// leasesIn counts the live leases in partitions ps. m.mu must be held.
+func (m *member) leasesIn(ps []int32) int {
+	n := 0
+	for _, p := range ps {
+		if pt := m.parts[p]; pt != nil {
+			for _, e := range pt.entries {
+				if e.state == stateLeased {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
