@@ -28,8 +28,11 @@
 //   - location geometry(Point): the geometry error's location, in the
 //     same SRID.
 //
-// Both have GiST indexes, as has ST_SetSRID(location, 0) for the filter
-// below.
+// The indexes — GiST on geom and on ST_SetSRID(location, 0), B-trees on
+// the triage columns — cover the records not yet replayed, the working
+// set: leasing a row changes no indexed column (PostgreSQL updates it in
+// place, HOT), acknowledging one touches two indexes, and replayed rows are
+// history, kept until [Store.Purge].
 //
 // # Semantics
 //

@@ -66,9 +66,10 @@ CREATE TABLE {t} (
 	offload_uri       text,
 	location          geometry(Point),
 	CONSTRAINT {n}_status_check CHECK (status IN ('pending', 'leased', 'replayed')),
+	CONSTRAINT {n}_replayed_check CHECK ((status = 'replayed') = (replayed_at IS NOT NULL)),
 	CONSTRAINT {n}_lease_check CHECK ((status = 'leased') = (lease_token IS NOT NULL AND lease_until IS NOT NULL)),
 	CONSTRAINT {n}_geom_status_check CHECK (geom_status IN ('none', 'parsed', 'unparseable', 'not_text', 'missing', 'offloaded'))
-);
+) WITH (fillfactor = 80, toast_tuple_target = 128);
 
 COMMENT ON TABLE {t} IS 'geodlq dead-letter store (broker/postgis): one row per dead-lettered message';
 COMMENT ON COLUMN {t}.body IS 'the message body, byte for byte: for a dlq.v1 envelope, its exact encoding';
@@ -78,20 +79,26 @@ COMMENT ON COLUMN {t}.redead_lettered IS 'a write with the same idempotency key 
 COMMENT ON COLUMN {t}.geom IS 'the inline geometry as PostGIS parses it (invalid ones included); NULL when offloaded, missing or unparseable';
 COMMENT ON COLUMN {t}.location IS 'geometry_error.location, in the geometry''s SRID';
 
+-- The indexes cover the records not yet replayed (replayed_at IS NULL),
+-- the working set: leasing a record changes no indexed column, so its
+-- update is HOT, and acknowledging one adds entries to the primary key and
+-- {n}_replayed only. Replayed rows are history until Purge.
+--
 -- At most one un-replayed record per destination and idempotency key: a
 -- second write while one is pending or leased is a no-op.
-CREATE UNIQUE INDEX {n}_idem_key ON {t} (destination, idempotency_key) WHERE status <> 'replayed';
+CREATE UNIQUE INDEX {n}_idem_key ON {t} (destination, idempotency_key) WHERE replayed_at IS NULL;
 -- Fetch: oldest un-replayed records of a destination.
-CREATE INDEX {n}_ready ON {t} (destination, id) WHERE status <> 'replayed';
-CREATE INDEX {n}_class ON {t} (destination, failure_class, failed_stage);
-CREATE INDEX {n}_epsg ON {t} (destination, epsg);
-CREATE INDEX {n}_time ON {t} (destination, dead_lettered_at, dead_lettered_ns);
-CREATE INDEX {n}_event ON {t} (event_id);
-CREATE INDEX {n}_replayed ON {t} (destination, replayed_at) WHERE status = 'replayed';
-CREATE INDEX {n}_geom ON {t} USING gist (geom);
-CREATE INDEX {n}_location ON {t} USING gist (location);
--- broker.Filter.BBox compares raw coordinates whatever the SRID.
-CREATE INDEX {n}_location_xy ON {t} USING gist (ST_SetSRID(location, 0));
+CREATE INDEX {n}_ready ON {t} (destination, id) WHERE replayed_at IS NULL;
+CREATE INDEX {n}_class ON {t} (destination, failure_class, failed_stage) WHERE replayed_at IS NULL;
+CREATE INDEX {n}_epsg ON {t} (destination, epsg) WHERE replayed_at IS NULL;
+CREATE INDEX {n}_time ON {t} (destination, dead_lettered_at, dead_lettered_ns) WHERE replayed_at IS NULL;
+CREATE INDEX {n}_event ON {t} (event_id) WHERE replayed_at IS NULL;
+CREATE INDEX {n}_geom ON {t} USING gist (geom) WHERE replayed_at IS NULL;
+-- broker.Filter.BBox compares the location's raw coordinates whatever the
+-- SRID.
+CREATE INDEX {n}_location_xy ON {t} USING gist (ST_SetSRID(location, 0)) WHERE replayed_at IS NULL;
+-- Purge.
+CREATE INDEX {n}_replayed ON {t} (destination, replayed_at) WHERE replayed_at IS NOT NULL;
 
 -- ST_GeomFromGeoJSON raises on what it cannot parse; a dead-letter write
 -- must not fail for that, so the error is caught and recorded.

@@ -195,6 +195,9 @@ type WriteResult struct {
 	// already pending or leased in the destination, so nothing was
 	// inserted.
 	Duplicate bool
+
+	inserted              bool
+	geomStatus, geomError string
 }
 
 // Publish implements [broker.Publisher] with [Store.Write].
@@ -226,11 +229,10 @@ func (s *Store) Write(ctx context.Context, destination string, m *broker.Message
 		return WriteResult{}, err
 	}
 	var res WriteResult
-	var inserted bool
-	if err := s.pool.QueryRow(ctx, s.insertSQL, r.args()...).Scan(&res.ID, &inserted); err != nil {
+	if err := s.pool.QueryRow(ctx, s.insertSQL, r.args()...).Scan(&res.ID, &res.inserted, &res.geomStatus, &res.geomError); err != nil {
 		return WriteResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
 	}
-	res.Duplicate = !inserted
+	res.Duplicate = !res.inserted
 	s.logWrite(ctx, destination, r, res)
 	return res, nil
 }
@@ -262,12 +264,12 @@ func (s *Store) PublishBatch(ctx context.Context, destination string, msgs []*br
 		}
 		br := tx.SendBatch(ctx, b)
 		for i := range rows {
-			var inserted bool
-			if err := br.QueryRow().Scan(&out[i].ID, &inserted); err != nil {
+			res := &out[i]
+			if err := br.QueryRow().Scan(&res.ID, &res.inserted, &res.geomStatus, &res.geomError); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("message %d: %w", i, err)
 			}
-			out[i].Duplicate = !inserted
+			res.Duplicate = !res.inserted
 		}
 		return br.Close()
 	})
@@ -281,10 +283,22 @@ func (s *Store) PublishBatch(ctx context.Context, destination string, msgs []*br
 }
 
 func (s *Store) logWrite(ctx context.Context, destination string, r *row, res WriteResult) {
-	if res.Duplicate {
-		s.log.DebugContext(ctx, "geodlq: duplicate dead-letter write ignored",
-			slog.String("destination", destination), slog.Int64("id", res.ID), slog.Any("idempotency_key", r.idemKey))
+	switch {
+	case res.Duplicate:
+		s.log.DebugContext(ctx, "geodlq: duplicate dead-letter write absorbed",
+			slog.String("destination", destination), slog.Int64("id", res.ID), slog.String("idempotency_key", deref(r.idemKey)))
+	case res.geomStatus == GeomUnparseable:
+		s.log.DebugContext(ctx, "geodlq: PostGIS cannot parse the geometry; stored without it",
+			slog.String("destination", destination), slog.Int64("id", res.ID), slog.String("event_id", deref(r.eventID)),
+			slog.String("error", res.geomError))
 	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // row is a message turned into the insert's parameters. Pointers are NULL
@@ -332,10 +346,10 @@ SELECT $1::text, $2::bytea, $3::text::jsonb, $4::text::jsonb, $5::bytea, $6::boo
 	g.err, $20::text,
 	CASE WHEN $21::float8 IS NULL OR $22::float8 IS NULL THEN NULL ELSE ST_SetSRID(ST_MakePoint($21, $22), $23) END
 FROM {s}.{n}_parse_geojson($18::text, $23::integer) AS g
-ON CONFLICT (destination, idempotency_key) WHERE status <> 'replayed'
+ON CONFLICT (destination, idempotency_key) WHERE replayed_at IS NULL
 DO UPDATE SET duplicates = d.duplicates + 1, last_duplicate_at = now(),
 	redead_lettered = d.redead_lettered OR d.status = 'leased'
-RETURNING id, (xmax = 0)`
+RETURNING id, (xmax = 0), geom_status, COALESCE(geom_error, '')`
 
 // maxSRID is PostGIS's SRID_USER_MAXIMUM; larger EPSG codes are stored
 // with SRID 0 (their code stays in the epsg column).
@@ -504,7 +518,7 @@ func decodeHeaders(clean map[string]string, binary []byte) (map[string]string, e
 const fetchSQL = `
 WITH picked AS (
 	SELECT id FROM {t}
-	WHERE destination = $1 AND status <> 'replayed' AND (status = 'pending' OR lease_until <= now()) {filter}
+	WHERE destination = $1 AND replayed_at IS NULL AND (status = 'pending' OR lease_until <= now()) {filter}
 	ORDER BY id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
@@ -646,7 +660,7 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, q string) (string,
 // replayed before t, and returns how many. Pending and leased records are
 // never purged.
 func (s *Store) Purge(ctx context.Context, destination string, before time.Time) (int64, error) {
-	q := `DELETE FROM ` + s.table + ` WHERE status = 'replayed' AND replayed_at < $1`
+	q := `DELETE FROM ` + s.table + ` WHERE replayed_at IS NOT NULL AND replayed_at < $1`
 	args := []any{before}
 	if destination != "" {
 		q += ` AND destination = $2`

@@ -173,7 +173,7 @@ func (s *Store) List(ctx context.Context, destination string, f broker.Filter, o
 		q += ` AND destination = ` + a.add(destination) + `::text`
 	}
 	if !o.IncludeReplayed {
-		q += ` AND status <> 'replayed'`
+		q += ` AND replayed_at IS NULL`
 	}
 	q += where(f, a)
 	if o.Intersects != nil {
