@@ -30,9 +30,10 @@
 //
 // The indexes — GiST on geom and on ST_SetSRID(location, 0), B-trees on
 // the triage columns — cover the records not yet replayed, the working
-// set: leasing a row changes no indexed column (PostgreSQL updates it in
-// place, HOT), acknowledging one touches two indexes, and replayed rows are
-// history, kept until [Store.Purge].
+// set: leasing a row changes no indexed column (so PostgreSQL can update it
+// in place, HOT; large values are toasted out of line and the table's
+// fillfactor is 80 to leave room), acknowledging one touches two indexes,
+// and replayed rows are history, kept until [Store.Purge].
 //
 // # Semantics
 //
@@ -97,6 +98,10 @@
 // [Store.As] sets through a **pgxpool.Pool; [Store.Table] names the table
 // for your own SQL, for example
 //
-//	SELECT id, reason, ST_AsText(location) FROM geodlq.dead_letters
-//	WHERE NOT ST_IsValid(geom) AND ST_Intersects(geom, ST_MakeEnvelope(5, 45, 10, 50, 4326));
+//	SELECT id, ST_SRID(geom), ST_IsValidReason(geom), ST_AsText(location)
+//	FROM geodlq.dead_letters
+//	WHERE replayed_at IS NULL AND failure_class = 'invalid_geometry' AND NOT ST_IsValid(geom);
+//
+// (The table mixes SRIDs: compare geometries with ST_Intersects only among
+// rows of one SRID, as [ListOptions].Intersects does.)
 package postgis

@@ -195,9 +195,22 @@ type WriteResult struct {
 	// already pending or leased in the destination, so nothing was
 	// inserted.
 	Duplicate bool
+	// GeometryStatus is the row's geom_status: whether PostGIS parsed the
+	// geometry (GeomParsed) or why geom is NULL.
+	GeometryStatus string
+	// GeometryError is PostGIS's message when GeometryStatus is
+	// GeomUnparseable.
+	GeometryError string
+}
 
-	inserted              bool
-	geomStatus, geomError string
+// scan reads the insert's RETURNING row.
+func (res *WriteResult) scan(row pgx.Row) error {
+	var inserted bool
+	if err := row.Scan(&res.ID, &inserted, &res.GeometryStatus, &res.GeometryError); err != nil {
+		return err
+	}
+	res.Duplicate = !inserted
+	return nil
 }
 
 // Publish implements [broker.Publisher] with [Store.Write].
@@ -229,16 +242,15 @@ func (s *Store) Write(ctx context.Context, destination string, m *broker.Message
 		return WriteResult{}, err
 	}
 	var res WriteResult
-	if err := s.pool.QueryRow(ctx, s.insertSQL, r.args()...).Scan(&res.ID, &res.inserted, &res.geomStatus, &res.geomError); err != nil {
+	if err := res.scan(s.pool.QueryRow(ctx, s.insertSQL, r.args()...)); err != nil {
 		return WriteResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
 	}
-	res.Duplicate = !res.inserted
 	s.logWrite(ctx, destination, r, res)
 	return res, nil
 }
 
-// PublishBatch writes msgs to destination in one transaction, pipelined in
-// one round trip: all are stored or none. Duplicates are handled as by
+// PublishBatch writes msgs to destination in one transaction, the inserts
+// pipelined as one pgx batch: all are stored or none. Duplicates are handled as by
 // [Store.Write], also within the batch. A message over the limit fails the
 // whole batch before anything is sent.
 func (s *Store) PublishBatch(ctx context.Context, destination string, msgs []*broker.Message) ([]WriteResult, error) {
@@ -264,12 +276,10 @@ func (s *Store) PublishBatch(ctx context.Context, destination string, msgs []*br
 		}
 		br := tx.SendBatch(ctx, b)
 		for i := range rows {
-			res := &out[i]
-			if err := br.QueryRow().Scan(&res.ID, &res.inserted, &res.geomStatus, &res.geomError); err != nil {
+			if err := out[i].scan(br.QueryRow()); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("message %d: %w", i, err)
 			}
-			res.Duplicate = !res.inserted
 		}
 		return br.Close()
 	})
@@ -287,10 +297,10 @@ func (s *Store) logWrite(ctx context.Context, destination string, r *row, res Wr
 	case res.Duplicate:
 		s.log.DebugContext(ctx, "geodlq: duplicate dead-letter write absorbed",
 			slog.String("destination", destination), slog.Int64("id", res.ID), slog.String("idempotency_key", deref(r.idemKey)))
-	case res.geomStatus == GeomUnparseable:
+	case res.GeometryStatus == GeomUnparseable:
 		s.log.DebugContext(ctx, "geodlq: PostGIS cannot parse the geometry; stored without it",
 			slog.String("destination", destination), slog.Int64("id", res.ID), slog.String("event_id", deref(r.eventID)),
-			slog.String("error", res.geomError))
+			slog.String("error", res.GeometryError))
 	}
 }
 

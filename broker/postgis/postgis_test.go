@@ -502,6 +502,7 @@ func TestGeometryColumns(t *testing.T) {
 			m := tc.msg(t)
 			res, err := s.Write(ctx, "geoms", m)
 			require.NoError(t, err)
+			require.Equal(t, tc.want.status, res.GeometryStatus)
 			var (
 				status, geomErr, uri string
 				hasGeom              bool
