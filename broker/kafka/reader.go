@@ -76,7 +76,11 @@ type member struct {
 type part struct {
 	entries   []*entry // offset order; entries[0] is the oldest unacknowledged record
 	next      int64    // offset after the last record read; -1 before the first
+	start     int64    // the group's committed offset at assignment; -1 none
+	fetched   bool     // the committed offset (and start, skip) are known
+	skip      []span   // offsets acknowledged past start, from the commit metadata
 	committed int64    // last offset this member committed; -1 none
+	meta      string   // metadata of that commit
 	epoch     int32    // leader epoch of the last acknowledged record
 	revoking  bool
 }
@@ -85,6 +89,7 @@ type part struct {
 type entry struct {
 	rec      *kgo.Record // nil once acknowledged
 	offset   int64
+	epoch    int32
 	at       int64 // publish time in ns, for ordering across partitions
 	size     int
 	state    uint8
@@ -157,6 +162,7 @@ func (s *Store) memberFor(ctx context.Context, destination string) (*member, err
 		kgo.OnPartitionsAssigned(m.onAssigned),
 		kgo.OnPartitionsRevoked(m.onRevoked),
 		kgo.OnPartitionsLost(m.onLost),
+		kgo.OnOffsetsFetched(m.onFetched),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -409,7 +415,6 @@ func (m *member) catchUp(ctx context.Context) error {
 	var starts kadm.ListedOffsets
 	deadline := time.Now().Add(m.s.fetchT)
 	for {
-		committed := m.cl.CommittedOffsets()[m.dest]
 		m.mu.Lock()
 		if m.dead || !m.active || m.bufBytes >= m.s.bufMax {
 			m.mu.Unlock()
@@ -426,10 +431,12 @@ func (m *member) catchUp(ctx context.Context) error {
 				continue // a partition added since we listed: next Fetch
 			}
 			pos := pt.next
-			if pos < 0 {
-				if c, ok := committed[p]; ok && c.Offset >= 0 {
-					pos = c.Offset
-				}
+			if pos < 0 && pt.fetched {
+				pos = pt.start
+			}
+			if pos < 0 && !pt.fetched {
+				behind = append(behind, p) // the group's offsets are still loading
+				continue
 			}
 			if pos < 0 {
 				// Nothing read and no commit known (yet): the partition is
@@ -465,9 +472,8 @@ func (m *member) catchUp(ctx context.Context) error {
 			slices.Sort(behind)
 			return fmt.Errorf("kafka: partitions %v of %q not read up to their end offsets within %v (last fetch error: %v)", behind, m.dest, m.s.fetchT, lastErr)
 		}
-		// Woken by the poller; re-check now and then for offsets the
-		// client loads after an assignment.
-		m.waitLocked(ctx, 20*time.Millisecond)
+		// Woken by the poller and by loaded offsets.
+		m.waitLocked(ctx, 100*time.Millisecond)
 		m.mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return err
@@ -523,11 +529,19 @@ func (m *member) ingest(fs kgo.Fetches) {
 			if pt.next >= 0 && r.Offset < pt.next {
 				continue
 			}
-			e := &entry{rec: r, offset: r.Offset, at: publishedNS(r), size: recordSize(r)}
-			pt.entries = append(pt.entries, e)
 			pt.next = r.Offset + 1
+			if covered(pt.skip, r.Offset) {
+				// Acknowledged before a restart or rebalance, past a
+				// record that was not: keep it acknowledged.
+				pt.entries = append(pt.entries, &entry{offset: r.Offset, state: stateAcked, at: publishedNS(r)})
+				pt.epoch = r.LeaderEpoch
+				continue
+			}
+			e := &entry{rec: r, offset: r.Offset, epoch: r.LeaderEpoch, at: publishedNS(r), size: recordSize(r)}
+			pt.entries = append(pt.entries, e)
 			m.bufBytes += e.size
 		}
+		pt.compact()
 	})
 	m.notify()
 }
@@ -691,20 +705,50 @@ func (m *member) settle(p int32, off int64, lease string, ack bool) error {
 	e.state = stateAcked
 	e.rec, e.env = nil, nil
 	m.bufBytes -= e.size
-	if i == 0 {
-		n := 0
-		for n < len(pt.entries) && pt.entries[n].state == stateAcked {
-			n++
-		}
-		clear(pt.entries[:n])
-		pt.entries = pt.entries[n:]
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
+	pt.epoch = max(pt.epoch, e.epoch)
+	pt.compact()
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 	m.notify()
 	return nil
+}
+
+// compact drops the acknowledged prefix of pt.entries.
+func (pt *part) compact() {
+	n := 0
+	for n < len(pt.entries) && pt.entries[n].state == stateAcked {
+		n++
+	}
+	if n > 0 {
+		clear(pt.entries[:n])
+		pt.entries = pt.entries[n:]
+	}
+}
+
+// acked returns the offsets acknowledged past the watermark: records read
+// and acknowledged, and those known from the commit metadata not yet read
+// again. pt's member's mu must be held.
+func (pt *part) acked() []span {
+	w := pt.watermark()
+	var out []span
+	for _, e := range pt.entries {
+		if e.state != stateAcked {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].to+1 == e.offset {
+			out[n-1].to = e.offset
+		} else {
+			out = append(out, span{e.offset, e.offset})
+		}
+	}
+	for _, sp := range pt.skip {
+		if sp.to >= pt.next && sp.to >= w {
+			out = append(out, span{max(sp.from, pt.next, w), sp.to})
+		}
+	}
+	return merge(out)
 }
 
 // watermark is the offset to commit for pt: the oldest record not
@@ -718,36 +762,54 @@ func (pt *part) watermark() int64 {
 }
 
 // commit commits the acknowledged prefix of the given partitions (all when
-// nil) that is past what this member committed.
+// nil), with the offsets acknowledged past it in the commit metadata, when
+// either changed since this member last committed.
 func (m *member) commit(ctx context.Context, only []int32) error {
+	type pending struct {
+		eo   kgo.EpochOffset
+		meta string
+	}
 	m.mu.Lock()
-	offsets := map[int32]kgo.EpochOffset{}
+	todo := map[int32]pending{}
 	for p, pt := range m.parts {
 		if only != nil && !slices.Contains(only, p) {
 			continue
 		}
-		if w := pt.watermark(); w > pt.committed {
-			offsets[p] = kgo.EpochOffset{Epoch: pt.epoch, Offset: w}
+		w := pt.watermark()
+		if w < 0 {
+			continue
+		}
+		meta := encodeSpans(pt.acked())
+		if w > pt.committed || (w == pt.committed && meta != pt.meta) {
+			todo[p] = pending{kgo.EpochOffset{Epoch: pt.epoch, Offset: w}, meta}
 		}
 	}
 	m.mu.Unlock()
-	if len(offsets) == 0 {
+	if len(todo) == 0 {
 		return nil
 	}
+	offsets := make(map[int32]kgo.EpochOffset, len(todo))
+	for p, t := range todo {
+		offsets[p] = t.eo
+	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				rp := &req.Topics[i].Partitions[j]
+				if t, ok := todo[rp.Partition]; ok {
+					rp.Metadata = kmsg.StringPtr(t.meta)
+				}
+			}
+		}
+		return nil
+	})
 	var cerr error
 	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.dest: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				cerr = err
-				return
+			if err == nil {
+				err = commitErr(resp)
 			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
-					}
-				}
-			}
+			cerr = err
 		})
 	if cerr != nil {
 		m.s.log.WarnContext(ctx, "geodlq: kafka: committing replay offsets failed; acknowledged records may be redelivered",
@@ -755,9 +817,9 @@ func (m *member) commit(ctx context.Context, only []int32) error {
 		return fmt.Errorf("kafka: committing offsets of %q for group %q: %w", m.dest, m.group, cerr)
 	}
 	m.mu.Lock()
-	for p, eo := range offsets {
-		if pt := m.parts[p]; pt != nil && eo.Offset > pt.committed {
-			pt.committed = eo.Offset
+	for p, t := range todo {
+		if pt := m.parts[p]; pt != nil && t.eo.Offset >= pt.committed {
+			pt.committed, pt.meta = t.eo.Offset, t.meta
 		}
 	}
 	m.mu.Unlock()
@@ -843,13 +905,57 @@ func (m *member) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	defer m.mu.Unlock()
 	for _, p := range assigned[m.dest] {
 		if m.parts[p] == nil {
-			m.parts[p] = &part{next: -1, committed: -1, epoch: -1}
+			m.parts[p] = &part{next: -1, start: -1, committed: -1, epoch: -1}
 		}
 	}
 	m.active = true
 	m.session++
 	m.pollErr = nil
 	m.notify()
+}
+
+// onFetched learns, for each newly assigned partition, the group's
+// committed offset and the offsets acknowledged past it (the commit
+// metadata), before the client starts reading.
+func (m *member) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	learn := func(p int32, offset int64, epoch int32, meta *string, code int16) {
+		pt := m.parts[p]
+		if pt == nil || code != 0 {
+			return
+		}
+		pt.fetched, pt.start = true, offset
+		if offset >= 0 {
+			pt.committed, pt.epoch = offset, epoch
+			if meta != nil {
+				pt.meta = *meta
+				pt.skip = decodeSpans(*meta)
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == m.dest {
+			for _, p := range t.Partitions {
+				learn(p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode)
+			}
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			if t.Topic == m.dest || (t.Topic == "" && len(g.Topics) == 1) {
+				for _, p := range t.Partitions {
+					learn(p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode)
+				}
+			}
+		}
+	}
+	// Partitions the response did not mention have no commit.
+	for _, pt := range m.parts {
+		pt.fetched = true
+	}
+	m.notify()
+	return nil
 }
 
 // onRevoked hands partitions back: it stops leasing from them, waits until
