@@ -419,7 +419,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 	if verify {
 		src = io.TeeReader(src, h)
 	}
-	n, err := io.Copy(w, src)
+	// Hide the writer's ReadFrom, which allocates a 1 MiB buffer per call:
+	// io.Copy's 32 KiB buffer streams as well.
+	n, err := io.Copy(struct{ io.Writer }{w}, src)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return abort(fmt.Errorf("blobstore: put %q: %w", key, ctx.Err()))

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -216,4 +217,37 @@ func TestFileOpenDefaultsToNoSidecars(t *testing.T) {
 	require.ErrorIs(t, s.Delete(ctx, "emptydir"), offload.ErrNotFound, "a directory is not an object")
 	_, err = os.Stat(filepath.Join(dir, "emptydir"))
 	require.NoError(t, err, "Delete must not remove a directory")
+}
+
+// zeroReader yields n zero bytes without holding them.
+type zeroReader struct{ n int64 }
+
+func (z *zeroReader) Read(p []byte) (int, error) {
+	if z.n <= 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), z.n)]
+	clear(p)
+	z.n -= int64(len(p))
+	return len(p), nil
+}
+
+// TestPutStreams writes 40 MiB to a file bucket and checks that Put itself
+// allocates a small fraction of that: the object is streamed, not held.
+func TestPutStreams(t *testing.T) {
+	ctx := context.Background()
+	s, err := blobstore.Open(ctx, "file://"+filepath.ToSlash(t.TempDir())+"?no_tmp_dir=1", nil)
+	require.NoError(t, err)
+	defer s.Close()
+	const size = 40 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	require.NoError(t, s.Put(ctx, "large/blob.geojson", &zeroReader{n: size}, size))
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	require.Less(t, allocated, uint64(4<<20), "Put allocated %d bytes for a %d-byte object", allocated, size)
+	ok, err := s.Exists(ctx, "large/blob.geojson")
+	require.NoError(t, err)
+	require.True(t, ok)
 }
