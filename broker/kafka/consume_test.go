@@ -38,9 +38,10 @@ func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
 }
 
 // run runs Consume until stop returns true (checked after every outcome)
-// or the deadline passes.
+// or the deadline passes, then closes cl: the consumer leaves its group.
 func run(t *testing.T, cl *kgo.Client, proc *broker.Processor, h broker.Handler, maxPoll int, stop func(r *kgo.Record, out broker.Outcome, err error) bool) {
 	t.Helper()
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stopped atomic.Bool
@@ -146,7 +147,6 @@ func TestConsumeFailedDeadLetterIsNotCommitted(t *testing.T) {
 	require.Equal(t, 1, seen[0], "the record before it was processed once")
 	require.Zero(t, seen[2], "nothing after the failed record was processed")
 	require.Equal(t, int64(1), c.committed(group, src, 0), "the offset stops at the record whose dead-letter write failed")
-	cl.Close()
 
 	// Restart: a new consumer in the group, the dead-letter topic back up.
 	s := c.store(nil)
