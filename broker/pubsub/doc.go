@@ -1,0 +1,79 @@
+// Package pubsub is geodlq's adapter for Google Cloud Pub/Sub
+// (cloud.google.com/go/pubsub/v2): a dead-letter store on topics and
+// subscriptions, a consumer helper for source subscriptions, and a helper
+// that builds and checks a subscription's dead-letter policy.
+//
+//	import geopubsub "github.com/geodlq/geodlq/broker/pubsub"
+//
+// # Dead-letter store
+//
+// [Store] is a broker.Publisher, broker.Limiter and broker.DeadLetterSource
+// over a *pubsub.Client. A destination is a topic; Fetch reads one
+// subscription of it (Options.Subscription, by default "<topic>-geodlq").
+//
+//   - Durability: Publish returns once Pub/Sub acknowledged the publish.
+//     Pub/Sub keeps a message only for the subscriptions that exist when it
+//     is published, so before the first write to a destination the store
+//     checks that the topic has a subscription and refuses with a
+//     *[NoSubscriptionError] when it has none (Options.CreateTopics creates
+//     topic and subscription instead). The check is made once per
+//     destination per Store.
+//   - Body: the data, byte for byte. Headers become attributes, or one JSON
+//     attribute ([AttrHeaders]) when they break Pub/Sub's rules (100
+//     attributes, 256-byte keys, 1024-byte values, no "goog" prefix); the
+//     key travels base64 in [AttrKey].
+//   - Size: 10 MB (10,000,000 bytes) of data, attributes and ordering key.
+//     The store reports 10 MB − 64 KiB (Options.AttributeBudget) through
+//     broker.Limiter; anything over is refused with a *broker.TooLargeError.
+//   - Lease = ack deadline: Fetch is Pull (ReturnImmediately) followed by
+//     ModifyAckDeadline(Options.Lease, 1–600 s); Ack is Acknowledge; Release
+//     is ModifyAckDeadline 0 (a nack). Record.ID is the message id;
+//     Record.Deliveries the delivery attempt, which Pub/Sub reports only on
+//     subscriptions with a dead-letter policy (0 otherwise).
+//   - Lost leases: without exactly-once delivery Pub/Sub ignores an expired
+//     ack id silently, so the store refuses, with broker.ErrLeaseLost and
+//     without calling Pub/Sub, an ack id whose deadline has run out by its
+//     own clock (less a tenth of the lease, at most 1 s). With exactly-once
+//     delivery, Pub/Sub's rejection of an ack id maps to broker.ErrLeaseLost
+//     too.
+//   - Filters: a filtered Fetch pulls, decodes and applies
+//     broker.Filter.Match; non-matching messages are held until the scan
+//     ends (so matches behind them are reached, not starved) and then
+//     nacked at once; never acknowledged. One scan looks at up to
+//     Options.FilterScanLimit messages and stops after half the lease.
+//   - Ordering: records are sorted by publish time within one Fetch;
+//     across pulls Pub/Sub orders nothing unless message ordering is on.
+//   - Provenance: a message that Pub/Sub's own dead-letter policy forwarded
+//     carries CloudPubSubDeadLetterSource* attributes; [SourceOf] maps them
+//     (source subscription, delivery count, original publish time) into the
+//     record's and the consumer's provenance.
+//
+// # Consumer
+//
+// [Consumer] receives from a source subscription (streaming pull; the
+// client extends ack deadlines while the handler runs), runs a
+// broker.Processor, acknowledges a message only after the outcome allows
+// it — the handler succeeded, or the envelope's publish was confirmed —
+// and nacks it otherwise, so Pub/Sub redelivers it and, after
+// maxDeliveryAttempts, forwards it to the subscription's dead-letter topic.
+// Attempts start at the delivery attempt.
+//
+// # Dead-letter policy
+//
+// [DeadLetterConfig] builds a dead-letter policy (maxDeliveryAttempts 5–100,
+// default 5; outside, a *[MaxDeliveryAttemptsError]) and applies it only
+// when the dead-letter topic has a subscription; [CheckDeadLetterPolicy]
+// reports a missing policy, an out-of-range count, and a dead-letter topic
+// that nobody reads.
+//
+// # Tested against
+//
+// pstest (cloud.google.com/go/pubsub/v2/pstest), Pub/Sub's in-process fake,
+// through the real client: broker/brokertest (10,000 envelopes) and this
+// package's tests. pstest honours dead-letter policies and delivery
+// attempts but adds no CloudPubSubDeadLetterSource* attributes (their
+// mapping is tested on recorded attribute sets), does not enforce Pub/Sub's
+// size limits (the store does), and its own listener accepts only 4 MiB
+// messages (the tests serve it with a 16 MiB limit). Not run against
+// Google Cloud itself.
+package pubsub
