@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paulmach/orb"
+	"github.com/spf13/pflag"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/triage"
+)
+
+// filterFlags are the record filters list, stats, export, replay, triage
+// and verify share. Class, stage, EPSG, time and bbox go to the store
+// (broker.Filter); reason kind and source prefix are applied here.
+type filterFlags struct {
+	classes, stages, reasons []string
+	epsg                     []int
+	since, until             string
+	sourcePrefix             string
+	bbox                     string
+	all                      bool
+}
+
+func (f *filterFlags) register(fs *pflag.FlagSet, replayedFlag bool) {
+	fs.StringSliceVar(&f.classes, "class", nil, "failure classes: "+strings.Join(classNames(), ", "))
+	fs.StringSliceVar(&f.stages, "stage", nil, "failed stages: parse, crs_transform, topology_validation, spatial_join, persist")
+	fs.IntSliceVar(&f.epsg, "epsg", nil, "EPSG codes of the payload's CRS (0: unknown or unparseable)")
+	fs.StringSliceVar(&f.reasons, "reason", nil, "reason kinds: self_intersection, ring_not_closed, too_few_points, invalid_coordinate, out_of_range, crs_differs, …")
+	fs.StringVar(&f.since, "since", "", "dead-lettered at or after: RFC 3339 time, or a duration ago (24h, 7d)")
+	fs.StringVar(&f.until, "until", "", "dead-lettered before: RFC 3339 time, or a duration ago")
+	fs.StringVar(&f.sourcePrefix, "source-prefix", "", "payload source_uri starts with this (s3://provider-b/)")
+	fs.StringVar(&f.bbox, "bbox", "", "geometry error location inside minx,miny,maxx,maxy (payload coordinates)")
+	if replayedFlag {
+		fs.BoolVar(&f.all, "all", false, "include replayed (acknowledged) records")
+	}
+}
+
+func classNames() []string {
+	var ns []string
+	for _, c := range classify.Classes() {
+		ns = append(ns, c.String())
+	}
+	return ns
+}
+
+// selection is a parsed filterFlags.
+type selection struct {
+	filter       broker.Filter
+	reasons      []string
+	sourcePrefix string
+	replayed     bool
+}
+
+func (f *filterFlags) parse(now time.Time) (selection, error) {
+	s := selection{reasons: f.reasons, sourcePrefix: f.sourcePrefix, replayed: f.all}
+	for _, c := range f.classes {
+		cl, err := classify.ParseClass(c)
+		if err != nil {
+			return s, usagef("--class %q: want one of %s", c, strings.Join(classNames(), ", "))
+		}
+		s.filter.Classes = append(s.filter.Classes, cl)
+	}
+	for _, st := range f.stages {
+		sg, err := classify.ParseStage(st)
+		if err != nil {
+			return s, usagef("--stage %q: unknown stage", st)
+		}
+		s.filter.Stages = append(s.filter.Stages, sg)
+	}
+	s.filter.EPSG = f.epsg
+	var err error
+	if s.filter.Since, err = parseWhen(f.since, now); err != nil {
+		return s, usagef("--since: %v", err)
+	}
+	if s.filter.Until, err = parseWhen(f.until, now); err != nil {
+		return s, usagef("--until: %v", err)
+	}
+	if f.bbox != "" {
+		b, err := parseBBox(f.bbox)
+		if err != nil {
+			return s, usagef("--bbox: %v", err)
+		}
+		s.filter.BBox = &b
+	}
+	return s, nil
+}
+
+// match applies the filters the stores do not: reason kind and source
+// prefix.
+func (s selection) match(env *envelope.Envelope) bool {
+	if len(s.reasons) > 0 {
+		kind := ""
+		if env.GeometryError != nil {
+			kind = env.GeometryError.Kind
+		}
+		if !slices.Contains(s.reasons, kind) {
+			return false
+		}
+	}
+	if s.sourcePrefix != "" && !strings.HasPrefix(triage.SourceURI(env), s.sourcePrefix) {
+		return false
+	}
+	return true
+}
+
+// clientSide reports whether some filter is applied here rather than in
+// the store.
+func (s selection) clientSide() bool { return len(s.reasons) > 0 || s.sourcePrefix != "" }
+
+// parseWhen reads an RFC 3339 time, or a duration ago ("24h", "7d",
+// "90m"); "" is the zero time.
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration like 24h or 7d", v)
+	}
+	return now.Add(-d), nil
+}
+
+// parseDuration is time.ParseDuration that also accepts whole days ("7d").
+func parseDuration(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("bad number of days %q", v)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		return 0, fmt.Errorf("negative duration %q", v)
+	}
+	return d, err
+}
+
+func parseBBox(v string) (orb.Bound, error) {
+	parts := strings.Split(v, ",")
+	if len(parts) != 4 {
+		return orb.Bound{}, fmt.Errorf("%q: want minx,miny,maxx,maxy", v)
+	}
+	var n [4]float64
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return orb.Bound{}, fmt.Errorf("%q: %q is not a finite number", v, p)
+		}
+		n[i] = f
+	}
+	if n[0] > n[2] || n[1] > n[3] {
+		return orb.Bound{}, fmt.Errorf("%q: min is above max", v)
+	}
+	return orb.Bound{Min: orb.Point{n[0], n[1]}, Max: orb.Point{n[2], n[3]}}, nil
+}
+
+// item is a record with its decoded envelope (nil when the record is not
+// an envelope).
+type item struct {
+	stores.Entry
+	env *envelope.Envelope
+}
+
+// eachRecord calls fn for every record of the selected destinations that
+// matches sel, oldest first within a destination. Records that are not
+// envelopes are passed only when the selection is empty.
+func (a *app) eachRecord(ctx context.Context, s stores.Store, sel selection, fn func(item) error) error {
+	dests, err := a.destinations(ctx, s)
+	if err != nil {
+		return err
+	}
+	for _, d := range dests {
+		err := stores.Scan(ctx, s, d, sel.filter, sel.replayed, func(e stores.Entry) error {
+			it := item{Entry: e}
+			if env, err := envelope.Decode(e.Record.Message.Body); err == nil {
+				it.env = env
+			}
+			if it.env == nil && (sel.clientSide() || !sel.filter.IsZero()) {
+				return nil
+			}
+			if it.env != nil && !sel.match(it.env) {
+				return nil
+			}
+			return fn(it)
+		})
+		if err != nil {
+			return fmt.Errorf("reading %q: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// errNotFound is returned by findRecord.
+var errNotFound = errors.New("no such record")
+
+// findRecord finds a record by "DEST/ID", record id or event id, among
+// pending and replayed records. When an event id matches several records
+// (an event dead-lettered again after a replay), the newest wins and a
+// note goes to stderr.
+func (a *app) findRecord(ctx context.Context, s stores.Store, ref string) (item, error) {
+	dest, id := "", ref
+	if i := strings.LastIndexByte(ref, '/'); i > 0 {
+		dest, id = ref[:i], ref[i+1:]
+	}
+	saved := a.dests
+	if dest != "" {
+		a.dests = []string{dest}
+	}
+	defer func() { a.dests = saved }()
+	var byID, byEvent []item
+	err := a.eachRecord(ctx, s, selection{replayed: true}, func(it item) error {
+		switch {
+		case it.Record.ID == id:
+			byID = append(byID, it)
+		case it.env != nil && it.env.EventID == ref:
+			byEvent = append(byEvent, it)
+		}
+		return nil
+	})
+	if err != nil {
+		return item{}, err
+	}
+	switch {
+	case len(byID) == 1:
+		return byID[0], nil
+	case len(byID) > 1:
+		var refs []string
+		for _, it := range byID {
+			refs = append(refs, it.Record.Destination+"/"+it.Record.ID)
+		}
+		return item{}, usagef("record id %q is in several destinations (%s): name one as DEST/ID", id, strings.Join(refs, ", "))
+	case len(byEvent) > 0:
+		it := byEvent[len(byEvent)-1]
+		if len(byEvent) > 1 {
+			fmt.Fprintf(a.stderr, "geodlq: %d records for event %s; showing the newest, %s/%s\n", len(byEvent), ref, it.Record.Destination, it.Record.ID)
+		}
+		return it, nil
+	}
+	return item{}, &usageError{fmt.Errorf("%q: %w (give a record id, DEST/ID or an event id)", ref, errNotFound)}
+}
+
+// view is a record as list, show and export write it in JSON. The field
+// names are stable.
+type view struct {
+	ID                 string            `json:"id"`
+	Destination        string            `json:"destination"`
+	Status             string            `json:"status,omitempty"`
+	Envelope           bool              `json:"envelope"`
+	EventID            string            `json:"event_id,omitempty"`
+	IdempotencyKey     string            `json:"idempotency_key,omitempty"`
+	FailureClass       string            `json:"failure_class,omitempty"`
+	FailedStage        string            `json:"failed_stage,omitempty"`
+	ErrorMessage       string            `json:"error_message,omitempty"`
+	Reason             string            `json:"reason,omitempty"`
+	ReasonKind         string            `json:"reason_kind,omitempty"`
+	Location           []float64         `json:"location,omitempty"`
+	Fault              *classify.Fault   `json:"fault,omitempty"`
+	EPSG               int               `json:"epsg"`
+	SourceCRS          string            `json:"source_crs,omitempty"`
+	GeometryType       string            `json:"geometry_type,omitempty"`
+	VertexCount        int               `json:"vertex_count,omitempty"`
+	GeometryBytes      int64             `json:"geometry_bytes,omitempty"`
+	GeometryOffloadURI string            `json:"geometry_offload_uri,omitempty"`
+	PayloadOffloadURI  string            `json:"payload_offload_uri,omitempty"`
+	PayloadSize        int64             `json:"payload_size,omitempty"`
+	PayloadSHA256      string            `json:"payload_sha256,omitempty"`
+	Attempts           int               `json:"attempts,omitempty"`
+	FirstSeenAt        string            `json:"first_seen_at,omitempty"`
+	DeadLetteredAt     string            `json:"dead_lettered_at,omitempty"`
+	PublishedAt        string            `json:"published_at,omitempty"`
+	ReplayedAt         string            `json:"replayed_at,omitempty"`
+	SourceSystem       string            `json:"source_system,omitempty"`
+	SourceTopic        string            `json:"source_topic,omitempty"`
+	SourceURI          string            `json:"source_uri,omitempty"`
+	Headers            map[string]string `json:"headers,omitempty"`
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func viewOf(it item) view {
+	r := it.Record
+	v := view{
+		ID: r.ID, Destination: r.Destination, Status: it.Status, Envelope: it.env != nil,
+		PublishedAt: stamp(it.PublishedAt), ReplayedAt: stamp(it.ReplayedAt),
+	}
+	if r.Message != nil && len(r.Message.Headers) > 0 {
+		v.Headers = r.Message.Headers
+	}
+	e := it.env
+	if e == nil {
+		if r.Message != nil {
+			v.EventID = r.Message.Header(broker.HeaderEventID)
+			v.IdempotencyKey = r.Message.Header(broker.HeaderIdempotencyKey)
+		}
+		return v
+	}
+	v.EventID, v.IdempotencyKey = e.EventID, e.IdempotencyKey
+	v.FailureClass, v.FailedStage, v.ErrorMessage = e.FailureClass.String(), e.FailedStage.String(), e.ErrorMessage
+	if ge := e.GeometryError; ge != nil {
+		v.Reason, v.ReasonKind, v.Location, v.Fault = ge.Reason, ge.Kind, ge.Location, ge.Fault
+	}
+	v.EPSG = broker.EPSGOf(e)
+	v.SourceCRS, v.GeometryType, v.VertexCount = e.SourceCRS, e.GeometryType, e.VertexCount
+	v.GeometryBytes, v.GeometryOffloadURI, v.PayloadOffloadURI = e.Geometry.ByteSize, e.Geometry.OffloadURI, e.RawPayloadOffloadURI
+	v.PayloadSize, v.PayloadSHA256, v.Attempts = e.PayloadSize, e.PayloadSHA256, e.Attempts
+	v.FirstSeenAt, v.DeadLetteredAt = stamp(e.FirstSeenAt), stamp(e.DeadLetteredAt)
+	if e.Source != nil {
+		v.SourceSystem, v.SourceTopic = e.Source.System, e.Source.Topic
+	}
+	v.SourceURI = triage.SourceURI(e)
+	return v
+}
+
+// where renders a fault for people: "(0.5 0.5) ring 0 segment 0-1".
+func where(loc []float64, f *classify.Fault) string {
+	var s []string
+	if len(loc) == 2 {
+		s = append(s, "("+geojson.FormatXY(orb.Point{loc[0], loc[1]})+")")
+	}
+	if f != nil {
+		if f.Part >= 0 {
+			s = append(s, fmt.Sprintf("part %d", f.Part))
+		}
+		if f.Ring >= 0 {
+			s = append(s, fmt.Sprintf("ring %d", f.Ring))
+		}
+		if f.OnSegment {
+			s = append(s, fmt.Sprintf("segment %d-%d", f.Vertex, f.Vertex+1))
+		} else {
+			s = append(s, fmt.Sprintf("vertex %d", f.Vertex))
+		}
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, " ")
+}
+
+// clip shortens s to n runes for a table cell.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// errStop ends a scan early without error.
+var errStop = errors.New("stop")

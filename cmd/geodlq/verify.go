@@ -1,0 +1,145 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/geodlq/geodlq/offload"
+)
+
+// blobCheck is verify's report on one blob. Field names are stable.
+type blobCheck struct {
+	URI     string   `json:"uri"`
+	Kind    string   `json:"kind"` // geometry or payload
+	Size    int64    `json:"size"`
+	SHA256  string   `json:"sha256"`
+	Status  string   `json:"status"` // ok, missing, forbidden_uri, truncated, extended, hash_mismatch, bad_ref, error
+	Detail  string   `json:"detail,omitempty"`
+	Records []string `json:"records"`
+}
+
+func newVerifyCmd(a *app) *cobra.Command {
+	var f filterFlags
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Re-hash every offloaded blob the store's envelopes reference",
+		Long: `verify reads every blob that the selected envelopes (pending and replayed) point
+at — offloaded geometries and whole payloads — from --blobs, and checks its
+size and SHA-256 against the envelope. Each blob is read once however many
+envelopes share it. Exit code 1 when a blob is missing, altered, or addressed
+outside --blobs.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			f.all = true
+			sel, err := f.parse(time.Now())
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, err := a.openStore(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer closeWith(&err, s)
+			refs := map[string]*blobCheck{}
+			err = a.eachRecord(ctx, s, sel, func(it item) error {
+				e := it.env
+				if e == nil {
+					return nil
+				}
+				add := func(kind, uri string, size int64, sum string) {
+					k := uri + "\x00" + strconv.FormatInt(size, 10) + "\x00" + sum
+					b := refs[k]
+					if b == nil {
+						b = &blobCheck{URI: uri, Kind: kind, Size: size, SHA256: sum}
+						refs[k] = b
+					}
+					b.Records = append(b.Records, it.Record.Destination+"/"+it.Record.ID)
+				}
+				if u := e.Geometry.OffloadURI; u != "" {
+					add("geometry", u, e.Geometry.ByteSize, e.Geometry.ContentSHA256)
+				}
+				if u := e.RawPayloadOffloadURI; u != "" {
+					add("payload", u, e.PayloadSize, e.PayloadSHA256)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			off, closeBlobs, err := a.openBlobs(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer closeBlobs()
+			if off == nil && len(refs) > 0 {
+				return usagef("%d offloaded blobs are referenced: pass --blobs to verify them", len(refs))
+			}
+			checks := make([]*blobCheck, 0, len(refs))
+			for _, b := range refs {
+				checks = append(checks, b)
+			}
+			sort.Slice(checks, func(i, j int) bool { return checks[i].URI < checks[j].URI })
+			bad := 0
+			for _, b := range checks {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				_, ferr := off.Fetch(ctx, offload.Ref{URI: b.URI, Size: b.Size, SHA256: b.SHA256})
+				b.Status, b.Detail = blobStatus(ferr)
+				if b.Status != "ok" {
+					bad++
+				}
+			}
+			if a.json {
+				if err := writeJSON(a.stdout, struct {
+					Blobs []*blobCheck `json:"blobs"`
+					OK    int          `json:"ok"`
+					Bad   int          `json:"bad"`
+				}{checks, len(checks) - bad, bad}); err != nil {
+					return err
+				}
+			} else {
+				rows := make([][]string, 0, len(checks))
+				for _, b := range checks {
+					rows = append(rows, []string{b.Status, b.Kind, b.URI, strconv.FormatInt(b.Size, 10), strings.Join(b.Records, " ")})
+				}
+				if len(rows) > 0 {
+					if err := table(a.stdout, []string{"STATUS", "KIND", "URI", "BYTES", "RECORDS"}, rows); err != nil {
+						return err
+					}
+					fmt.Fprintln(a.stdout)
+				}
+				fmt.Fprintf(a.stdout, "%d blobs referenced: %d ok, %d missing or altered\n", len(checks), len(checks)-bad, bad)
+			}
+			if bad > 0 {
+				return &problemsError{}
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags(), false)
+	return cmd
+}
+
+// blobStatus names what Fetch found.
+func blobStatus(err error) (string, string) {
+	var ie *offload.IntegrityError
+	switch {
+	case err == nil:
+		return "ok", ""
+	case errors.Is(err, offload.ErrNotFound):
+		return "missing", ""
+	case errors.Is(err, offload.ErrForbiddenURI):
+		return "forbidden_uri", err.Error()
+	case errors.As(err, &ie):
+		return string(ie.Problem), ie.Error()
+	}
+	return "error", err.Error()
+}
