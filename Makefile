@@ -7,7 +7,7 @@ GO      ?= go
 GOFLAGS ?= -buildvcs=false
 export GOFLAGS
 
-CORE := ./classify/... ./envelope/... ./offload/... ./broker ./broker/memory ./broker/brokertest ./replay/...
+CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
 .PHONY: all demo test deps test-deps vet race core-nocgo importrule bench fuzz fmt tidy-check
 
@@ -38,13 +38,14 @@ importrule:
 	$(GO) test -count=1 ./internal/importrule/
 
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./spatial ./internal/jsonscan
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./spatial ./ingress ./internal/jsonscan
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./envelope
 	$(GO) test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./envelope
 	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime 60s ./internal/jsonscan
 	$(GO) test -run '^$$' -fuzz FuzzParseGeometry -fuzztime 60s ./internal/geojson
+	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 60s ./ingress
 	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
 	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial
 

@@ -27,6 +27,10 @@ var core = []string{
 	"github.com/geodlq/geodlq/broker/brokertest",
 	"github.com/geodlq/geodlq/replay",
 	"github.com/geodlq/geodlq/replay/claimstest",
+	"github.com/geodlq/geodlq/offload/gcref",
+	"github.com/geodlq/geodlq/triage",
+	"github.com/geodlq/geodlq/dlqtest",
+	"github.com/geodlq/geodlq/ingress",
 }
 
 // forbidden are import-path prefixes the core must not depend on.

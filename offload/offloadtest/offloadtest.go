@@ -307,26 +307,37 @@ func testAtomicReplace(t *testing.T, _ Harness, s offload.Store) {
 	put(t, s, "flip", a)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var putErr error
 	wg.Go(func() {
+		defer stop.Store(true)
 		for i := 0; i < 20; i++ {
 			v := a
 			if i%2 == 0 {
 				v = b
 			}
 			if err := s.Put(context.Background(), "flip", bytes.NewReader(v), int64(len(v))); err != nil {
-				t.Error(err)
+				putErr = err
+				return
 			}
 		}
-		stop.Store(true)
 	})
+	// Fail only after the writer is done, so no goroutine reports into a
+	// finished test.
+	var readErr error
 	for reads := 0; !stop.Load() || reads == 0; reads++ {
 		got, err := get(t, s, "flip")
-		require.NoError(t, err)
+		if err != nil {
+			readErr = err
+			break
+		}
 		if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
-			t.Fatalf("reader saw a partial or mixed object of %d bytes", len(got))
+			readErr = fmt.Errorf("reader saw a partial or mixed object of %d bytes", len(got))
+			break
 		}
 	}
 	wg.Wait()
+	require.NoError(t, putErr, "concurrent Put")
+	require.NoError(t, readErr, "concurrent Get during replacement")
 }
 
 // genReader yields n deterministic pseudo-random bytes without holding
