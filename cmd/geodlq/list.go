@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -41,7 +42,7 @@ it can; reason kind and source prefix are filtered here.`,
 				views = append(views, viewOf(it))
 				return nil
 			})
-			if err != nil && err != errStop {
+			if err != nil && !errors.Is(err, errStop) {
 				return err
 			}
 			if views == nil {
