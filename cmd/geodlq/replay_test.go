@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/sqlite"
+)
+
+func replayJSON(t *testing.T, c cli, code int, args ...string) replayReport {
+	t.Helper()
+	r := c.must(code, nil, append([]string{"replay", "--json"}, args...)...)
+	var rep replayReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	return rep
+}
+
+// reinjected returns, per dlq-replay-of header, the messages a replay
+// wrote to topic in the SQLite store at path, and checks that each
+// carries an idempotency key.
+func reinjected(t *testing.T, path, topic string) map[string][]*broker.Message {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	es, err := s.List(context.Background(), topic, broker.Filter{}, sqlite.ListOptions{IncludeReplayed: true, Limit: 10000})
+	require.NoError(t, err)
+	out := map[string][]*broker.Message{}
+	for _, e := range es {
+		m := e.Record.Message
+		require.NotEmpty(t, m.Header(broker.HeaderIdempotencyKey))
+		out[m.Header(broker.HeaderReplayOf)] = append(out[m.Header(broker.HeaderReplayOf)], m)
+	}
+	return out
+}
+
+// TestReplay proves dry run, repair by name, re-injection into another
+// store with the original idempotency key, client-side filters, --limit,
+// and that acknowledged records never come back.
+func TestReplay(t *testing.T) {
+	c := seeded(t)
+	before := listIDs(t, c)
+
+	dry := replayJSON(t, c, exitOK, "--dry-run", "--repair", "make-valid,reproject")
+	require.True(t, dry.DryRun)
+	require.Equal(t, len(before), dry.Examined)
+	require.Positive(t, dry.Counts["would_repair"])
+	require.Equal(t, 8, dry.Counts["skipped"], "schema violations and resource_exhausted are never replayed")
+	require.Equal(t, before, listIDs(t, c), "a dry run acknowledges nothing")
+
+	// Only make-valid: crs_mismatch is skipped, not reprojected.
+	target := filepath.Join(t.TempDir(), "target.db")
+	rep := replayJSON(t, c, exitOK, "--repair", "make-valid", "--class", "invalid_geometry,crs_mismatch",
+		"--source-prefix", "s3://provider-a/", "--target", "sqlite://"+target)
+	require.Equal(t, map[string]int{"repaired": 1}, rep.Counts, "the client-side filter selects one event")
+	item := rep.Destinations[0].Items[0]
+	require.Equal(t, "evt-provider-a", item.EventID)
+	require.Equal(t, "parcels", item.Target)
+	require.Contains(t, item.Repair, "make_valid")
+
+	got := reinjected(t, target, "parcels")
+	require.Len(t, got, 1)
+	msgs := got["parcels.poison.dlt/"+item.RecordID]
+	require.Len(t, msgs, 1)
+	require.Equal(t, item.IdempotencyKey, msgs[0].Header(broker.HeaderIdempotencyKey))
+	require.Equal(t, "true", msgs[0].Header(broker.HeaderRepaired))
+	require.Contains(t, string(msgs[0].Body), `"MultiPolygon"`, "MakeValid splits the bowtie")
+	require.Contains(t, string(msgs[0].Body), `"source_uri":"s3://provider-a/tiles/7.geojson"`, "every other byte kept")
+
+	rep = replayJSON(t, c, exitOK, "--repair", "make-valid", "--class", "invalid_geometry", "--limit", "2", "--target", "sqlite://"+target)
+	require.Equal(t, 2, rep.Examined)
+	rest := replayJSON(t, c, exitOK, "--repair", "make-valid", "--class", "invalid_geometry", "--target", "sqlite://"+target)
+	for _, d := range rest.Destinations {
+		for _, it := range d.Items {
+			require.NotEqual(t, "evt-provider-a", it.EventID, "acknowledged records never come back")
+			require.False(t, containsItem(rep, it.RecordID) && it.Outcome == "repaired", "record %s was acknowledged by the --limit run", it.RecordID)
+		}
+	}
+	again := replayJSON(t, c, exitOK, "--repair", "make-valid", "--class", "invalid_geometry", "--target", "sqlite://"+target)
+	require.Zero(t, again.Counts["repaired"], "a second run finds nothing left to repair")
+	require.Equal(t, rest.Counts["repair_failed"], again.Counts["repair_failed"])
+	for ref, ms := range reinjected(t, target, "parcels") {
+		require.Len(t, ms, 1, "re-injected once: %s", ref)
+	}
+
+	// A human report.
+	r := c.must(exitOK, nil, "replay", "--dry-run", "--class", "schema_violation")
+	require.Contains(t, r.stdout, "dry run: 6 examined: skipped=6")
+	require.NotContains(t, r.stderr, "leased", "no progress line when stderr is not a terminal")
+	c.must(exitUsage, nil, "replay", "--repair", "magic")
+}
+
+func containsItem(rep replayReport, recordID string) bool {
+	for _, d := range rep.Destinations {
+		for _, it := range d.Items {
+			if it.RecordID == recordID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestReplayInterrupt sends SIGINT to a rate-limited replay in the middle
+// of its run and proves the run stopped cleanly: exit 130; every record is
+// either acknowledged and re-injected exactly once, or pending and not
+// re-injected; nothing is left leased (an immediate second run replays all
+// the rest, although the store's lease is 30s); and after it every record
+// was re-injected exactly once.
+func TestReplayInterrupt(t *testing.T) {
+	const n = 40
+	var in bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&in, `{"event_id":"evt-bt-%02d","crs":"EPSG:4326","geometry":%s}`+"\n", i, bowtieGeom)
+	}
+	c := oneEvent(t, bytes.TrimSpace(in.Bytes()))
+	target := filepath.Join(t.TempDir(), "target.db")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(c.base(), "replay", "--json", "--repair", "make-valid", "--rate", "8",
+		"--target", "sqlite://"+target)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	// Wait until a few events are re-injected, then press Ctrl-C.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		require.True(t, time.Now().Before(deadline), "replay did not start: %s", errb.String())
+		time.Sleep(100 * time.Millisecond)
+		if count := countMessages(target); count >= 4 {
+			break
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "exit status: %v", err)
+	require.Equal(t, exitInterrupted, ee.ExitCode(), "stderr: %s", errb.String())
+	var rep replayReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep), out.String())
+	require.True(t, rep.Interrupted)
+	require.Less(t, rep.Counts["repaired"], n, "interrupted in the middle")
+
+	var views []view
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "list", "--all", "--json").stdout), &views))
+	require.Len(t, views, n)
+	got := reinjected(t, target, "parcels")
+	acked := 0
+	for _, v := range views {
+		ref := v.Destination + "/" + v.ID
+		switch v.Status {
+		case "replayed":
+			acked++
+			require.Len(t, got[ref], 1, "%s acknowledged: re-injected exactly once", ref)
+		case "pending":
+			require.Empty(t, got[ref], "%s pending: not re-injected", ref)
+		default:
+			t.Fatalf("%s: status %q", ref, v.Status)
+		}
+	}
+	require.Equal(t, rep.Counts["repaired"], acked)
+	require.Positive(t, acked)
+
+	rest := replayJSON(t, c, exitOK, "--repair", "make-valid", "--target", "sqlite://"+target)
+	require.Equal(t, map[string]int{"repaired": n - acked}, rest.Counts, "nothing was left leased")
+	got = reinjected(t, target, "parcels")
+	require.Len(t, got, n)
+	for ref, ms := range got {
+		require.Len(t, ms, 1, ref)
+	}
+}
+
+func countMessages(path string) int {
+	s, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		return 0
+	}
+	defer s.Close()
+	es, err := s.List(context.Background(), "parcels", broker.Filter{}, sqlite.ListOptions{IncludeReplayed: true, Limit: 10000})
+	if err != nil {
+		return 0
+	}
+	return len(es)
+}
