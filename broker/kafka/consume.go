@@ -67,7 +67,13 @@ func ConsumerOpts(group string, topics ...string) []kgo.Opt {
 //
 // cl must be a group consumer with autocommit disabled and
 // kgo.BlockRebalanceOnPoll, as [ConsumerOpts] configures; Consume fails
-// otherwise.
+// otherwise. Rebalances wait while a poll's records are processed, so a
+// poll must be processed within the group's rebalance timeout
+// (kgo.RebalanceTimeout, default 60s), in-place retries included: lower
+// MaxPollRecords when the Processor's Policy retries for long. A member
+// that overruns it is evicted; its commits then fail and its records are
+// read again by the new owner — duplicates, which the idempotency key
+// absorbs, never losses.
 func Consume(ctx context.Context, cl *kgo.Client, proc *broker.Processor, h broker.Handler, opts *ConsumeOptions) error {
 	if cl == nil || proc == nil || h == nil {
 		return errors.New("kafka: Consume: nil client, processor or handler")

@@ -76,7 +76,9 @@
 // return [broker.ErrLeaseLost]) and its partitions, with every
 // unacknowledged record, go to the other members, or back to this Store on
 // its next Fetch, which rejoins. A process that dies outright is evicted
-// after the group's session.timeout.ms, with the same effect.
+// after the group's session.timeout.ms, with the same effect. Close a Store
+// when its replay run is over: until it leaves, the group keeps giving it
+// a share of the partitions, and other replayers see only the rest.
 //
 // The group's committed offset of a partition is the oldest record not yet
 // acknowledged: a crash redelivers every unacknowledged record. Offsets

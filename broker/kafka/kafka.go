@@ -48,10 +48,10 @@ const (
 
 // Defaults.
 const (
-	// KafkaMaxMessageBytes is Kafka's default max.message.bytes
+	// TopicMaxMessageBytes is Kafka's default max.message.bytes
 	// (message.max.bytes on the broker): the largest record batch a topic
 	// accepts, key, headers and framing included.
-	KafkaMaxMessageBytes = 1048588
+	TopicMaxMessageBytes = 1048588
 	// DefaultHeaderBudget is the default [Options.HeaderBudget].
 	DefaultHeaderBudget = 8 << 10
 	// RecordOverhead is the room the Store keeps, beyond the envelope and
@@ -233,7 +233,7 @@ func New(cl *kgo.Client, opts *Options) (*Store, error) {
 	if o.HeaderBudget < 256 {
 		return nil, fmt.Errorf("kafka: New: HeaderBudget %d is below the minimum of 256 bytes", o.HeaderBudget)
 	}
-	batch := KafkaMaxMessageBytes
+	batch := TopicMaxMessageBytes
 	if v, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
 		batch = int(v)
 	}
@@ -242,7 +242,7 @@ func New(cl *kgo.Client, opts *Options) (*Store, error) {
 	case o.MaxMessageBytes < 0:
 		return nil, errors.New("kafka: New: negative MaxMessageBytes")
 	case o.MaxMessageBytes == 0:
-		o.MaxMessageBytes = min(KafkaMaxMessageBytes, batch) - o.HeaderBudget - RecordOverhead
+		o.MaxMessageBytes = min(TopicMaxMessageBytes, batch) - o.HeaderBudget - RecordOverhead
 		if o.MaxMessageBytes <= 0 {
 			return nil, fmt.Errorf("kafka: New: the client's ProducerBatchMaxBytes (%d) leaves no room for an envelope next to a %d-byte header budget", batch, o.HeaderBudget)
 		}
@@ -307,10 +307,11 @@ func clientLevel(opts []kgo.Opt) []kgo.Opt {
 }
 
 // ProducerOpts returns the producer options a Store's client should have
-// for opts (nil: the defaults): acks=all and idempotent writes, which are
-// kgo's defaults and stated here so that they survive edits, and a batch
-// size that fits an envelope of MaxMessageBytes with a full header budget
-// (Kafka's 1048588 bytes when MaxMessageBytes is unset).
+// for opts (nil: the defaults): acks=all (kgo's default, stated so that it
+// survives edits) and a batch size that fits an envelope of MaxMessageBytes
+// with a full header budget (Kafka's 1048588 bytes when MaxMessageBytes is
+// unset). Idempotent writes are kgo's default too: do not add
+// kgo.DisableIdempotentWrite.
 func ProducerOpts(opts *Options) []kgo.Opt {
 	var o Options
 	if opts != nil {
@@ -320,7 +321,7 @@ func ProducerOpts(opts *Options) []kgo.Opt {
 	if budget == 0 {
 		budget = DefaultHeaderBudget
 	}
-	batch := KafkaMaxMessageBytes
+	batch := TopicMaxMessageBytes
 	if o.MaxMessageBytes > 0 {
 		batch = max(batch, o.MaxMessageBytes+budget+RecordOverhead)
 	}

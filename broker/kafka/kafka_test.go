@@ -33,7 +33,7 @@ func TestNewChecksTheClient(t *testing.T) {
 		limit   int
 	}{
 		{name: "kgo defaults", limit: 1_000_012 - kafka.DefaultHeaderBudget - kafka.RecordOverhead},
-		{name: "ProducerOpts", client: kafka.ProducerOpts(nil), limit: kafka.KafkaMaxMessageBytes - kafka.DefaultHeaderBudget - kafka.RecordOverhead},
+		{name: "ProducerOpts", client: kafka.ProducerOpts(nil), limit: kafka.TopicMaxMessageBytes - kafka.DefaultHeaderBudget - kafka.RecordOverhead},
 		{name: "ProducerOpts sized for a limit", client: kafka.ProducerOpts(&kafka.Options{MaxMessageBytes: 4 << 20}), opts: &kafka.Options{MaxMessageBytes: 4 << 20}, limit: 4 << 20},
 		{name: "explicit limit", opts: &kafka.Options{MaxMessageBytes: 100 << 10}, limit: 100 << 10},
 		{name: "limit over the batch size", opts: &kafka.Options{MaxMessageBytes: 1 << 20}, wantErr: "exceed the client's ProducerBatchMaxBytes"},

@@ -166,6 +166,7 @@ func (s *Store) memberFor(ctx context.Context, destination string) (*member, err
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		m.pollCancel()
 		return nil, fmt.Errorf("kafka: consumer for %q: %w", destination, err)
 	}
 	m.cl = cl
@@ -253,10 +254,11 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	return nil, nil
 }
 
-// Ack marks r done. The group's offset of r's partition is committed, soon
-// after, up to the oldest record not yet acknowledged, so a crash before
-// then redelivers r (and every record after the oldest unacknowledged one):
-// at least once, which the idempotency key makes harmless. Ack fails with
+// Ack marks r done. Within about 100ms the group's offset of r's
+// partition is committed up to the oldest record not yet acknowledged,
+// with r listed in the commit metadata when it lies past that record (see
+// the package documentation); a crash before then redelivers r: at least
+// once, which the idempotency key makes harmless. Ack fails with
 // [broker.ErrLeaseLost] when r's lease was lost: the Store left the group
 // (LeaseTTL passed, or Close) or the partition went to another member.
 func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
@@ -293,9 +295,11 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	return m.settle(p, off, r.Lease, ack)
 }
 
-// Commit commits, synchronously, every acknowledged prefix of every
-// partition this Store holds. Ack commits in the background; Commit is for
-// callers that want the commit done before they go on.
+// Commit commits, synchronously, what was acknowledged in every partition
+// this Store holds: the offset of the oldest unacknowledged record, and
+// the acknowledged offsets past it as metadata. Ack commits in the
+// background; Commit is for callers that want the commit done before they
+// go on.
 func (s *Store) Commit(ctx context.Context) error {
 	s.mu.Lock()
 	ms := make([]*member, 0, len(s.members))
@@ -427,8 +431,15 @@ func (m *member) catchUp(ctx context.Context) error {
 				continue
 			}
 			end, ok := ends.Lookup(m.dest, p)
-			if !ok || end.Err != nil {
+			if !ok {
 				continue // a partition added since we listed: next Fetch
+			}
+			if errors.Is(end.Err, kerr.UnknownTopicOrPartition) {
+				continue // the topic is being deleted: nothing to read
+			}
+			if end.Err != nil {
+				m.mu.Unlock()
+				return fmt.Errorf("kafka: listing the end offset of %s/%d: %w", m.dest, p, end.Err)
 			}
 			pos := pt.next
 			if pos < 0 && pt.fetched {
