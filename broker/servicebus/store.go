@@ -1,0 +1,510 @@
+package servicebus
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
+)
+
+// Sender is the part of *azservicebus.Sender the adapter uses.
+type Sender interface {
+	SendMessage(ctx context.Context, message *azservicebus.Message, options *azservicebus.SendMessageOptions) error
+	Close(ctx context.Context) error
+}
+
+// Receiver is the part of *azservicebus.Receiver the adapter uses. The
+// receiver must be in PeekLock mode (the SDK's default).
+type Receiver interface {
+	ReceiveMessages(ctx context.Context, maxMessages int, options *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+	CompleteMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.CompleteMessageOptions) error
+	AbandonMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.AbandonMessageOptions) error
+	DeadLetterMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.DeadLetterOptions) error
+	RenewMessageLock(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.RenewMessageLockOptions) error
+	Close(ctx context.Context) error
+}
+
+var (
+	_ Sender   = (*azservicebus.Sender)(nil)
+	_ Receiver = (*azservicebus.Receiver)(nil)
+)
+
+// Connector opens senders and receivers for queues. [FromClient] makes one
+// from an *azservicebus.Client.
+type Connector interface {
+	// Sender returns a sender for queue.
+	Sender(queue string) (Sender, error)
+	// Receiver returns a PeekLock receiver for queue, or for its
+	// dead-letter sub-queue when deadLetter is true.
+	Receiver(queue string, deadLetter bool) (Receiver, error)
+}
+
+type clientConnector struct{ c *azservicebus.Client }
+
+// FromClient returns a Connector over an *azservicebus.Client.
+func FromClient(c *azservicebus.Client) Connector { return clientConnector{c} }
+
+func (cc clientConnector) Sender(queue string) (Sender, error) { return cc.c.NewSender(queue, nil) }
+
+func (cc clientConnector) Receiver(queue string, deadLetter bool) (Receiver, error) {
+	o := &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModePeekLock}
+	if deadLetter {
+		o.SubQueue = azservicebus.SubQueueDeadLetter
+	}
+	return cc.c.NewReceiverForQueue(queue, o)
+}
+
+// Limits and defaults.
+const (
+	// DefaultMaxMessageBytes is the Standard tier's message size limit,
+	// 256 KiB (body, application properties and system properties).
+	// Premium namespaces allow up to 100 MB per entity
+	// (MaxMessageSizeInKilobytes); set Options.MaxMessageBytes to match.
+	DefaultMaxMessageBytes = 256 << 10
+	// DefaultAttributeBudget is the part of MaxMessageBytes kept for
+	// properties: 8 KiB.
+	DefaultAttributeBudget = 8 << 10
+	// DefaultReceiveWait is how long Fetch waits for a first message.
+	DefaultReceiveWait = time.Second
+	// DefaultFilterScanLimit is how many messages a filtered Fetch looks
+	// at, at most.
+	DefaultFilterScanLimit = 10_000
+	// DeadLetterSuffix names a queue's dead-letter sub-queue as a
+	// destination: "vector-jobs/$DeadLetterQueue".
+	DeadLetterSuffix = "/$DeadLetterQueue"
+)
+
+// Application properties the adapter sets besides the headers.
+const (
+	// PropKey carries the ordering key, base64.
+	PropKey = "geodlq-key"
+	// PropEnvelope carries the dlq.v1 envelope of a message the consumer
+	// dead-lettered into its queue's $DeadLetterQueue sub-queue (whose body
+	// stays the original payload).
+	PropEnvelope = "geodlq-envelope"
+)
+
+// DeadLetterQueue returns the destination naming queue's dead-letter
+// sub-queue.
+func DeadLetterQueue(queue string) string { return queue + DeadLetterSuffix }
+
+func splitDest(dest string) (queue string, deadLetter bool) {
+	if i := strings.LastIndex(dest, "/"); i >= 0 && strings.EqualFold(dest[i:], DeadLetterSuffix) {
+		return dest[:i], true
+	}
+	return dest, false
+}
+
+// Options configures a [Store]. The zero value (and nil) uses the defaults.
+type Options struct {
+	// MaxMessageBytes is the entities' message size limit. Default
+	// [DefaultMaxMessageBytes] (Standard tier, 256 KiB); on Premium, the
+	// queue's MaxMessageSizeInKilobytes × 1024.
+	MaxMessageBytes int
+	// AttributeBudget is the part of MaxMessageBytes kept for properties:
+	// the body may use MaxMessageBytes − AttributeBudget, the limit the
+	// store reports through broker.Limiter. Default [DefaultAttributeBudget].
+	AttributeBudget int
+	// ReceiveWait bounds how long Fetch waits for a first message
+	// (ReceiveMessages blocks until one arrives). Default
+	// [DefaultReceiveWait].
+	ReceiveWait time.Duration
+	// FilterScanLimit bounds how many messages a filtered Fetch receives
+	// while looking for matches. Default [DefaultFilterScanLimit].
+	FilterScanLimit int
+	// Logger receives warnings. Nil discards.
+	Logger *slog.Logger
+}
+
+// Store is a dead-letter store on Service Bus queues: a [broker.Publisher],
+// [broker.Limiter] and [broker.DeadLetterSource]. It is safe for
+// concurrent use.
+type Store struct {
+	conn   Connector
+	opts   Options
+	log    *slog.Logger
+	closed atomic.Bool
+	seq    atomic.Uint64
+
+	mu        sync.Mutex
+	senders   map[string]Sender
+	receivers map[string]Receiver
+	leased    map[string]leased // lease → the received message, for settling
+}
+
+type leased struct {
+	recv Receiver
+	msg  *azservicebus.ReceivedMessage
+}
+
+// New returns a store opening senders and receivers through conn. nil
+// opts means the defaults.
+func New(ctx context.Context, conn Connector, opts *Options) (*Store, error) {
+	_ = ctx
+	if conn == nil {
+		return nil, errors.New("servicebus: nil connector")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.AttributeBudget == 0 {
+		o.AttributeBudget = DefaultAttributeBudget
+	}
+	if o.MaxMessageBytes < 0 || o.AttributeBudget < 0 || o.AttributeBudget >= o.MaxMessageBytes {
+		return nil, fmt.Errorf("servicebus: AttributeBudget %d must be below MaxMessageBytes %d", o.AttributeBudget, o.MaxMessageBytes)
+	}
+	if o.ReceiveWait == 0 {
+		o.ReceiveWait = DefaultReceiveWait
+	}
+	if o.FilterScanLimit == 0 {
+		o.FilterScanLimit = DefaultFilterScanLimit
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{conn: conn, opts: o, log: log, senders: map[string]Sender{}, receivers: map[string]Receiver{}, leased: map[string]leased{}}, nil
+}
+
+// Close closes the senders and receivers the store opened; later calls
+// fail with broker.ErrClosed. Locks it holds lapse on their own.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, x := range s.senders {
+		errs = append(errs, x.Close(context.Background()))
+	}
+	for _, x := range s.receivers {
+		errs = append(errs, x.Close(context.Background()))
+	}
+	return errors.Join(errs...)
+}
+
+// MaxMessageBytes implements broker.Limiter: Options.MaxMessageBytes −
+// Options.AttributeBudget (253,952 bytes by default).
+func (s *Store) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.AttributeBudget }
+
+func (s *Store) sender(queue string) (Sender, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.senders[queue]; ok {
+		return x, nil
+	}
+	x, err := s.conn.Sender(queue)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus: sender for %s: %w", queue, err)
+	}
+	s.senders[queue] = x
+	return x, nil
+}
+
+func (s *Store) receiver(dest string) (Receiver, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.receivers[dest]; ok {
+		return x, nil
+	}
+	q, dl := splitDest(dest)
+	x, err := s.conn.Receiver(q, dl)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus: receiver for %s: %w", dest, err)
+	}
+	s.receivers[dest] = x
+	return x, nil
+}
+
+// properties maps headers and key onto application properties, and
+// returns their size as counted against the limit.
+func properties(m *broker.Message) (map[string]any, int) {
+	props := make(map[string]any, len(m.Headers)+1)
+	size := 0
+	for k, v := range m.Headers {
+		props[k] = v
+		size += len(k) + len(v)
+	}
+	if len(m.Key) > 0 {
+		v := base64.StdEncoding.EncodeToString(m.Key)
+		props[PropKey] = v
+		size += len(PropKey) + len(v)
+	}
+	return props, size
+}
+
+// Publish sends m to the destination queue (SendMessage) and returns once
+// Service Bus has accepted it. The body is m.Body exactly; headers become
+// string application properties, the key [PropKey]. A destination naming a
+// dead-letter sub-queue is refused: Service Bus moves messages there only
+// by dead-lettering them (see [DeadLetterer]).
+func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
+	if s.closed.Load() {
+		return broker.ErrClosed
+	}
+	if m == nil {
+		return errors.New("servicebus: nil message")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q, dl := splitDest(destination)
+	if dl {
+		return fmt.Errorf("servicebus: cannot send to %s: a dead-letter sub-queue is filled by dead-lettering (use DeadLetterer)", destination)
+	}
+	if limit := s.MaxMessageBytes(destination); len(m.Body) > limit {
+		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
+	}
+	props, psize := properties(m)
+	if total := len(m.Body) + psize; total > s.opts.MaxMessageBytes {
+		return &broker.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
+	}
+	snd, err := s.sender(q)
+	if err != nil {
+		return err
+	}
+	msg := &azservicebus.Message{Body: m.Body, ApplicationProperties: props}
+	if c := m.Header(broker.HeaderClass); c != "" {
+		msg.Subject = &c
+	}
+	if err := snd.SendMessage(ctx, msg, nil); err != nil {
+		return fmt.Errorf("servicebus: send to %s: %w", destination, err)
+	}
+	return nil
+}
+
+// Fetch receives up to max records of destination that match f. A
+// destination is a queue, whose records are envelopes the store sent, or a
+// queue's dead-letter sub-queue ([DeadLetterQueue]), whose records the
+// [Consumer] dead-lettered with the envelope in [PropEnvelope] (a message
+// Service Bus dead-lettered itself, MaxDeliveryCountExceeded say, has no
+// envelope: its record carries the original body and no Envelope).
+//
+// The lease is the lock Service Bus gives (the queue's LockDuration);
+// Record.Deliveries is the DeliveryCount and Record.ID the sequence number.
+// With a non-zero filter, non-matching messages are held locked until the
+// scan ends, so matches behind them are reached, and then abandoned at
+// once; never completed. A Fetch waits up to Options.ReceiveWait for a
+// first message.
+//
+// Records must be acknowledged or released through the Store that fetched
+// them: Service Bus settles a message on the link that received it.
+func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	if s.closed.Load() {
+		return nil, broker.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	recv, err := s.receiver(destination)
+	if err != nil {
+		return nil, err
+	}
+	filtered := !f.IsZero()
+	var out []*broker.Record
+	var held []*azservicebus.ReceivedMessage
+	scanned := 0
+	for len(out) < max {
+		n := min(max-len(out), 100)
+		if filtered {
+			n = 100
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.opts.ReceiveWait)
+		msgs, err := recv.ReceiveMessages(rctx, n, nil)
+		cancel()
+		if err != nil && !(ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)) {
+			s.abandon(ctx, recv, held)
+			for _, r := range out {
+				_ = s.Release(ctx, r)
+			}
+			return nil, fmt.Errorf("servicebus: receive from %s: %w", destination, err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		scanned += len(msgs)
+		for _, msg := range msgs {
+			rec := s.record(destination, recv, msg)
+			if len(out) >= max || filtered && !f.Match(rec.Envelope) {
+				s.forget(rec.Lease)
+				held = append(held, msg)
+				continue
+			}
+			out = append(out, rec)
+		}
+		if filtered && scanned >= s.opts.FilterScanLimit {
+			break
+		}
+	}
+	s.abandon(ctx, recv, held)
+	return out, nil
+}
+
+func (s *Store) abandon(ctx context.Context, recv Receiver, msgs []*azservicebus.ReceivedMessage) {
+	ctx = context.WithoutCancel(ctx)
+	for _, m := range msgs {
+		if err := recv.AbandonMessage(ctx, m, nil); err != nil {
+			s.log.WarnContext(ctx, "geodlq: servicebus: could not abandon a message a filtered fetch held; its lock expiry brings it back", slog.Any("error", err))
+		}
+	}
+}
+
+func (s *Store) forget(lease string) {
+	s.mu.Lock()
+	delete(s.leased, lease)
+	s.mu.Unlock()
+}
+
+func (s *Store) record(destination string, recv Receiver, msg *azservicebus.ReceivedMessage) *broker.Record {
+	m := ToMessage(destination, msg)
+	if v, ok := msg.ApplicationProperties[PropEnvelope].(string); ok {
+		m.Body = []byte(v)
+		delete(m.Headers, PropEnvelope)
+	}
+	id := msg.MessageID
+	if msg.SequenceNumber != nil {
+		id = strconv.FormatInt(*msg.SequenceNumber, 10)
+	}
+	lease := hex.EncodeToString(msg.LockToken[:]) + "/" + strconv.FormatUint(s.seq.Add(1), 10)
+	rec := &broker.Record{ID: id, Destination: destination, Message: m, Deliveries: int(msg.DeliveryCount), Lease: lease}
+	if env, err := envelope.Decode(m.Body); err == nil {
+		rec.Envelope = env
+	}
+	s.mu.Lock()
+	s.sweep()
+	s.leased[lease] = leased{recv: recv, msg: msg}
+	s.mu.Unlock()
+	return rec
+}
+
+// sweep drops leases whose lock ended over a minute ago. s.mu held.
+func (s *Store) sweep() {
+	if len(s.leased) < 1024 {
+		return
+	}
+	cutoff := time.Now().Add(-time.Minute)
+	for k, l := range s.leased {
+		if l.msg.LockedUntil != nil && l.msg.LockedUntil.Before(cutoff) {
+			delete(s.leased, k)
+		}
+	}
+}
+
+func (s *Store) take(r *broker.Record, op string) (leased, error) {
+	if s.closed.Load() {
+		return leased{}, broker.ErrClosed
+	}
+	if r == nil {
+		return leased{}, fmt.Errorf("servicebus: %s: nil record", op)
+	}
+	s.mu.Lock()
+	l, ok := s.leased[r.Lease]
+	delete(s.leased, r.Lease)
+	s.mu.Unlock()
+	if !ok {
+		return leased{}, fmt.Errorf("servicebus: %s %s: not leased by this store (already settled, or fetched elsewhere): %w", op, r.ID, broker.ErrLeaseLost)
+	}
+	return l, nil
+}
+
+// IsLockLost reports whether err is Service Bus saying a message lock was
+// lost (azservicebus.CodeLockLost).
+func IsLockLost(err error) bool {
+	var e *azservicebus.Error
+	return errors.As(err, &e) && e.Code == azservicebus.CodeLockLost
+}
+
+// Ack completes the record (CompleteMessage). A lost lock gives an error
+// wrapping broker.ErrLeaseLost.
+func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
+	l, err := s.take(r, "ack")
+	if err != nil {
+		return err
+	}
+	if err := l.recv.CompleteMessage(ctx, l.msg, nil); err != nil {
+		if IsLockLost(err) {
+			return fmt.Errorf("servicebus: ack %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("servicebus: ack %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Release abandons the record (AbandonMessage): it is available again at
+// once, its DeliveryCount incremented.
+func (s *Store) Release(ctx context.Context, r *broker.Record) error {
+	l, err := s.take(r, "release")
+	if err != nil {
+		return err
+	}
+	if err := l.recv.AbandonMessage(ctx, l.msg, nil); err != nil {
+		if IsLockLost(err) {
+			return fmt.Errorf("servicebus: release %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("servicebus: release %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ToMessage converts a received message into a broker.Message: the body
+// exactly, headers from string application properties (other values
+// formatted with %v), the key from [PropKey], DeliveryAttempt from
+// DeliveryCount, and provenance (system "servicebus", the entity, message
+// id, sequence number as offset, enqueued time).
+func ToMessage(entity string, msg *azservicebus.ReceivedMessage) *broker.Message {
+	m := &broker.Message{Body: msg.Body, DeliveryAttempt: int(msg.DeliveryCount)}
+	for k, v := range msg.ApplicationProperties {
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		switch x := v.(type) {
+		case string:
+			m.Headers[k] = x
+		default:
+			m.Headers[k] = fmt.Sprint(x)
+		}
+	}
+	if v, ok := m.Headers[PropKey]; ok {
+		if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+			m.Key = b
+		}
+		delete(m.Headers, PropKey)
+	}
+	src := &envelope.Source{System: "servicebus", Topic: entity, MessageID: msg.MessageID, Key: m.Key, DeliveryCount: int(msg.DeliveryCount)}
+	if msg.SequenceNumber != nil {
+		seq := *msg.SequenceNumber
+		src.Offset = &seq
+	}
+	if msg.EnqueuedTime != nil {
+		t := msg.EnqueuedTime.UTC()
+		src.Timestamp = &t
+	}
+	m.Source = src
+	return m
+}
+
+var (
+	_ broker.Publisher        = (*Store)(nil)
+	_ broker.Limiter          = (*Store)(nil)
+	_ broker.DeadLetterSource = (*Store)(nil)
+)
