@@ -181,4 +181,3 @@ func (s pgStore) Purge(ctx context.Context, req PurgeRequest) (res PurgeResult, 
 	}
 	return res, nil
 }
-
