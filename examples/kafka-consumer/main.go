@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -221,7 +222,10 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var done atomic.Int32
+	var mu sync.Mutex // OnOutcome runs on each partition's goroutine
 	err = consume(cctx, c, func(r *kgo.Record, o broker.Outcome, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case err != nil:
 			fmt.Fprintf(out, "offset %d: NOT acknowledged, will be read again: %v\n", r.Offset, err)
