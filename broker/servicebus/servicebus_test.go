@@ -143,7 +143,9 @@ func TestAbandonWhenDeadLetterFails(t *testing.T) {
 
 type publisherFunc func(context.Context, string, *broker.Message) error
 
-func (f publisherFunc) Publish(ctx context.Context, d string, m *broker.Message) error { return f(ctx, d, m) }
+func (f publisherFunc) Publish(ctx context.Context, d string, m *broker.Message) error {
+	return f(ctx, d, m)
+}
 
 // TestCompleteAfterStoreWrite: with the store as publisher the envelope
 // goes to a separate queue, and only then is the source completed.
