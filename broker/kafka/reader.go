@@ -359,6 +359,15 @@ func (m *member) fetch(ctx context.Context, f broker.Filter, max int) ([]*broker
 	m.fetchMu.Lock()
 	defer m.fetchMu.Unlock()
 	joinBy := time.Now().Add(m.s.join)
+	m.mu.Lock()
+	expired := m.expiredLocked(time.Now())
+	m.mu.Unlock()
+	if expired {
+		// Leave now rather than at the watchdog's next tick, so that this
+		// Fetch already reads through a new member.
+		m.s.retire(m, "a lease outlived LeaseTTL")
+		return nil, errRetired
+	}
 	for {
 		m.mu.Lock()
 		m.lastUse = time.Now()
@@ -702,8 +711,8 @@ func (m *member) settle(p int32, off int64, lease string, ack bool) error {
 		return lost
 	}
 	e := pt.entries[i]
-	if e.state != stateLeased || e.lease != lease {
-		return lost
+	if e.state != stateLeased || e.lease != lease || time.Since(e.leasedAt) > m.s.lease {
+		return lost // an expired lease is lost even before the watchdog notices
 	}
 	delete(m.leased, e)
 	e.lease, e.leasedAt = "", time.Time{}
@@ -872,11 +881,8 @@ func (m *member) watch() {
 		now := time.Now()
 		why := ""
 		m.mu.Lock()
-		for e := range m.leased {
-			if now.Sub(e.leasedAt) > m.s.lease {
-				why = "a lease outlived LeaseTTL"
-				break
-			}
+		if m.expiredLocked(now) {
+			why = "a lease outlived LeaseTTL"
 		}
 		if why == "" && len(m.leased) == 0 && now.Sub(m.lastUse) > m.s.lease {
 			why = "idle for LeaseTTL"
@@ -887,6 +893,17 @@ func (m *member) watch() {
 			return
 		}
 	}
+}
+
+// expiredLocked reports whether a lease outlived LeaseTTL. m.mu must be
+// held.
+func (m *member) expiredLocked(now time.Time) bool {
+	for e := range m.leased {
+		if now.Sub(e.leasedAt) > m.s.lease {
+			return true
+		}
+	}
+	return false
 }
 
 // shutdown leaves the group: it commits what was acknowledged, forfeits
