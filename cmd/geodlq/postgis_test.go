@@ -68,10 +68,10 @@ func TestPostGIS(t *testing.T) {
 	c.must(exitOK, nil, "verify")
 	var pr purgeReport
 	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "--json", "--yes", "--older-than", "0s",
-		"--dest", "parcels.poison.dlt", "--class", "resource_exhausted").stdout), &pr))
+		"--dest", "parcels.poison.dlt", "--class", "resource_exhausted", "--blob-grace", "0s").stdout), &pr))
 	require.Equal(t, 2, pr.Records)
-	require.Len(t, pr.Blobs, 1)
-	require.Equal(t, "deleted", pr.Blobs[0].Status)
+	require.Len(t, pr.Unreferenced, 1)
+	require.Len(t, pr.Sweep.Quarantined, 1)
 	require.Len(t, listIDs(t, c, "--all", "--reason", "self_intersection", "--dest", "parcels.poison.dlt"), 4, "other records untouched")
 	require.Empty(t, listIDs(t, c, "--all", "--class", "resource_exhausted"))
 	c.must(exitOK, nil, "verify")

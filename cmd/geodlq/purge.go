@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -10,9 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
+	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/offload/gcref"
 )
 
 type purgeOptions struct {
@@ -22,15 +25,21 @@ type purgeOptions struct {
 	yes          bool
 	dryRun       bool
 	keepBlobs    bool
+	grace        time.Duration
 }
 
 // purgeReport is what purge writes with --json. Field names are stable.
 type purgeReport struct {
-	DryRun       bool         `json:"dry_run"`
-	Before       string       `json:"before"`
-	Records      int          `json:"records"`
-	Destinations []purgeDest  `json:"destinations"`
-	Blobs        []purgedBlob `json:"blobs"`
+	DryRun       bool        `json:"dry_run"`
+	Before       string      `json:"before"`
+	Records      int         `json:"records"`
+	Destinations []purgeDest `json:"destinations"`
+	// Unreferenced lists the blobs whose last reference this purge deleted.
+	Unreferenced []string `json:"unreferenced_blobs"`
+	// Sweep is the blob collection that followed; nil when blobs were
+	// left alone, and BlobsKept says why.
+	Sweep     *sweepSummary `json:"blob_sweep,omitempty"`
+	BlobsKept string        `json:"blobs_kept,omitempty"`
 }
 
 type purgeDest struct {
@@ -38,10 +47,16 @@ type purgeDest struct {
 	IDs         []string `json:"ids"`
 }
 
-type purgedBlob struct {
-	URI    string `json:"uri"`
-	Status string `json:"status"` // deleted, would_delete, kept_referenced, kept_no_blobs, kept_by_flag, already_gone, kept_foreign, delete_failed
-	Detail string `json:"detail,omitempty"`
+// sweepSummary is offload.SweepReport for people and scripts.
+type sweepSummary struct {
+	Grace       string   `json:"grace"`
+	Listed      int      `json:"listed"`
+	Referenced  int      `json:"referenced"`
+	Young       int      `json:"young"`
+	Quarantined []string `json:"quarantined"`
+	Restored    []string `json:"restored"`
+	Deleted     []string `json:"deleted"`
+	Pending     int      `json:"pending"`
 }
 
 func newPurgeCmd(a *app) *cobra.Command {
@@ -55,13 +70,16 @@ pending and replayed alike (--replayed-only keeps pending ones), optionally of
 some classes only. Records a replayer holds under a live lease are never
 deleted. It asks for confirmation first unless --yes is given.
 
-Shared blobs are safe: identical geometries are offloaded once and shared by
-every envelope that carries them, so a blob is deleted (from --blobs) only when
-no remaining record of the store — in any destination, replayed or not —
-references it; the store checks that in the same transaction as the delete.
-If several stores share one blob store, pass --keep-blobs. A producer that
-deduplicates onto an old blob while purge runs could be left pointing at a
-deleted blob: purge when producers are quiet, and run verify afterwards.`,
+Shared blobs are safe. Identical geometries are offloaded once and shared by
+every envelope that carries them, so after deleting records purge collects the
+blobs of --blobs with offload.Offloader.Sweep against the offload URIs of every
+remaining record of the store (any destination, replayed or not): a blob no
+record references and older than --blob-grace is moved to quarantine
+(<prefix>/gc-trash/…), and deleted for good by a later purge once it has been
+there for --blob-grace; a quarantined blob that a new envelope references again
+(a producer deduplicated onto it meanwhile) is restored. Without --blobs, or
+with --keep-blobs — needed when several stores share one blob store — blobs are
+left alone.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.purge(cmd, o) },
 	}
@@ -72,6 +90,7 @@ deleted blob: purge when producers are quiet, and run verify afterwards.`,
 	fs.BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report what would be deleted; delete nothing")
 	fs.BoolVar(&o.keepBlobs, "keep-blobs", false, "delete records only, never blobs (for blob stores shared by several stores)")
+	fs.DurationVar(&o.grace, "blob-grace", offload.DefaultSweepMinAge, "unreferenced blobs younger than this are kept; quarantined ones are deleted after this long")
 	return cmd
 }
 
@@ -108,15 +127,14 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 		dests = []string{""}
 	}
 	req := stores.PurgeRequest{Before: before, Classes: o.classes, ReplayedOnly: o.replayedOnly, DryRun: true}
-	runAll := func(dry bool) (purgeReport, []string, error) {
-		rep := purgeReport{DryRun: dry, Before: stamp(before), Destinations: []purgeDest{}, Blobs: []purgedBlob{}}
-		var orphaned []string
+	runAll := func(dry bool) (purgeReport, error) {
+		rep := purgeReport{DryRun: dry, Before: stamp(before), Destinations: []purgeDest{}, Unreferenced: []string{}}
 		for _, d := range dests {
 			r := req
 			r.Destination, r.DryRun = d, dry
 			res, err := p.Purge(ctx, r)
 			if err != nil {
-				return rep, nil, err
+				return rep, err
 			}
 			name := d
 			if name == "" {
@@ -124,24 +142,19 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 			}
 			rep.Destinations = append(rep.Destinations, purgeDest{Destination: name, IDs: append([]string{}, res.IDs...)})
 			rep.Records += len(res.IDs)
-			orphaned = append(orphaned, res.Orphaned...)
-			for _, u := range res.BlobURIs {
-				if !contains(res.Orphaned, u) {
-					rep.Blobs = append(rep.Blobs, purgedBlob{URI: u, Status: "kept_referenced"})
-				}
-			}
+			rep.Unreferenced = append(rep.Unreferenced, res.Orphaned...)
 		}
-		return rep, orphaned, nil
+		return rep, nil
 	}
 
-	preview, orphaned, err := runAll(true)
+	rep, err := runAll(true)
 	if err != nil {
 		return err
 	}
-	if !o.dryRun && !o.yes && preview.Records > 0 {
-		fmt.Fprintf(a.stderr, "Delete %d records dead-lettered before %s", preview.Records, shortTime(preview.Before))
-		if len(orphaned) > 0 && off != nil && !o.keepBlobs {
-			fmt.Fprintf(a.stderr, " and %d blobs no other record references", len(orphaned))
+	if !o.dryRun && !o.yes && rep.Records > 0 {
+		fmt.Fprintf(a.stderr, "Delete %d records dead-lettered before %s", rep.Records, shortTime(rep.Before))
+		if len(rep.Unreferenced) > 0 {
+			fmt.Fprintf(a.stderr, " (the last references to %d blobs)", len(rep.Unreferenced))
 		}
 		fmt.Fprint(a.stderr, "? [y/N] ")
 		answer, rerr := bufio.NewReader(a.stdin).ReadString('\n')
@@ -153,85 +166,100 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 			return nil
 		}
 	}
-	rep, orph := preview, orphaned
-	if !o.dryRun && preview.Records > 0 {
-		if rep, orph, err = runAll(false); err != nil {
+	purged := map[string]bool{}
+	for _, d := range rep.Destinations {
+		for _, id := range d.IDs {
+			purged[d.Destination+"/"+id] = true
+		}
+	}
+	if !o.dryRun && rep.Records > 0 {
+		if rep, err = runAll(false); err != nil {
 			return err
 		}
 	}
-	failed := 0
-	for _, u := range orph {
-		b := purgedBlob{URI: u}
-		switch {
-		case o.keepBlobs:
-			b.Status = "kept_by_flag"
-		case off == nil:
-			b.Status = "kept_no_blobs"
-		case o.dryRun:
-			b.Status = "would_delete"
-		default:
-			b.Status, b.Detail = deleteBlob(cmd, off, u)
-			if b.Status == "delete_failed" {
-				failed++
-			}
+	switch {
+	case o.keepBlobs:
+		rep.BlobsKept = "--keep-blobs"
+	case off == nil:
+		rep.BlobsKept = "no --blobs"
+	default:
+		sum, err := a.sweep(ctx, s, off, o, purged)
+		if err != nil {
+			return err
 		}
-		rep.Blobs = append(rep.Blobs, b)
+		rep.Sweep = sum
 	}
 	if a.json {
-		if err := writeJSON(a.stdout, rep); err != nil {
-			return err
-		}
-	} else {
-		verb := "deleted"
-		if o.dryRun {
-			verb = "would delete"
-		}
-		for _, d := range rep.Destinations {
-			if len(d.IDs) > 0 {
-				fmt.Fprintf(a.stdout, "%s %d records from %s: %s\n", verb, len(d.IDs), d.Destination, strings.Join(d.IDs, " "))
-			}
-		}
-		if rep.Records == 0 {
-			fmt.Fprintf(a.stdout, "no records dead-lettered before %s match\n", shortTime(rep.Before))
-		}
-		for _, b := range rep.Blobs {
-			fmt.Fprintf(a.stdout, "blob %s: %s%s\n", b.URI, strings.ReplaceAll(b.Status, "_", " "), suffix(b.Detail))
+		return writeJSON(a.stdout, rep)
+	}
+	verb := "deleted"
+	if o.dryRun {
+		verb = "would delete"
+	}
+	for _, d := range rep.Destinations {
+		if len(d.IDs) > 0 {
+			fmt.Fprintf(a.stdout, "%s %d records from %s: %s\n", verb, len(d.IDs), d.Destination, strings.Join(d.IDs, " "))
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d blobs could not be deleted", failed)
+	if rep.Records == 0 {
+		fmt.Fprintf(a.stdout, "no records dead-lettered before %s match\n", shortTime(rep.Before))
+	}
+	for _, u := range rep.Unreferenced {
+		fmt.Fprintf(a.stdout, "no remaining record references %s\n", u)
+	}
+	if rep.BlobsKept != "" {
+		fmt.Fprintf(a.stdout, "blobs left alone (%s)\n", rep.BlobsKept)
+	}
+	if sw := rep.Sweep; sw != nil {
+		fmt.Fprintf(a.stdout, "blob sweep (grace %s): %d blobs, %d referenced, %d too young; quarantined %d, restored %d, deleted %d for good, %d waiting in quarantine\n",
+			sw.Grace, sw.Listed, sw.Referenced, sw.Young, len(sw.Quarantined), len(sw.Restored), len(sw.Deleted), sw.Pending)
+		for _, k := range sw.Quarantined {
+			fmt.Fprintf(a.stdout, "  quarantined %s\n", k)
+		}
+		for _, k := range sw.Restored {
+			fmt.Fprintf(a.stdout, "  restored %s\n", k)
+		}
+		for _, k := range sw.Deleted {
+			fmt.Fprintf(a.stdout, "  deleted %s\n", k)
+		}
 	}
 	return nil
 }
 
-// deleteBlob deletes the blob at uri, which must lie under off's base.
-func deleteBlob(cmd *cobra.Command, off *offload.Offloader, uri string) (string, string) {
-	key, err := off.KeyFor(uri)
-	if err != nil {
-		return "kept_foreign", err.Error()
+// sweep collects the blobs of off that no remaining record of s
+// references (in a dry run: no record outside purged).
+func (a *app) sweep(ctx context.Context, s stores.Store, off *offload.Offloader, o purgeOptions, purged map[string]bool) (*sweepSummary, error) {
+	l, ok := s.(stores.Lister)
+	if !ok {
+		return nil, usagef("this store cannot enumerate its records, so blobs cannot be collected safely: pass --keep-blobs")
 	}
-	switch err := off.Store().Delete(cmd.Context(), key); {
-	case err == nil:
-		return "deleted", ""
-	case errors.Is(err, offload.ErrNotFound):
-		return "already_gone", ""
-	default:
-		return "delete_failed", err.Error()
-	}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
+	var uris []string
+	err := l.Scan(ctx, "", broker.Filter{}, true, func(e stores.Entry) error {
+		if o.dryRun && (purged[e.Record.Destination+"/"+e.Record.ID] || purged["*/"+e.Record.ID]) {
+			return nil
 		}
+		if env, err := envelope.Decode(e.Record.Message.Body); err == nil {
+			uris = append(uris, gcref.References(env)...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("collecting blob references: %w", err)
 	}
-	return false
-}
-
-func suffix(s string) string {
-	if s == "" {
-		return ""
+	grace := o.grace
+	if grace == 0 {
+		grace = -1 // Sweep reads 0 as its default; negative is zero
 	}
-	return " (" + s + ")"
+	r, err := off.Sweep(ctx, offload.LiveURIs(uris...), &offload.SweepOptions{MinAge: grace, DryRun: o.dryRun, Logger: a.logger()})
+	if err != nil {
+		return nil, fmt.Errorf("blob sweep: %w", err)
+	}
+	nz := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return &sweepSummary{Grace: o.grace.String(), Listed: r.Listed, Referenced: r.Referenced, Young: r.Young,
+		Quarantined: nz(r.Quarantined), Restored: nz(r.Restored), Deleted: nz(r.Deleted), Pending: r.Pending}, nil
 }

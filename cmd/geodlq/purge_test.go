@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -68,27 +69,55 @@ func TestTriageThenPurge(t *testing.T) {
 	// The replayed originals in the poison destination go; the blob stays,
 	// referenced by the quarantined copies.
 	var pr purgeReport
-	r = c.must(exitOK, []byte("y\n"), "purge", "--json", "--older-than", "0s", "--replayed-only", "--dest", "parcels.poison.dlt")
+	r = c.must(exitOK, []byte("y\n"), "purge", "--json", "--older-than", "0s", "--replayed-only", "--dest", "parcels.poison.dlt", "--blob-grace", "0s")
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
 	require.Positive(t, pr.Records)
-	require.Contains(t, pr.Blobs, purgedBlob{URI: blobURI(t, c), Status: "kept_referenced"})
+	require.Empty(t, pr.Unreferenced)
+	require.Equal(t, 1, pr.Sweep.Referenced)
+	require.Empty(t, pr.Sweep.Quarantined)
 	require.FileExists(t, blob)
 	require.Equal(t, all-pr.Records, len(listIDs(t, c, "--all")))
 
-	// A dry run of the last references says the blob would go; then it goes.
-	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run")
+	// A dry run of the last references says the blob would go; it stays.
+	uri := blobURI(t, c)
+	key := "geodlq/" + filepath.Base(blob)
+	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run", "--blob-grace", "0s")
 	pr = purgeReport{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
 	require.Equal(t, 2, pr.Records)
-	require.Equal(t, []purgedBlob{{URI: blobURI(t, c), Status: "would_delete"}}, pr.Blobs)
+	require.Equal(t, []string{uri}, pr.Unreferenced)
+	require.Equal(t, []string{key}, pr.Sweep.Quarantined)
 	require.FileExists(t, blob)
 
-	r = c.must(exitOK, nil, "purge", "--older-than", "0s", "--class", "resource_exhausted", "--yes")
+	// With the default grace period a young blob is kept even unreferenced.
+	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run")
+	pr = purgeReport{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
+	require.Equal(t, 1, pr.Sweep.Young)
+	require.Empty(t, pr.Sweep.Quarantined)
+
+	// Purged: the blob is quarantined at once (grace 0s) ...
+	r = c.must(exitOK, nil, "purge", "--older-than", "0s", "--class", "resource_exhausted", "--yes", "--blob-grace", "0s")
 	require.Contains(t, r.stdout, "deleted 2 records")
-	require.Contains(t, r.stdout, ": deleted")
+	require.Contains(t, r.stdout, "no remaining record references "+uri)
+	require.Contains(t, r.stdout, "quarantined "+key)
 	require.NoFileExists(t, blob)
 	require.Empty(t, listIDs(t, c, "--all", "--class", "resource_exhausted"))
-	c.must(exitOK, nil, "verify") // nothing references a missing blob
+	c.must(exitOK, nil, "verify") // nothing references it
+
+	// ... and deleted for good by the next sweep.
+	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--yes", "--blob-grace", "0s", "--class", "schema_violation", "--replayed-only")
+	pr = purgeReport{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
+	require.Zero(t, pr.Records)
+	require.Len(t, pr.Sweep.Deleted, 1)
+	require.Contains(t, pr.Sweep.Deleted[0], "gc-trash/")
+
+	// Without --blobs, or with --keep-blobs, blobs are left alone.
+	noBlobs := c
+	noBlobs.blobs = ""
+	require.Contains(t, noBlobs.must(exitOK, nil, "purge", "--older-than", "1h", "--yes").stdout, "blobs left alone (no --blobs)")
+	require.Contains(t, c.must(exitOK, nil, "purge", "--older-than", "1h", "--yes", "--keep-blobs").stdout, "blobs left alone (--keep-blobs)")
 }
 
 func blobURI(t *testing.T, c cli) string {

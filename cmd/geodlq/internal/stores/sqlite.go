@@ -119,5 +119,5 @@ func openDir(_ context.Context, _ *url.URL, raw string, create bool) (offload.St
 	if err != nil {
 		return nil, nil, err
 	}
-	return d, d, nil
+	return listedDir{d, offload.DirLister(d)}, d, nil
 }

@@ -100,6 +100,8 @@ type PurgeResult struct {
 // Purger is implemented by stores that can delete records. Records under
 // a live lease are never deleted. Selection, deletion and the blob
 // reference check must be atomic with respect to writers of the store.
+// Blobs are not touched: the command collects them with
+// offload.Offloader.Sweep.
 type Purger interface {
 	Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error)
 }
