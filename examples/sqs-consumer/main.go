@@ -56,6 +56,8 @@ type config struct {
 	offloadDir      string
 	endpoint        string
 	demo            bool
+	// wait is the consumer's long-polling wait (0: 20 s).
+	wait time.Duration
 }
 
 func main() {
@@ -150,7 +152,7 @@ func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cons, err := geosqs.NewConsumer(ctx, client, c.queueURL, proc, &geosqs.ConsumerOptions{Logger: log, Concurrency: 4})
+	cons, err := geosqs.NewConsumer(ctx, client, c.queueURL, proc, &geosqs.ConsumerOptions{Logger: log, Concurrency: 4, WaitTime: c.wait})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -203,6 +205,9 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 	if c.endpoint == "" {
 		c.endpoint = "http://127.0.0.1:9324"
 	}
+	// local-aws-sqs holds a long poll until it has MaxNumberOfMessages
+	// (SQS answers as soon as it has any), so the demo polls briefly.
+	c.wait = time.Second
 	client, err := newClient(ctx, c.endpoint)
 	if err != nil {
 		return err
