@@ -99,6 +99,8 @@
 // with Debian's aws CLI. Not run against AWS itself. Behaviour that
 // differs on local-aws-sqs and that the tests allow for: it counts
 // in-flight messages in ApproximateNumberOfMessages, counts a
-// ChangeMessageVisibility as a receive, and honours only the older
-// AttributeNames parameter of ReceiveMessage (the store sends both).
+// ChangeMessageVisibility as a receive, holds a long poll until it has
+// MaxNumberOfMessages (SQS answers as soon as it has any), and honours
+// only the older AttributeNames parameter of ReceiveMessage (the store
+// sends both).
 package sqs
