@@ -18,6 +18,9 @@ import (
 	"github.com/geodlq/geodlq/offload/gcref"
 )
 
+// allDestinations names the destination of a purge without --dest.
+const allDestinations = "all destinations"
+
 type purgeOptions struct {
 	olderThan    string
 	classes      []string
@@ -138,7 +141,7 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 			}
 			name := d
 			if name == "" {
-				name = "*"
+				name = allDestinations
 			}
 			rep.Destinations = append(rep.Destinations, purgeDest{Destination: name, IDs: append([]string{}, res.IDs...)})
 			rep.Records += len(res.IDs)
@@ -235,7 +238,7 @@ func (a *app) sweep(ctx context.Context, s stores.Store, off *offload.Offloader,
 	}
 	var uris []string
 	err := l.Scan(ctx, "", broker.Filter{}, true, func(e stores.Entry) error {
-		if o.dryRun && (purged[e.Record.Destination+"/"+e.Record.ID] || purged["*/"+e.Record.ID]) {
+		if o.dryRun && (purged[e.Record.Destination+"/"+e.Record.ID] || purged[allDestinations+"/"+e.Record.ID]) {
 			return nil
 		}
 		if env, err := envelope.Decode(e.Record.Message.Body); err == nil {

@@ -134,12 +134,12 @@ func (a *app) triage(ctx context.Context, o triageOptions) (err error) {
 		if err := a.replayText(rep.Replay); err != nil {
 			return err
 		}
-		verb := "quarantined"
 		if o.dryRun {
-			verb = "quarantine skipped in a dry run;"
+			fmt.Fprintln(a.stdout, "dry run: nothing quarantined, alerted or re-enqueued")
+		} else {
+			fmt.Fprintf(a.stdout, "quarantined %d resource_exhausted events (alerted); %d left in place after a failed alert or move\n",
+				rep.Quarantined, rep.QuarantineFailed)
 		}
-		fmt.Fprintf(a.stdout, "%s %d resource_exhausted events (alerted), %d left in place after a failed alert or move\n",
-			verb, rep.Quarantined, rep.QuarantineFailed)
 		for _, e := range rep.Errors {
 			fmt.Fprintf(a.stdout, "  %s\n", e)
 		}
