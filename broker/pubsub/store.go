@@ -60,11 +60,17 @@ const (
 
 // Attributes Pub/Sub adds to a message its dead-letter policy forwards.
 const (
-	AttrDeadLetterDeliveryCount       = "CloudPubSubDeadLetterSourceDeliveryCount"
-	AttrDeadLetterSubscription        = "CloudPubSubDeadLetterSourceSubscription"
+	// AttrDeadLetterDeliveryCount is the number of delivery attempts.
+	AttrDeadLetterDeliveryCount = "CloudPubSubDeadLetterSourceDeliveryCount"
+	// AttrDeadLetterSubscription is the source subscription's id.
+	AttrDeadLetterSubscription = "CloudPubSubDeadLetterSourceSubscription"
+	// AttrDeadLetterSubscriptionProject is the source subscription's project.
 	AttrDeadLetterSubscriptionProject = "CloudPubSubDeadLetterSourceSubscriptionProject"
-	AttrDeadLetterTopicPublishTime    = "CloudPubSubDeadLetterSourceTopicPublishTime"
-	AttrDeadLetterErrorMessage        = "CloudPubSubDeadLetterSourceDeliveryErrorMessage"
+	// AttrDeadLetterTopicPublishTime is when the message was first
+	// published (RFC 3339).
+	AttrDeadLetterTopicPublishTime = "CloudPubSubDeadLetterSourceTopicPublishTime"
+	// AttrDeadLetterErrorMessage is the delivery error (push subscriptions).
+	AttrDeadLetterErrorMessage = "CloudPubSubDeadLetterSourceDeliveryErrorMessage"
 )
 
 // Options configures a [Store]. The zero value (and nil) uses the defaults.

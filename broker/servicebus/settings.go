@@ -60,8 +60,11 @@ type QueueConfig struct {
 
 // QueueSettings are the queue properties a [QueueConfig] calls for.
 type QueueSettings struct {
+	// MaxDeliveryCount is the queue's MaxDeliveryCount.
 	MaxDeliveryCount int32
-	LockDuration     time.Duration
+	// LockDuration is the queue's LockDuration: the lease of a received
+	// message.
+	LockDuration time.Duration
 	// Warnings are the advice logged, if any.
 	Warnings []string
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -363,4 +364,53 @@ func TestMissingQueue(t *testing.T) {
 	require.ErrorContains(t, err, "1 to 80 characters")
 	require.Equal(t, "spatial-events-poison-dlt", geosqs.QueueName("spatial.events.poison.dlt"))
 	require.Equal(t, "jobs-dlq.fifo", geosqs.QueueName("jobs.dlq.fifo"))
+}
+
+// countingAPI counts batch requests and their entries.
+type countingAPI struct {
+	geosqs.API
+	mu      sync.Mutex
+	batches []int
+}
+
+func (c *countingAPI) SendMessageBatch(ctx context.Context, in *awssqs.SendMessageBatchInput, o ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error) {
+	c.mu.Lock()
+	c.batches = append(c.batches, len(in.Entries))
+	c.mu.Unlock()
+	return c.API.SendMessageBatch(ctx, in, o...)
+}
+
+// TestConcurrentPublishesCoalesce: concurrent Publish calls to one queue
+// leave in SendMessageBatch requests of up to 10, every one stored once.
+func TestConcurrentPublishesCoalesce(t *testing.T) {
+	api := &countingAPI{API: newClient(t)}
+	s, err := geosqs.New(context.Background(), api, &geosqs.Options{Lease: 5 * time.Second, CreateQueues: true, MaxConcurrentBatches: 1})
+	require.NoError(t, err)
+	dest := queueName(t, "")
+	require.NoError(t, s.Publish(context.Background(), dest, &broker.Message{Body: []byte("first")}))
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			require.NoError(t, s.Publish(context.Background(), dest, &broker.Message{Body: []byte("m" + strconv.Itoa(i))}))
+		})
+	}
+	wg.Wait()
+	api.mu.Lock()
+	batched := 0
+	for _, b := range api.batches {
+		require.LessOrEqual(t, b, 10)
+		batched += b
+	}
+	api.mu.Unlock()
+	require.NotEmpty(t, api.batches, "concurrent publishes were batched")
+	recs := drainAll(t, s, dest, broker.Filter{})
+	require.Len(t, recs, n+1)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		require.False(t, seen[string(r.Message.Body)])
+		seen[string(r.Message.Body)] = true
+		require.NoError(t, s.Ack(context.Background(), r))
+	}
+	t.Logf("%d batch requests carried %d of %d messages", len(api.batches), batched, n+1)
 }
