@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs (when missing) and starts the servers geodlq's integration tests
 # run against, all on loopback: PostgreSQL 15 with PostGIS, Redis, NATS
-# with JetStream, RabbitMQ. Idempotent: running servers are left alone.
+# with JetStream, RabbitMQ, and local-aws-sqs for SQS (plus Debian's awscli,
+# which the SQS verification test calls as /usr/bin/aws). Kafka (kfake),
+# S3 (gofakes3) and Pub/Sub (pstest) run inside the tests.
+# Idempotent: running servers are left alone.
 # apt never starts services on these machines (policy-rc.d), so we do.
 set -euo pipefail
 
@@ -9,7 +12,10 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 
-pkgs=(postgresql postgresql-15-postgis-3 redis-server nats-server rabbitmq-server)
+pkgs=(postgresql postgresql-15-postgis-3 redis-server nats-server rabbitmq-server awscli)
+# local-aws-sqs (broker/sqs's test server) runs on Node.js; use the
+# machine's if it has one.
+command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -80,4 +86,7 @@ if ! port_open 5672; then
 fi
 wait_port RabbitMQ 5672 240
 
-echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream and RabbitMQ are up on 127.0.0.1" >&2
+# --- SQS (local-aws-sqs on Node.js) -------------------------------------------
+"$(dirname "$0")/local-sqs.sh"
+
+echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ and SQS (local-aws-sqs) are up on 127.0.0.1" >&2
