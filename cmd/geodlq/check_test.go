@@ -19,6 +19,7 @@ type checkOutput struct {
 // and requires the verdict the corpus expects for each: class, stage,
 // reason kind, exact reason, location, fault index and EPSG code.
 func TestCheckCorpus(t *testing.T) {
+	t.Parallel()
 	c := cli{t: t, store: "sqlite://unused.db"}
 	items := corpus.All()
 	var in bytes.Buffer
@@ -64,6 +65,7 @@ func TestCheckCorpus(t *testing.T) {
 }
 
 func TestCheckInputs(t *testing.T) {
+	t.Parallel()
 	valid, ok := corpus.Lookup("valid_polygon")
 	require.True(t, ok)
 	bowtie, ok := corpus.Lookup("bowtie")
@@ -127,6 +129,7 @@ func TestCheckInputs(t *testing.T) {
 // way a consumer does: into <topic>.poison.dlt, large geometries offloaded
 // (identical ones once).
 func TestCheckDeadLetter(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	r := c.must(exitOK, nil, "list", "--json")
 	var views []view

@@ -10,6 +10,7 @@ import (
 // TestExitCodes proves the documented exit codes for usage and store
 // errors (1 and 130 are proven by the check, verify and replay tests).
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	missing := "sqlite://" + filepath.Join(t.TempDir(), "missing.db")
 	tests := []struct {
 		name   string
@@ -33,6 +34,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := cli{t: t, store: tt.store}.must(tt.code, nil, tt.args...)
 			require.Contains(t, r.stderr, tt.stderr)
 		})

@@ -24,6 +24,7 @@ type featureCollection struct {
 // (invalid geometries as they are, non-finite ones as null with their
 // properties kept, offloaded ones fetched), CSV and JSON lines.
 func TestExport(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	n := len(listIDs(t, c))
 

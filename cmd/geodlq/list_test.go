@@ -28,6 +28,7 @@ func listIDs(t *testing.T, c cli, args ...string) []string {
 // TestListFilters proves each filter of list, server-side (class, stage,
 // EPSG, time, bbox) and client-side (reason kind, source prefix).
 func TestListFilters(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	tests := []struct {
@@ -49,6 +50,7 @@ func TestListFilters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c := c
 			c.t = t
 			require.Equal(t, tt.want, listIDs(t, c, tt.args...))
@@ -65,6 +67,7 @@ func TestListFilters(t *testing.T) {
 // prints the envelope and the verified payload, and that --raw restores
 // the payload byte for byte, offloaded geometry included.
 func TestShow(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	bowtie, _ := corpus.Lookup("bowtie")
 	r := c.must(exitOK, nil, "show", "evt-9")

@@ -21,6 +21,7 @@ import (
 // export, replay with a repair (twice: nothing comes back), verify, and a
 // reference-safe purge.
 func TestPostGIS(t *testing.T) {
+	t.Parallel()
 	dsn := testenv.Postgres(t)
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])

@@ -20,6 +20,7 @@ import (
 // kept while the quarantined copies reference it, deleted with the last
 // reference.
 func TestTriageThenPurge(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	var mu sync.Mutex
 	var alerts []triage.Alert

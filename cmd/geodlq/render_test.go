@@ -28,6 +28,7 @@ func oneEvent(t *testing.T, payloads ...[]byte) cli {
 // lies on in red with its vertex numbers, the location circled, and the
 // reason as a caption.
 func TestRenderBowtieGolden(t *testing.T) {
+	t.Parallel()
 	bowtie, _ := corpus.Lookup("bowtie")
 	c := oneEvent(t, bytes.TrimSpace(bowtie.Payload))
 	got := c.must(exitOK, nil, "render", "evt-9", "-o", "-").stdout
@@ -51,6 +52,7 @@ func TestRenderBowtieGolden(t *testing.T) {
 }
 
 func TestRenderCases(t *testing.T) {
+	t.Parallel()
 	unclosed, _ := corpus.Lookup("unclosed_ring")
 	nan, _ := corpus.Lookup("nan_coordinates")
 	missing, _ := corpus.Lookup("null_geometry")
@@ -78,6 +80,7 @@ func TestRenderCases(t *testing.T) {
 // TestRenderPNG converts with rsvg-convert when it is installed and says
 // clearly what to install when it is not.
 func TestRenderPNG(t *testing.T) {
+	t.Parallel()
 	bowtie, _ := corpus.Lookup("bowtie")
 	c := oneEvent(t, bytes.TrimSpace(bowtie.Payload))
 	out := filepath.Join(t.TempDir(), "bowtie.png")

@@ -49,6 +49,7 @@ func reinjected(t *testing.T, path, topic string) map[string][]*broker.Message {
 // store with the original idempotency key, client-side filters, --limit,
 // and that acknowledged records never come back.
 func TestReplay(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	before := listIDs(t, c)
 
@@ -119,6 +120,7 @@ func containsItem(rep replayReport, recordID string) bool {
 // the rest, although the store's lease is 30s); and after it every record
 // was re-injected exactly once.
 func TestReplayInterrupt(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	var in bytes.Buffer
 	for i := range n {
@@ -137,7 +139,11 @@ func TestReplayInterrupt(t *testing.T) {
 	// Wait until a few events are re-injected, then press Ctrl-C.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		require.True(t, time.Now().Before(deadline), "replay did not start: %s", errb.String())
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("replay did not start: %s", errb.String())
+		}
 		time.Sleep(100 * time.Millisecond)
 		if count := countMessages(target); count >= 4 {
 			break

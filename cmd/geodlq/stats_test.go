@@ -10,6 +10,7 @@ import (
 )
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	want := map[string]int{}
 	total := 0

@@ -28,6 +28,7 @@ func blobFile(t *testing.T, c cli) string {
 // TestVerify proves verify reads each shared blob once, passes intact
 // blobs, and reports altered, truncated and missing ones with exit 1.
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	c := seeded(t)
 	var out verifyOutput
 	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "verify", "--json").stdout), &out))
