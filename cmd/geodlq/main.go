@@ -7,8 +7,9 @@
 //
 // Stores are named by URL (--store, or $GEODLQ_STORE; default
 // sqlite://./geodlq.db): sqlite://PATH for the embedded store,
-// postgres://… for PostGIS. Offloaded blobs are read through --blobs
-// ($GEODLQ_BLOBS): file:///dir.
+// postgres://… for PostGIS, kafka://host:9092 for Kafka dead-letter topics.
+// Offloaded blobs are read through --blobs ($GEODLQ_BLOBS): file:///dir or
+// s3://bucket.
 //
 // Commands:
 //
