@@ -7,7 +7,8 @@
 //
 // Stores are named by URL (--store, or $GEODLQ_STORE; default
 // sqlite://./geodlq.db): sqlite://PATH for the embedded store,
-// postgres://… for PostGIS, kafka://host:9092 for Kafka dead-letter topics.
+// postgres://… for PostGIS, redis://host:6379 for Redis Streams,
+// kafka://host:9092 for Kafka dead-letter topics.
 // Offloaded blobs are read through --blobs ($GEODLQ_BLOBS): file:///dir or
 // s3://bucket.
 //
