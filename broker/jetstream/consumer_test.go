@@ -57,7 +57,7 @@ func waitRecords(t *testing.T, s *jetstream.Store, d string, n int) []*broker.Re
 		require.NoError(t, err)
 		got = append(got, recs...)
 		return len(got) >= n
-	}, 15*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	require.Len(t, got, n)
 	return got
 }
@@ -174,7 +174,7 @@ func TestGivenUpWithoutRecordedFailure(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := st.GetMsg(ctx, ack.Sequence)
 		return errors.Is(err, natsjs.ErrMsgNotFound)
-	}, 5*time.Second, 20*time.Millisecond, "DeleteGivenUp removed it from the source")
+	}, 60*time.Second, 20*time.Millisecond, "DeleteGivenUp removed it from the source")
 }
 
 // TestHandleAcksOnlyAfterDeadLetter: the source message is acknowledged

@@ -279,7 +279,7 @@ func TestLeases(t *testing.T) {
 	require.Eventually(t, func() bool {
 		again = append(again, fetchAll(t, s, d)...)
 		return len(again) == 2
-	}, 5*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond)
 	byID := map[string]*broker.Record{}
 	for _, r := range again {
 		byID[r.ID] = r

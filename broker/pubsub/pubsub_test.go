@@ -106,8 +106,8 @@ func TestConsumerAcksAfterDeadLetterPublish(t *testing.T) {
 	require.Eventually(t, func() bool {
 		recs = append(recs, drain(t, store, "vector-dlq")...)
 		return len(recs) == 1
-	}, 10*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool { return srv.Message(id).Acks == 1 }, 5*time.Second, 10*time.Millisecond, "source acknowledged after the dead-letter write")
+	}, 60*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Message(id).Acks == 1 }, 60*time.Second, 10*time.Millisecond, "source acknowledged after the dead-letter write")
 	cancel()
 	require.NoError(t, <-done)
 	env := recs[0].Envelope
@@ -169,7 +169,7 @@ func TestConsumerNacksWhenDeadLetterPublishFails(t *testing.T) {
 	require.Eventually(t, func() bool {
 		forwarded = append(forwarded, drain(t, dlq, "native-dlt")...)
 		return len(forwarded) == 1
-	}, 20*time.Second, 50*time.Millisecond, "Pub/Sub forwarded the message after 5 nacked deliveries")
+	}, 90*time.Second, 50*time.Millisecond, "Pub/Sub forwarded the message after 5 nacked deliveries")
 	cancel()
 	require.NoError(t, <-done)
 	mu.Lock()

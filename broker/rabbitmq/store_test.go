@@ -178,14 +178,14 @@ func TestCrashedConnection(t *testing.T) {
 	require.Eventually(t, func() bool {
 		back = append(back, fetchAll(t, survivor, "d")...)
 		return len(back) == 3
-	}, 15*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	t.Logf("records back %v after the crash (lease TTL 1h)", time.Since(start).Round(time.Millisecond))
 	for i := range back {
 		require.Equal(t, held[i].ID, back[i].ID)
 		require.Equal(t, held[i].Message.Body, back[i].Message.Body)
 		require.NoError(t, survivor.Ack(ctx, back[i]))
 	}
-	require.Eventually(t, crashedConn.IsClosed, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, crashedConn.IsClosed, 60*time.Second, 10*time.Millisecond)
 	require.ErrorIs(t, crashed.Ack(ctx, held[0]), broker.ErrLeaseLost, "its channel is gone")
 }
 
@@ -263,7 +263,7 @@ func TestConsumerConfirmBeforeAck(t *testing.T) {
 	require.Eventually(t, func() bool {
 		recs = append(recs, fetchAll(t, dlq, dest)...)
 		return len(recs) == 1
-	}, 15*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	stop()
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.NoError(t, cch.Close(), "unacknowledged deliveries would now be requeued")
@@ -315,7 +315,7 @@ func TestConsumerRejectsToBrokerDLX(t *testing.T) {
 		d, ok, err = ch.Get(src, false)
 		require.NoError(t, err)
 		return ok
-	}, 5*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	out, err := c.Handle(ctx, d)
 	require.ErrorIs(t, err, broker.ErrNotAcked)
 	require.False(t, out.Ack)
@@ -330,7 +330,7 @@ func TestConsumerRejectsToBrokerDLX(t *testing.T) {
 		require.Equal(t, src, deaths[0].Queue)
 		require.Equal(t, rabbitmq.ReasonRejected, deaths[0].Reason)
 		return true
-	}, 5*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 }
 
 // TestFilteredFetchRequeuesOthers: records a filter passes over are back

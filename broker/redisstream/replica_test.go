@@ -40,7 +40,7 @@ func startRedis(t *testing.T, args ...string) *redis.Client {
 	})
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
 	t.Cleanup(func() { _ = c.Close() })
-	require.Eventually(t, func() bool { return c.Ping(context.Background()).Err() == nil }, 10*time.Second, 20*time.Millisecond, "redis-server on port %d", port)
+	require.Eventually(t, func() bool { return c.Ping(context.Background()).Err() == nil }, 60*time.Second, 20*time.Millisecond, "redis-server on port %d", port)
 	return c
 }
 
@@ -57,7 +57,7 @@ func TestWaitWithARealReplica(t *testing.T) {
 	require.Eventually(t, func() bool {
 		info, err := replica.Info(ctx, "replication").Result()
 		return err == nil && infoField(info, "master_link_status") == "up"
-	}, 15*time.Second, 50*time.Millisecond, "replica in sync")
+	}, 60*time.Second, 50*time.Millisecond, "replica in sync")
 
 	t.Logf("replica up after %v", time.Since(start))
 	s, err := redisstream.New(primary, &redisstream.Options{WaitReplicas: 1, WaitTimeout: 5 * time.Second})

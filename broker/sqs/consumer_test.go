@@ -228,7 +228,7 @@ func TestConsumerNeverDeletesWhenSQSFails(t *testing.T) {
 		require.Eventually(t, func() bool {
 			n, err = c.Poll(context.Background(), h)
 			return n == 1
-		}, 5*time.Second, 50*time.Millisecond)
+		}, 60*time.Second, 50*time.Millisecond)
 		require.ErrorIs(t, err, broker.ErrNotAcked)
 		var dl *broker.DeadLetterError
 		require.ErrorAs(t, err, &dl)
@@ -240,7 +240,7 @@ func TestConsumerNeverDeletesWhenSQSFails(t *testing.T) {
 	require.Eventually(t, func() bool {
 		v, _ := depth(t, client, nativeURL)
 		return v == "1"
-	}, 5*time.Second, 50*time.Millisecond, "after maxReceiveCount receives SQS moved it to the redrive dead-letter queue")
+	}, 60*time.Second, 50*time.Millisecond, "after maxReceiveCount receives SQS moved it to the redrive dead-letter queue")
 	v, inflight := depth(t, client, src)
 	require.Equal(t, []string{"0", "0"}, []string{v, inflight})
 }
@@ -270,7 +270,7 @@ func TestConsumerAttemptsStartAtReceiveCount(t *testing.T) {
 			return classify.Transient(errors.New("tile server: HTTP 502"))
 		})
 		return n == 1
-	}, 5*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, []int{2, 2}, seen, "attempts 2 and 3 of a budget of 3; DeliveryAttempt is the receive count, 2")
 	recs := drainAll(t, store, dlq, broker.Filter{})
@@ -350,7 +350,7 @@ func TestConsumerFIFO(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 3
-	}, 10*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, bodies, order, "one group, in order")

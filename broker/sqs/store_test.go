@@ -324,7 +324,7 @@ func TestLeaseLostReportedBySQS(t *testing.T) {
 	require.Eventually(t, func() bool {
 		second, err = b.Fetch(context.Background(), dest, broker.Filter{}, 1)
 		return err == nil && len(second) == 1
-	}, 5*time.Second, 20*time.Millisecond)
+	}, 60*time.Second, 20*time.Millisecond)
 	require.Equal(t, first[0].ID, second[0].ID)
 	require.ErrorIs(t, a.Ack(context.Background(), first[0]), broker.ErrLeaseLost)
 	require.NoError(t, b.Ack(context.Background(), second[0]))
