@@ -56,11 +56,13 @@ func openPostGIS(ctx context.Context, u *url.URL, _ string, opts Options) (Store
 
 type pgStore struct{ *postgis.Store }
 
+// Close closes the pool the opener made.
 func (s pgStore) Close() error {
 	s.Pool().Close()
 	return nil
 }
 
+// Destinations implements [Lister] with the store's Stats.
 func (s pgStore) Destinations(ctx context.Context) ([]string, error) {
 	counts, err := s.Stats(ctx, "", broker.Filter{}, nil)
 	if err != nil {
@@ -76,6 +78,7 @@ func (s pgStore) Destinations(ctx context.Context) ([]string, error) {
 	return ds, nil
 }
 
+// Scan implements [Lister] with the store's List, 500 rows a page.
 func (s pgStore) Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error {
 	var after int64
 	for {

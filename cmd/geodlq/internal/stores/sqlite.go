@@ -56,6 +56,7 @@ func openSQLite(ctx context.Context, u *url.URL, raw string, opts Options) (Stor
 
 type sqliteStore struct{ *sqlite.Store }
 
+// Destinations implements [Lister] with the store's Stats.
 func (s sqliteStore) Destinations(ctx context.Context) ([]string, error) {
 	counts, err := s.Stats(ctx, broker.Filter{})
 	if err != nil {
@@ -71,6 +72,7 @@ func (s sqliteStore) Destinations(ctx context.Context) ([]string, error) {
 	return ds, nil
 }
 
+// Scan implements [Lister] with the store's List, 500 rows a page.
 func (s sqliteStore) Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error {
 	var after int64
 	for {
@@ -94,6 +96,7 @@ func (s sqliteStore) Scan(ctx context.Context, dest string, f broker.Filter, rep
 	}
 }
 
+// Purge implements [Purger] with sqlite.Store.Purge.
 func (s sqliteStore) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error) {
 	f := broker.Filter{Until: req.Before}
 	for _, c := range req.Classes {
