@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages geodlq's build and tests need, when missing.
-# Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ)
+# Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ), rsvg-convert for `geodlq render --png`
 # (scripts/services.sh installs and starts the integration-test servers.)
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-want=(libgeos-dev libproj-dev proj-data pkg-config gcc)
+want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin)
 
 missing=()
 for p in "${want[@]}"; do
