@@ -92,8 +92,8 @@ func (c *Consumer) Handle(ctx context.Context, d amqp.Delivery) (broker.Outcome,
 }
 
 // Run sets the prefetch, consumes the queue and handles deliveries one at
-// a time until ctx ends (it then cancels the consumer; deliveries not yet
-// handled are requeued when the channel closes) or the channel closes. It
+// a time until ctx ends (it then cancels the consumer and requeues the
+// deliveries not yet handled) or the channel closes. It
 // returns ctx.Err() or the reason the deliveries stopped.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.ch.Qos(c.prefet, 0, false); err != nil {
@@ -103,13 +103,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if tag == "" {
 		tag = "geodlq-" + newID()
 	}
-	deliveries, err := c.ch.ConsumeWithContext(ctx, c.queue, tag, false, false, false, false, nil)
+	// Consume without a context and cancel explicitly on shutdown:
+	// ConsumeWithContext cancels from a goroutine of its own, which can race
+	// a caller's Channel.Close and leave both waiting for a reply.
+	deliveries, err := c.ch.Consume(c.queue, tag, false, false, false, false, nil)
 	if err != nil {
 		return fmt.Errorf("rabbitmq: consuming %q: %w", c.queue, err)
 	}
 	for {
 		select {
 		case <-ctx.Done():
+			c.stop(tag, deliveries)
 			return ctx.Err()
 		case d, ok := <-deliveries:
 			if !ok {
@@ -122,5 +126,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.log.WarnContext(ctx, "geodlq: delivery not acknowledged", slog.String("queue", c.queue), slog.Any("error", err))
 			}
 		}
+	}
+}
+
+// stop cancels the consumer and hands back, requeued, every delivery the
+// broker pushed before the cancel took effect, so none waits for the
+// channel to close.
+func (c *Consumer) stop(tag string, deliveries <-chan amqp.Delivery) {
+	if err := c.ch.Cancel(tag, false); err != nil {
+		return // the channel is gone; the broker requeues its deliveries
+	}
+	for d := range deliveries {
+		_ = d.Nack(false, true)
 	}
 }
