@@ -9,6 +9,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/postgis"
+	"github.com/geodlq/geodlq/internal/pgtest"
 )
 
 // harness gives each conformance test its own schema; every handle is a
@@ -22,7 +23,7 @@ type harness struct {
 func (h *harness) MakeStore(ctx context.Context) (brokertest.Store, error) { return h.Reopen(ctx) }
 
 func (h *harness) Reopen(ctx context.Context) (brokertest.Store, error) {
-	pool := newPool(h.t, 4)
+	pool := pgtest.NewPool(h.t, 4)
 	h.pools = append(h.pools, pool)
 	return postgis.New(ctx, pool, h.opts)
 }
@@ -39,8 +40,8 @@ func (h *harness) Close() {
 
 func TestConformance(t *testing.T) {
 	brokertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (brokertest.Harness, error) {
-		opts := &postgis.Options{Schema: testSchema(t), LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}
-		s, err := postgis.New(ctx, newPool(t, 2), opts)
+		opts := &postgis.Options{Schema: pgtest.Schema(t), LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}
+		s, err := postgis.New(ctx, pgtest.NewPool(t, 2), opts)
 		if err != nil {
 			return nil, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/geodlq/geodlq/broker/postgis"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/pgtest"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -94,8 +95,8 @@ func TestNewValidatesArguments(t *testing.T) {
 // concurrently; the table has a real geometry column and GiST indexes.
 func TestMigrate(t *testing.T) {
 	ctx := context.Background()
-	schema := testSchema(t)
-	pool := newPool(t, 8)
+	schema := pgtest.Schema(t)
+	pool := pgtest.NewPool(t, 8)
 	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema})
 	require.NoError(t, err)
 	v, err := s.Version(ctx)
@@ -211,7 +212,7 @@ func TestSkipLocked(t *testing.T) {
 			wg     sync.WaitGroup
 		)
 		for w := range workers {
-			st, err := postgis.New(ctx, newPool(t, 2), &postgis.Options{Schema: schemaOf(s), LeaseTTL: time.Minute})
+			st, err := postgis.New(ctx, pgtest.NewPool(t, 2), &postgis.Options{Schema: schemaOf(s), LeaseTTL: time.Minute})
 			require.NoError(t, err)
 			wg.Go(func() {
 				for {

@@ -2,63 +2,22 @@ package pgclaims_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/geodlq/geodlq/internal/testenv"
+	"github.com/geodlq/geodlq/internal/pgtest"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/claimstest"
 	"github.com/geodlq/geodlq/replay/pgclaims"
 )
 
-// newPool connects to the test database (testenv.Postgres) and closes the
-// pool when the test ends.
-func newPool(t *testing.T, maxConns int32) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
-	require.NoError(t, err)
-	cfg.MaxConns = maxConns
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// testSchema returns a schema name unique to this test run, dropped with
-// everything in it when the test ends.
-func testSchema(t *testing.T) string {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "geodlq_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testenv.Postgres(t))
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("dropping schema %s: %v", name, err)
-		}
-	})
-	return name
-}
-
 func TestConformance(t *testing.T) {
-	pool := newPool(t, 8)
-	schema := testSchema(t)
+	pool := pgtest.NewPool(t, 8)
+	schema := pgtest.Schema(t)
 	_, err := pgclaims.New(context.Background(), pool, &pgclaims.Options{Schema: schema, Migrate: true})
 	require.NoError(t, err)
 	claimstest.RunConformanceTests(t, claimstest.Harness{
@@ -72,7 +31,7 @@ func TestConformance(t *testing.T) {
 
 func newClaims(t *testing.T) *pgclaims.Claims {
 	t.Helper()
-	c, err := pgclaims.New(context.Background(), newPool(t, 8), &pgclaims.Options{Schema: testSchema(t), Migrate: true})
+	c, err := pgclaims.New(context.Background(), pgtest.NewPool(t, 8), &pgclaims.Options{Schema: pgtest.Schema(t), Migrate: true})
 	require.NoError(t, err)
 	return c
 }
@@ -99,8 +58,8 @@ func TestNewValidatesArguments(t *testing.T) {
 // TestMigrate: versioned, idempotent, safe concurrently.
 func TestMigrate(t *testing.T) {
 	ctx := context.Background()
-	pool := newPool(t, 8)
-	schema := testSchema(t)
+	pool := pgtest.NewPool(t, 8)
+	schema := pgtest.Schema(t)
 	c, err := pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema, Table: "claims"})
 	require.NoError(t, err)
 	v, err := c.Version(ctx)
