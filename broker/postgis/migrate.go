@@ -3,10 +3,11 @@ package postgis
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/geodlq/geodlq/internal/pgmigrate"
 )
 
 // Migration is one step of the store's schema, applied once, in order, in
@@ -132,41 +133,17 @@ $fn$;
 `,
 }}
 
-// migrationLockKey serialises every geodlq PostgreSQL migration in a
-// database (pg_advisory_xact_lock), so that concurrent Migrate calls, and
-// concurrent CREATE EXTENSION, cannot race.
-const migrationLockKey = 0x67656f646c71 // "geodlq"
-
-var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-// checkIdent validates a schema or table name: lower-case letters, digits
-// and underscores, not starting with a digit, at most max bytes.
-func checkIdent(what, s string, max int) error {
-	if !identRE.MatchString(s) || len(s) > max {
-		return fmt.Errorf("postgis: %s %q must match [a-z_][a-z0-9_]* and be at most %d bytes", what, s, max)
-	}
-	return nil
-}
-
 func (s *Store) render(q string) string {
 	return strings.NewReplacer("{s}", s.schemaQ, "{t}", s.table, "{n}", s.name).Replace(q)
 }
 
-// Migrate brings the store's schema up to date: it creates the PostGIS
-// extension if the database lacks it (which needs the privilege to), the
-// schema, the {table}_migrations bookkeeping table, and applies every
-// [Migrations] step not yet recorded there, all in one transaction under
-// an advisory lock. It is idempotent and safe to run concurrently from
-// several processes.
-func (s *Store) Migrate(ctx context.Context) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("postgis: migrate: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLockKey)); err != nil {
-		return fmt.Errorf("postgis: migrate: lock: %w", err)
-	}
+func (s *Store) migrationTarget() pgmigrate.Target {
+	return pgmigrate.Target{Prefix: "postgis", Schema: s.schema, Table: s.name, Render: s.render, Prepare: createExtension}
+}
+
+// createExtension creates the postgis extension when the database lacks
+// it (which needs the privilege to).
+func createExtension(ctx context.Context, tx pgx.Tx) error {
 	var have bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'postgis')`).Scan(&have); err != nil {
 		return fmt.Errorf("postgis: migrate: %w", err)
@@ -176,51 +153,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return fmt.Errorf("postgis: migrate: the postgis extension is not installed and could not be created (run CREATE EXTENSION postgis as a privileged user): %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s.schemaQ); err != nil {
-		return fmt.Errorf("postgis: migrate: %w", err)
-	}
-	mt := pgx.Identifier{s.schema, s.name + "_migrations"}.Sanitize()
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+mt+` (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("postgis: migrate: %w", err)
-	}
-	var current int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+mt).Scan(&current); err != nil {
-		return fmt.Errorf("postgis: migrate: %w", err)
-	}
-	if current > len(migrations) {
-		return fmt.Errorf("postgis: migrate: %s is at version %d, newer than this package's %d", s.table, current, len(migrations))
-	}
-	for _, m := range migrations[current:] {
-		if _, err := tx.Exec(ctx, s.render(m.SQL)); err != nil {
-			return fmt.Errorf("postgis: migration %d (%s): %w", m.Version, m.Name, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+mt+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-			return fmt.Errorf("postgis: migration %d: %w", m.Version, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgis: migrate: commit: %w", err)
-	}
 	return nil
+}
+
+// Migrate brings the store's schema up to date: it creates the PostGIS
+// extension if the database lacks it (which needs the privilege to), the
+// schema, the {table}_migrations bookkeeping table, and applies every
+// [Migrations] step not yet recorded there, all in one transaction under
+// an advisory lock. It is idempotent and safe to run concurrently from
+// several processes.
+func (s *Store) Migrate(ctx context.Context) error {
+	return pgmigrate.Migrate(ctx, s.pool, s.migrationTarget(), migrations)
 }
 
 // Version returns the schema version the database is at (0 before the
 // first [Store.Migrate]).
 func (s *Store) Version(ctx context.Context) (int, error) {
-	mt := pgx.Identifier{s.schema, s.name + "_migrations"}.Sanitize()
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, mt).Scan(&exists); err != nil {
-		return 0, fmt.Errorf("postgis: version: %w", err)
-	}
-	if !exists {
-		return 0, nil
-	}
-	var v int
-	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+mt).Scan(&v); err != nil {
-		return 0, fmt.Errorf("postgis: version: %w", err)
-	}
-	return v, nil
+	return pgmigrate.Version(ctx, s.pool, s.migrationTarget())
 }

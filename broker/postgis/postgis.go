@@ -20,6 +20,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/pgmigrate"
 )
 
 // Defaults of [Options].
@@ -137,10 +138,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := checkIdent("schema", o.Schema, 63); err != nil {
+	if err := pgmigrate.CheckIdent("postgis", "schema", o.Schema, 63); err != nil {
 		return nil, err
 	}
-	if err := checkIdent("table", o.Table, 40); err != nil {
+	if err := pgmigrate.CheckIdent("postgis", "table", o.Table, 40); err != nil {
 		return nil, err
 	}
 	s := &Store{

@@ -51,13 +51,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/geodlq/geodlq/internal/pgmigrate"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -95,15 +95,6 @@ type Claims struct {
 
 var _ replay.Claims = (*Claims)(nil)
 
-var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-func checkIdent(what, s string, max int) error {
-	if !identRE.MatchString(s) || len(s) > max {
-		return fmt.Errorf("pgclaims: %s %q must match [a-z_][a-z0-9_]* and be at most %d bytes", what, s, max)
-	}
-	return nil
-}
-
 // New returns a claims store on pool, which the caller keeps owning. It
 // performs no I/O unless opts.Migrate is set.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error) {
@@ -120,10 +111,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error
 	if o.Table == "" {
 		o.Table = DefaultTable
 	}
-	if err := checkIdent("schema", o.Schema, 63); err != nil {
+	if err := pgmigrate.CheckIdent("pgclaims", "schema", o.Schema, 63); err != nil {
 		return nil, err
 	}
-	if err := checkIdent("table", o.Table, 40); err != nil {
+	if err := pgmigrate.CheckIdent("pgclaims", "table", o.Table, 40); err != nil {
 		return nil, err
 	}
 	c := &Claims{pool: pool, schema: o.Schema, name: o.Table, table: pgx.Identifier{o.Schema, o.Table}.Sanitize()}
