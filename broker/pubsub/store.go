@@ -24,6 +24,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/clocklease"
 )
 
 // Limits and defaults.
@@ -171,7 +172,7 @@ func New(ctx context.Context, client *pubsub.Client, opts *Options) (*Store, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{client: client, opts: o, log: log, margin: min(o.Lease/10, time.Second),
+	return &Store{client: client, opts: o, log: log, margin: clocklease.Margin(o.Lease),
 		publishers: map[string]*pubsub.Publisher{}, ready: map[string]bool{}}, nil
 }
 
@@ -372,18 +373,9 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 	return nil
 }
 
-func encodeLease(deadline time.Time, ackID string) string {
-	return strconv.FormatInt(deadline.UnixNano(), 10) + " " + ackID
-}
-
-func decodeLease(l string) (time.Time, string, error) {
-	d, id, ok := strings.Cut(l, " ")
-	ns, err := strconv.ParseInt(d, 10, 64)
-	if !ok || err != nil || id == "" {
-		return time.Time{}, "", fmt.Errorf("pubsub: malformed lease %q", l)
-	}
-	return time.Unix(0, ns), id, nil
-}
+// leases is the content of Record.Lease: the ack deadline by the local
+// clock, a space, and the ack id.
+var leases = clocklease.Codec{Prefix: "pubsub", Sep: " ", Expired: "ack deadline passed"}
 
 // Fetch pulls up to max records of destination's subscription that match
 // f, and gives each an ack deadline of Options.Lease. Records are returned
@@ -428,7 +420,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		resp, err := s.client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: int32(n), ReturnImmediately: true}) //nolint:staticcheck // ReturnImmediately: Fetch must not block
 		if err != nil {
 			for _, r := range out {
-				_, id, _ := decodeLease(r.Lease)
+				_, id, _ := leases.Decode(r.Lease)
 				held = append(held, id)
 			}
 			s.release(ctx, sub, held)
@@ -504,7 +496,7 @@ func (s *Store) record(destination string, rm *pubsubpb.ReceivedMessage, deadlin
 	pt := pm.GetPublishTime().AsTime()
 	m.Source = SourceOf(pm.GetAttributes(), &envelope.Source{System: "pubsub", Topic: s.topicName(destination), MessageID: pm.GetMessageId(), Key: m.Key, Timestamp: &pt})
 	rec := &broker.Record{ID: pm.GetMessageId(), Destination: destination, Message: m, Deliveries: m.DeliveryAttempt,
-		Lease: encodeLease(deadline, rm.GetAckId())}
+		Lease: leases.Encode(deadline, rm.GetAckId())}
 	if env, err := envelope.Decode(m.Body); err == nil {
 		rec.Envelope = env
 	}
@@ -581,16 +573,8 @@ func (s *Store) lease(r *broker.Record, op string) (sub, ackID string, err error
 	if s.closed.Load() {
 		return "", "", broker.ErrClosed
 	}
-	if r == nil {
-		return "", "", fmt.Errorf("pubsub: %s: nil record", op)
-	}
-	deadline, ackID, err := decodeLease(r.Lease)
-	if err != nil {
+	if ackID, err = leases.Check(r, op, s.margin); err != nil {
 		return "", "", err
-	}
-	if left := time.Until(deadline); left < s.margin {
-		return "", "", fmt.Errorf("pubsub: %s %s: ack deadline passed %v ago (another consumer may hold it): %w",
-			op, r.ID, (-left).Round(time.Millisecond), broker.ErrLeaseLost)
 	}
 	return s.subName(r.Destination), ackID, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/clocklease"
 )
 
 // API is the part of *sqs.Client (aws-sdk-go-v2 service/sqs) the adapter
@@ -200,7 +201,7 @@ func New(ctx context.Context, client API, opts *Options) (*Store, error) {
 		client:   client,
 		opts:     o,
 		log:      log,
-		margin:   min(o.Lease/10, time.Second),
+		margin:   clocklease.Margin(o.Lease),
 		urls:     map[string]string{},
 		batchers: map[string]*queueBatchers{},
 	}, nil
@@ -601,20 +602,9 @@ func settle[T any](b []*entry[T], err error, op string, results func() ([]string
 	}
 }
 
-// lease is the content of Record.Lease: when the visibility timeout ends,
-// by the local clock, and the receipt handle.
-func encodeLease(deadline time.Time, handle string) string {
-	return strconv.FormatInt(deadline.UnixNano(), 10) + ":" + handle
-}
-
-func decodeLease(l string) (time.Time, string, error) {
-	d, h, ok := strings.Cut(l, ":")
-	ns, err := strconv.ParseInt(d, 10, 64)
-	if !ok || err != nil || h == "" {
-		return time.Time{}, "", fmt.Errorf("sqs: malformed lease %q", l)
-	}
-	return time.Unix(0, ns), h, nil
-}
+// leases is the content of Record.Lease: when the visibility timeout
+// ends, by the local clock, a colon, and the receipt handle.
+var leases = clocklease.Codec{Prefix: "sqs", Sep: ":", Expired: "visibility timeout ended"}
 
 // receiveAttrs asks ReceiveMessage for every system attribute. The
 // deprecated AttributeNames parameter is sent too: SQS honours both, and
@@ -672,7 +662,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		})
 		if err != nil {
 			for _, r := range out {
-				_, h, _ := decodeLease(r.Lease)
+				_, h, _ := leases.Decode(r.Lease)
 				held = append(held, h)
 			}
 			s.releaseHeld(ctx, qurl, held)
@@ -738,7 +728,7 @@ func (s *Store) record(destination, qname string, msg types.Message, deadline ti
 		Destination: destination,
 		Message:     m,
 		Deliveries:  m.DeliveryAttempt,
-		Lease:       encodeLease(deadline, aws.ToString(msg.ReceiptHandle)),
+		Lease:       leases.Encode(deadline, aws.ToString(msg.ReceiptHandle)),
 	}
 	if env, err := envelope.Decode(body); err == nil {
 		rec.Envelope = env
@@ -769,16 +759,8 @@ func (s *Store) lease(ctx context.Context, r *broker.Record, op string) (qurl, h
 	if s.closed.Load() {
 		return "", "", broker.ErrClosed
 	}
-	if r == nil {
-		return "", "", fmt.Errorf("sqs: %s: nil record", op)
-	}
-	deadline, handle, err := decodeLease(r.Lease)
-	if err != nil {
+	if handle, err = leases.Check(r, op, s.margin); err != nil {
 		return "", "", err
-	}
-	if left := time.Until(deadline); left < s.margin {
-		return "", "", fmt.Errorf("sqs: %s %s: visibility timeout ended %v ago (another consumer may hold it): %w",
-			op, r.ID, (-left).Round(time.Millisecond), broker.ErrLeaseLost)
 	}
 	qurl, err = s.QueueURL(ctx, r.Destination)
 	return qurl, handle, err
