@@ -9,6 +9,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/redisstream"
+	"github.com/geodlq/geodlq/internal/testenv"
 )
 
 type harness struct {
@@ -25,7 +26,7 @@ func (h *harness) MakeStore(ctx context.Context) (brokertest.Store, error) { ret
 // Reopen connects a new client and joins the group under a new consumer
 // name, as another process would.
 func (h *harness) Reopen(context.Context) (brokertest.Store, error) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr(h.t)})
+	c := redis.NewClient(&redis.Options{Addr: testenv.Redis(h.t)})
 	o := opts
 	o.Prefix = h.prefix
 	s, err := redisstream.New(c, &o)

@@ -1,0 +1,55 @@
+// Package redistest gives geodlq's Redis integration tests a client on the
+// test server ([testenv.Redis]) and a key prefix of their own, whose keys
+// are deleted when the test ends. It is for tests only.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/internal/testenv"
+)
+
+// Client connects to the test Redis (testenv.Redis: skipped, or failed
+// under GEODLQ_REQUIRE_SERVICES, when the server is unreachable); the
+// client is closed when the test ends.
+func Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: testenv.Redis(tb)})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Prefix returns a key prefix no other run uses,
+// "geodlqtest:<kind>:<UTC time>:<12 hex digits>", and deletes every key
+// that starts with it when the test ends.
+func Prefix(tb testing.TB, kind string) string {
+	tb.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p := "geodlqtest:" + kind + ":" + time.Now().UTC().Format("20060102T150405") + ":" + hex.EncodeToString(b[:])
+	addr := testenv.Redis(tb)
+	tb.Cleanup(func() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		require.NoError(tb, iter.Err())
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			require.NoError(tb, c.Del(ctx, keys[:n]...).Err())
+			keys = keys[n:]
+		}
+	})
+	return p
+}
