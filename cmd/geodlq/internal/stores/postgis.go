@@ -68,34 +68,16 @@ func (s pgStore) Destinations(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ds []string
-	for _, c := range counts {
-		if !slices.Contains(ds, c.Destination) {
-			ds = append(ds, c.Destination)
-		}
-	}
-	slices.Sort(ds)
-	return ds, nil
+	return destinationsOf(counts, func(c postgis.Count) string { return c.Destination }), nil
 }
 
 // Scan implements [Lister] with the store's List, 500 rows a page.
 func (s pgStore) Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error {
-	var after int64
-	for {
-		es, err := s.List(ctx, dest, f, &postgis.ListOptions{IncludeReplayed: replayed, AfterID: after, Limit: 500})
-		if err != nil {
-			return err
-		}
-		for _, e := range es {
-			if err := fn(Entry{Record: e.Record, Status: e.Status, PublishedAt: e.PublishedAt, ReplayedAt: e.ReplayedAt}); err != nil {
-				return err
-			}
-			after, _ = strconv.ParseInt(e.Record.ID, 10, 64)
-		}
-		if len(es) < 500 {
-			return nil
-		}
-	}
+	return scanByID(func(after int64, limit int) ([]postgis.Entry, error) {
+		return s.List(ctx, dest, f, &postgis.ListOptions{IncludeReplayed: replayed, AfterID: after, Limit: limit})
+	}, func(e postgis.Entry) Entry {
+		return Entry{Record: e.Record, Status: e.Status, PublishedAt: e.PublishedAt, ReplayedAt: e.ReplayedAt}
+	}, fn)
 }
 
 // Purge deletes in one transaction that first takes a SHARE ROW EXCLUSIVE

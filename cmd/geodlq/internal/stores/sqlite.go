@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -62,38 +60,20 @@ func (s sqliteStore) Destinations(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ds []string
-	for _, c := range counts {
-		if !slices.Contains(ds, c.Destination) {
-			ds = append(ds, c.Destination)
-		}
-	}
-	slices.Sort(ds)
-	return ds, nil
+	return destinationsOf(counts, func(c sqlite.Count) string { return c.Destination }), nil
 }
 
 // Scan implements [Lister] with the store's List, 500 rows a page.
 func (s sqliteStore) Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error {
-	var after int64
-	for {
-		es, err := s.List(ctx, dest, f, sqlite.ListOptions{IncludeReplayed: replayed, AfterID: after, Limit: 500})
-		if err != nil {
-			return err
+	return scanByID(func(after int64, limit int) ([]sqlite.Entry, error) {
+		return s.List(ctx, dest, f, sqlite.ListOptions{IncludeReplayed: replayed, AfterID: after, Limit: limit})
+	}, func(e sqlite.Entry) Entry {
+		st := StatusPending
+		if !e.ReplayedAt.IsZero() {
+			st = StatusReplayed
 		}
-		for _, e := range es {
-			st := StatusPending
-			if !e.ReplayedAt.IsZero() {
-				st = StatusReplayed
-			}
-			if err := fn(Entry{Record: e.Record, Status: st, PublishedAt: e.PublishedAt, ReplayedAt: e.ReplayedAt}); err != nil {
-				return err
-			}
-			after, _ = strconv.ParseInt(e.Record.ID, 10, 64)
-		}
-		if len(es) < 500 {
-			return nil
-		}
-	}
+		return Entry{Record: e.Record, Status: st, PublishedAt: e.PublishedAt, ReplayedAt: e.ReplayedAt}
+	}, fn)
 }
 
 // Purge implements [Purger] with sqlite.Store.Purge.

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,46 @@ type Lister interface {
 	// set. A non-zero f matches envelopes only. An error from fn stops the
 	// scan and is returned.
 	Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error
+}
+
+// scanPage is how many rows the SQL stores' [Lister.Scan] reads at a time.
+const scanPage = 500
+
+// scanByID is [Lister.Scan] over a SQL store whose record ids are
+// increasing integers: it calls list for pages of scanPage rows after the
+// last id seen, and fn with each row as entry makes it, until a page comes
+// back short.
+func scanByID[R any](list func(afterID int64, limit int) ([]R, error), entry func(R) Entry, fn func(Entry) error) error {
+	var after int64
+	for {
+		rows, err := list(after, scanPage)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			e := entry(r)
+			if err := fn(e); err != nil {
+				return err
+			}
+			after, _ = strconv.ParseInt(e.Record.ID, 10, 64)
+		}
+		if len(rows) < scanPage {
+			return nil
+		}
+	}
+}
+
+// destinationsOf returns the distinct destinations of a store's stats
+// rows, sorted: [Lister.Destinations] for the SQL stores.
+func destinationsOf[C any](counts []C, dest func(C) string) []string {
+	var ds []string
+	for _, c := range counts {
+		if d := dest(c); !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	slices.Sort(ds)
+	return ds
 }
 
 // PurgeRequest selects the records a [Purger] deletes.

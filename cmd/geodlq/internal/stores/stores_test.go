@@ -3,6 +3,7 @@ package stores
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,4 +57,45 @@ func TestOpenErrors(t *testing.T) {
 	require.Contains(t, Schemes(), "postgres")
 	require.Equal(t, "postgres://u:xxxxx@h/db", Redact("postgres://u:secret@h/db"))
 	require.Equal(t, "sqlite://./a.db", Redact("sqlite://./a.db"))
+}
+
+// TestScanByID: pages of scanPage rows after the last id, until a short
+// page; an error from fn or from list stops the scan.
+func TestScanByID(t *testing.T) {
+	const total = 2*scanPage + 7
+	var calls []int64
+	list := func(after int64, limit int) ([]int64, error) {
+		calls = append(calls, after)
+		var ids []int64
+		for id := after + 1; id <= total && len(ids) < limit; id++ {
+			ids = append(ids, id)
+		}
+		return ids, nil
+	}
+	entry := func(id int64) Entry {
+		return Entry{Record: &broker.Record{ID: strconv.FormatInt(id, 10)}}
+	}
+	var seen int
+	require.NoError(t, scanByID(list, entry, func(Entry) error { seen++; return nil }))
+	require.Equal(t, total, seen)
+	require.Equal(t, []int64{0, scanPage, 2 * scanPage}, calls)
+
+	calls, seen = nil, 0
+	stop := errors.New("stop")
+	err := scanByID(list, entry, func(Entry) error {
+		if seen++; seen == 3 {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, []int64{0}, calls)
+
+	failed := errors.New("list failed")
+	require.ErrorIs(t, scanByID(func(int64, int) ([]int64, error) { return nil, failed }, entry, func(Entry) error { return nil }), failed)
+}
+
+func TestDestinationsOf(t *testing.T) {
+	require.Nil(t, destinationsOf([]string(nil), func(s string) string { return s }))
+	require.Equal(t, []string{"a", "b", "c"}, destinationsOf([]string{"c", "a", "c", "b", "a"}, func(s string) string { return s }))
 }
