@@ -9,6 +9,60 @@
 //	src, _ := kgo.NewClient(append(kafka.ConsumerOpts("spatial-app", "spatial.events"), kgo.SeedBrokers("kafka:9092"))...)
 //	err := kafka.Consume(ctx, src, proc, handler, nil)
 //
+// # Guarantees
+//
+// What a [Store] (dead-letter topics) and [Consume] (source topics)
+// promise; the sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    Per key. A dead-letter record keeps the source record's key, so
+//	            with a key-hashing partitioner (kgo's default) an entity's
+//	            records share a partition of the dead-letter topic, in publish
+//	            order. Fetch: offset order within a partition, dlq-published-at
+//	            (else the record timestamp) across partitions. Consume: one
+//	            record at a time per partition, in offset order.
+//	Durability  Publish returns once every in-sync replica has the record
+//	            (acks=all): New refuses a client without acks=all and the
+//	            idempotent producer, or a transactional one. Consume commits a
+//	            source offset only after the handler succeeded or the
+//	            dead-letter Publish returned nil.
+//	Redelivery  Replay leases through a consumer group ("geodlq-replay.<topic>"):
+//	            one member per partition. A Store that holds a lease past
+//	            LeaseTTL (5 min), or leaves a topic untouched that long, leaves
+//	            its group: its leases are lost (ErrLeaseLost) and the records go
+//	            to another member. A crashed process is evicted after
+//	            session.timeout.ms (kgo: 45 s). The committed offset is the
+//	            oldest unacknowledged record, so a crash redelivers every
+//	            unacknowledged record. Consume re-reads a partition from a
+//	            record that was not acknowledged.
+//	Size limit  Envelope (record value) at most Store.MaxMessageBytes: by default
+//	            min(1048588, the client's ProducerBatchMaxBytes) - HeaderBudget
+//	            (8 KiB) - RecordOverhead (1 KiB) = 1,039,372 bytes with
+//	            ProducerOpts, 990,796 with kgo's default batch size; set with
+//	            Options.MaxMessageBytes. Over it: *broker.TooLargeError before
+//	            anything is produced; a record the client or broker refuses as
+//	            too large maps to the same error. Never truncated.
+//	Headers     The message's headers (on a dead-letter write, broker.Headers:
+//	            idempotency-key, dlq-event-id, dlq-class, dlq-stage,
+//	            dlq-destination, dlq-schema, dlq-epsg when known), plus
+//	            dlq-original-topic, -partition, -offset, -timestamp (decimal text,
+//	            from the envelope's source) and dlq-published-at. Budget:
+//	            Options.HeaderBudget (8 KiB, at least 256) of key and value bytes,
+//	            filled in that priority order, then other dlq-* headers, then the
+//	            rest; a header that does not fit is left out whole and counted in
+//	            dlq-headers-dropped.
+//	Body        The dlq.v1 envelope, byte for byte, as the record value.
+//	Attempts    Kafka keeps no delivery count: Consume starts the Processor's
+//	            attempts at 1 on every consumption, and Record.Deliveries is 0.
+//	Duplicates  The idempotent producer never duplicates a record within a
+//	            session, but a Publish whose context ends after sending may still
+//	            write, and a retry then writes again: the topic does not
+//	            deduplicate; the envelope's idempotency key makes the copy
+//	            harmless. Replay is at least once: acknowledged offsets past the
+//	            committed one are kept in 3 KiB of commit metadata, and any beyond
+//	            that are redelivered.
+//
 // # Dead-letter topics and records
 //
 // Events of source topic T go to "T.retry.dlt" (replayable: transient,
