@@ -3,6 +3,49 @@
 // [broker.Publisher], a [broker.Limiter] and a [broker.DeadLetterSource],
 // and passes broker/brokertest like every other adapter.
 //
+// # Guarantees
+//
+// The sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    Fetch returns the oldest rows (lowest id, a bigserial) first, so
+//	            records one publisher wrote in sequence, with the same key or
+//	            not, come back in that order.
+//	Durability  A write is one INSERT, committed on its own: Publish returns once
+//	            PostgreSQL committed it, as durable as synchronous_commit makes
+//	            commits ("on", the default, waits for the WAL flush and any
+//	            synchronous standbys). PublishBatch: one transaction, all or none.
+//	Redelivery  Fetch leases rows with SELECT ... FOR UPDATE SKIP LOCKED and
+//	            lease_until = now() + LeaseTTL (30 s) on the database's clock.
+//	            A replayer that crashes loses nothing: its rows are fetchable
+//	            again once lease_until passes. Ack and Release check the lease
+//	            token: they work after lease_until until another Fetch takes the
+//	            row, then fail with ErrLeaseLost.
+//	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default
+//	            (DefaultMaxMessageBytes; the row holds the body twice, keep it
+//	            well under PostgreSQL's 1 GB field limit). Over it:
+//	            *broker.TooLargeError and nothing is stored. Never truncated.
+//	Headers     Every header of the message (on a dead-letter write,
+//	            broker.Headers: idempotency-key, dlq-event-id, dlq-class,
+//	            dlq-stage, dlq-destination, dlq-schema, dlq-epsg when known) in
+//	            the jsonb column headers; a key or value that is not clean text
+//	            (invalid UTF-8, NUL) goes base64 in binary_headers, so all come
+//	            back byte for byte. No budget. The key is the bytea msg_key.
+//	Body        The dlq.v1 envelope, byte for byte, in the bytea column body
+//	            (replay restores from it); again as jsonb in envelope (NULL when
+//	            jsonb refuses it), with triage columns and the geom and location
+//	            geometries.
+//	Attempts    The deliveries column, incremented by every Fetch that leases
+//	            the row: Record.Deliveries and Message.DeliveryAttempt.
+//	Duplicates  At most one pending or leased row per destination and
+//	            idempotency key (a unique partial index; a body that is not an
+//	            envelope is keyed by its idempotency-key header, when it has
+//	            one): a second write is a no-op that succeeds and is counted on
+//	            the row (duplicates). One that arrives while the row is leased
+//	            makes Ack fail with ErrDeadLetteredAgain (wrapping ErrLeaseLost)
+//	            and returns the row to pending. A replayed row frees its key.
+//
 // Each dead-lettered message is one row: the body byte for byte (bytea —
 // the envelope's exact encoding, which replay restores from; jsonb would
 // not keep the bytes), the envelope again as jsonb for ad-hoc queries,
