@@ -3,6 +3,47 @@
 // [broker.DeadLetterSource] and [broker.Limiter] over the client you give
 // it. It passes broker/brokertest like every other adapter.
 //
+// # Guarantees
+//
+// The sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    A destination's entries are totally ordered by stream id; Fetch
+//	            returns the oldest available first (expired or released pending
+//	            entries, then new ones), so one replayer sees a key's records in
+//	            publish order. Concurrent replayers interleave.
+//	Durability  Publish returns once the entry is in the primary's memory (XADD).
+//	            What survives a crash is what persistence keeps: appendfsync
+//	            always loses nothing acknowledged; everysec, about a second; RDB
+//	            or none, up to everything. Options.WaitReplicas (WAIT) and
+//	            WaitAOF (WAITAOF, Redis 7.2+) make Publish wait, or fail with
+//	            ErrDurabilityUnconfirmed (the entry is written). Off by default.
+//	Redelivery  A lease is an entry in the consumer group's pending entries list
+//	            (PEL). Fetch takes over entries idle for LeaseTTL (30 s, on the
+//	            Redis server's clock; XAUTOCLAIM), so a crashed or stalled
+//	            replayer's entries come back. Ack and Release check consumer and
+//	            delivery count in Lua: a stale holder gets ErrLeaseLost; a holder
+//	            whose lease expired but was not taken over may still settle.
+//	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default
+//	            (DefaultMaxMessageBytes). Over it: *broker.TooLargeError before
+//	            anything is written. Never truncated, never trimmed (no MAXLEN or
+//	            MINID); with Options.MaxEntries a full stream refuses the write
+//	            with *StoreFullError (ErrStoreFull).
+//	Headers     One field "h:<name>" per header of the message, exact (on a
+//	            dead-letter write, broker.Headers: idempotency-key, dlq-event-id,
+//	            dlq-class, dlq-stage, dlq-destination, dlq-schema, dlq-epsg when
+//	            known). No budget. The key is the field "key"; an envelope adds
+//	            index fields (class, stage, epsg, event_id, dlq_at_s, dlq_at_ns,
+//	            loc_x, loc_y) that filters read inside Redis.
+//	Body        The dlq.v1 envelope, exact bytes, in the field "body".
+//	Attempts    The PEL's delivery count, this delivery included:
+//	            Record.Deliveries and Message.DeliveryAttempt.
+//	Duplicates  Not deduplicated. A Publish whose reply was lost may have
+//	            written, and go-redis's retries can write twice; a lost Ack
+//	            brings the entry back. Either way the copy carries the same
+//	            idempotency key, and replay's claims make it a no-op.
+//
 // # Layout
 //
 // Each destination is one stream, "<Prefix>:<destination>" (default
