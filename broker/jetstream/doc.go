@@ -4,6 +4,56 @@
 // wires a stream's pull consumer, its max_deliver and the server's
 // MAX_DELIVERIES advisory into a [broker.Processor].
 //
+// # Guarantees
+//
+// What a [Store] (dead-letter subjects) and a [Consumer] (source stream)
+// promise; the sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    Stream order, which is publish order; a released or expired
+//	            record is redelivered before newer ones.
+//	Durability  Publish returns once the stream acknowledged the message
+//	            (PubAck), stored per its storage and replicas: file storage and
+//	            1 replica by default, which nats-server fsyncs every
+//	            sync_interval (2 min by default; use sync_interval: always, or
+//	            replicas, if a machine crash must not lose an acknowledged
+//	            write). A stream New creates has work-queue retention, no
+//	            limits and discard "new": a full stream refuses writes rather
+//	            than drop records.
+//	Redelivery  A lease is the durable pull consumer's ack wait (AckWait, 30 s;
+//	            max_deliver unlimited): a record not acknowledged is redelivered
+//	            once it passes, whether its holder crashed or is slow. The store
+//	            refuses Ack and Release, with ErrLeaseLost, Store.Lease (AckWait
+//	            less a tenth, the cut at most 5 s: 27 s) after the Fetch that
+//	            returned the record began, and a lease this handle settled.
+//	Size limit  Body at most the server's max_payload (the connection's
+//	            MaxPayload, 1 MiB by default) or the stream's max_msg_size if
+//	            smaller, less Options.HeaderBytes (4096): 1,044,480 bytes by
+//	            default; Options.MaxMessageBytes may lower it. A larger body, or
+//	            one whose encoded headers push the message past max_payload:
+//	            *broker.TooLargeError before anything is sent (a server refusal
+//	            maps to it too). Never truncated.
+//	Headers     Every header of the message as a NATS header (on a dead-letter
+//	            write, broker.Headers: idempotency-key, dlq-event-id, dlq-class,
+//	            dlq-stage, dlq-destination, dlq-schema, dlq-epsg when known); one
+//	            NATS cannot carry (empty name, ':' or whitespace in the name, a
+//	            line break) is refused with an error, not mangled. Added:
+//	            Geodlq-Key (the key, base64) and, when the message has an
+//	            idempotency key, Nats-Msg-Id. Budget: HeaderBytes is reserved
+//	            for them; body and headers together must fit max_payload.
+//	Body        The dlq.v1 envelope, stored exactly as the message data.
+//	Attempts    The server's NumDelivered: Record.Deliveries and
+//	            Message.DeliveryAttempt, and where a Consumer's Processor starts
+//	            counting. After max_deliver, the MAX_DELIVERIES advisory's count.
+//	            A filtered Fetch's pass-overs count as deliveries.
+//	Duplicates  Publish sets Nats-Msg-Id (MsgID: destination, idempotency key,
+//	            source position or dlq-replay-of), so a retried write within the
+//	            duplicate window (2 min) is absorbed; when the original was
+//	            already acknowledged and deleted, the new failure is stored under
+//	            a chained id. Past the window a retry is a duplicate, which the
+//	            idempotency key makes harmless.
+//
 // # Layout
 //
 // Every destination lives in one stream (Options.Stream, default "GEODLQ"),
@@ -62,9 +112,10 @@
 // for as well, so the next Fetch sees the record again. nats-server 2.9
 // accepts a late ack of a record it already redelivered, so the store
 // enforces the lease itself: Ack and Release refuse, with
-// [broker.ErrLeaseLost], a record fetched more than [Store.Lease] ago
-// (AckWait less a tenth, at most 5s: the margin covers the ack's trip to
-// the server), and a lease this handle already settled. A lease is a
+// [broker.ErrLeaseLost], a record once [Store.Lease] has passed since the
+// Fetch that returned it began (AckWait less a tenth, the cut at most 5s:
+// the margin covers the ack's trip to the server), and a lease this handle
+// already settled. A lease is a
 // JetStream ack subject, so another handle of the same replayer may settle
 // it; a second settlement through another handle is not detected.
 //
