@@ -7,6 +7,47 @@
 // [Consumer] that acknowledges a delivery only after its dead-letter
 // write was confirmed.
 //
+// # Guarantees
+//
+// What a [Store] (dead-letter queues) and a [Consumer] (source queue)
+// promise; the sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    A queue delivers in publish order; a released or expired record
+//	            is requeued at its original position on classic queues.
+//	Durability  Publish sends persistent (delivery mode 2) and mandatory on a
+//	            channel in confirm mode, and returns once the broker confirmed:
+//	            for a durable classic queue, written to disk; for a quorum
+//	            queue, on a majority of replicas. Unroutable: ErrUnroutable;
+//	            nacked: ErrNacked. A Consumer acks a source delivery only after
+//	            the handler succeeded or the dead-letter publish was confirmed.
+//	Redelivery  A lease is an unacknowledged basic.get delivery on the handle's
+//	            channel. A crash closes the channel and the broker requeues it
+//	            at once; a hung replayer's lease is requeued by the store after
+//	            Options.LeaseTTL (30 min, RabbitMQ's consumer_timeout). Only the
+//	            fetching handle can settle it; an ended lease: ErrLeaseLost.
+//	Size limit  Body at most Options.MaxMessageBytes, 128 MiB by default
+//	            (DefaultMaxMessageBytes, RabbitMQ's max_message_size; lower it to
+//	            match the server's). Over it: *broker.TooLargeError before
+//	            publishing; a body the server refuses as too large fails with
+//	            one too. Never truncated.
+//	Headers     Every header of the message as a string AMQP header (on a
+//	            dead-letter write, broker.Headers: idempotency-key,
+//	            dlq-event-id, dlq-class, dlq-stage, dlq-destination, dlq-schema,
+//	            dlq-epsg when known), plus x-geodlq-key (the key, a byte array).
+//	            No budget of the store's own. Properties: a fresh message_id
+//	            (Record.ID) and the publish timestamp.
+//	Body        The dlq.v1 envelope, published exactly.
+//	Attempts    Store: a quorum queue's x-delivery-count + 1; 0 on classic
+//	            queues, which do not count. Consumer: DeliveryAttempt, 1 + the
+//	            x-death rejected and delivery_limit counts + x-delivery-count
+//	            (classic queues: + 1 when redelivered, a lower bound).
+//	Duplicates  Not deduplicated: a Publish whose confirm did not arrive in
+//	            time may still be stored, and its retry is a second message with
+//	            another message_id. The envelope's idempotency key makes the
+//	            copy harmless.
+//
 // # Topology
 //
 // The store publishes to one durable direct exchange (Options.Exchange,
