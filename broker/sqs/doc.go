@@ -7,6 +7,53 @@
 //
 //	import geosqs "github.com/geodlq/geodlq/broker/sqs"
 //
+// # Guarantees
+//
+// What a [Store] (dead-letter queues) and a [Consumer] (source queue)
+// promise; the sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    Standard queues: best effort. FIFO queues: the order of a message
+//	            group (GroupID: the source's MessageGroupId, else the key or its
+//	            SHA-256, else "geodlq"); a Consumer processes one FIFO group's
+//	            messages one after another.
+//	Durability  Publish returns once SendMessage (or the SendMessageBatch entry)
+//	            succeeded; SQS stores messages redundantly before it answers. SQS
+//	            deletes them after MessageRetentionPeriod (4 days by default;
+//	            queues CreateQueues makes: 14 days, the maximum). A Consumer
+//	            deletes a source message only after the handler succeeded or
+//	            the dead-letter Publish returned nil.
+//	Redelivery  A lease is the visibility timeout: Options.Lease (30 s; whole
+//	            seconds, 1 s to 12 h). A crashed replayer's messages reappear
+//	            when it ends. Ack and Release refuse, with ErrLeaseLost and
+//	            without calling SQS, a lease with less than a tenth of it (at
+//	            most 1 s) left by the local clock; a receipt handle SQS rejects
+//	            maps to ErrLeaseLost too.
+//	Size limit  Options.MaxMessageBytes, the queue's MaximumMessageSize: 256 KiB
+//	            by default (DefaultMaxMessageBytes), at most 1 MiB; counted as
+//	            SQS counts, body plus every attribute's name, type and value.
+//	            The body (as sent) may use MaxMessageBytes - AttributeBudget
+//	            (4 KiB): 258,048 bytes by default, what Store.MaxMessageBytes
+//	            reports. Over either: *broker.TooLargeError. Never truncated.
+//	Attributes  Every header of the message as a String message attribute (on
+//	            a dead-letter write, broker.Headers: idempotency-key,
+//	            dlq-event-id, dlq-class, dlq-stage, dlq-destination, dlq-schema,
+//	            dlq-epsg when known), plus geodlq-key (the key, base64) and
+//	            geodlq-body-encoding when the body is base64. When that would
+//	            exceed SQS's 10 attributes, or a name or value SQS refuses (or an
+//	            empty value) is among them, all headers travel as one JSON
+//	            attribute, geodlq-headers. Budget: AttributeBudget (4 KiB).
+//	Body        The dlq.v1 envelope, exactly; base64 (geodlq-body-encoding)
+//	            when it holds characters SQS refuses, decoded on receipt.
+//	Attempts    ApproximateReceiveCount: Record.Deliveries, and where a
+//	            Consumer's Processor starts counting attempts.
+//	Duplicates  Standard queues: not deduplicated (a retried Publish is a second
+//	            message). FIFO queues: MessageDeduplicationId, the source's (or a
+//	            hash of the source position), so a write repeated within SQS's
+//	            5-minute interval leaves one record. The envelope's idempotency
+//	            key makes any copy harmless.
+//
 // # Dead-letter store
 //
 // [Store] is a broker.Publisher, broker.Limiter and broker.DeadLetterSource
@@ -20,7 +67,9 @@
 //   - Body: the exact envelope bytes. A body with characters SQS refuses
 //     (invalid UTF-8, control characters other than tab, CR and LF,
 //     U+FFFE/U+FFFF) travels base64-encoded and is decoded on receipt
-//     ([AttrBodyEncoding]); dlq.v1 envelopes never need it.
+//     ([AttrBodyEncoding]); a dlq.v1 envelope needs it only when it holds
+//     U+FFFE or U+FFFF, which JSON allows (a payload embedded verbatim may
+//     carry them).
 //   - Headers become String message attributes; when they would exceed
 //     SQS's 10 attributes, or a name or value SQS refuses is among them,
 //     they travel as one JSON attribute ([AttrHeaders]). The ordering key
