@@ -49,10 +49,10 @@
 //	Attempts    ApproximateReceiveCount: Record.Deliveries, and where a
 //	            Consumer's Processor starts counting attempts.
 //	Duplicates  Standard queues: not deduplicated (a retried Publish is a second
-//	            message). FIFO queues: MessageDeduplicationId, the source's (or a
-//	            hash of the source position), so a write repeated within SQS's
-//	            5-minute interval leaves one record. The envelope's idempotency
-//	            key makes any copy harmless.
+//	            message). FIFO queues: MessageDeduplicationId (DeduplicationID:
+//	            the source's, else a hash of the source position or the body),
+//	            so a write repeated within SQS's 5-minute interval leaves one
+//	            record. The envelope's idempotency key makes any copy harmless.
 //
 // # Dead-letter store
 //
