@@ -5,6 +5,53 @@
 //
 //	import geopubsub "github.com/geodlq/geodlq/broker/pubsub"
 //
+// # Guarantees
+//
+// What a [Store] (dead-letter topics) and a [Consumer] (source
+// subscription) promise; the sections below give the details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    None across pulls: the store publishes without an ordering key,
+//	            so Pub/Sub's message ordering does not apply. Fetch sorts the
+//	            messages of each Pull (up to 100) by publish time; a Fetch may
+//	            pull several times.
+//	Durability  Publish returns once Pub/Sub acknowledged the publish. Pub/Sub
+//	            keeps a message only for subscriptions that exist then, so
+//	            Publish refuses a topic without one with *NoSubscriptionError
+//	            (checked until a Store's first write there succeeds;
+//	            Options.CreateTopics creates topic and subscription instead). A
+//	            Consumer acks a source message only after the handler succeeded
+//	            or the dead-letter Publish returned nil.
+//	Redelivery  A lease is the ack deadline: Fetch sets Options.Lease (60 s;
+//	            whole seconds, 1 s to 600 s) with ModifyAckDeadline right after
+//	            Pull. A crashed replayer's messages are redelivered once it
+//	            passes. Ack and Release refuse, with ErrLeaseLost and without
+//	            calling Pub/Sub, an ack id with less than a tenth of the lease
+//	            (at most 1 s) left by the local clock; with exactly-once
+//	            delivery, Pub/Sub's rejection maps to ErrLeaseLost too.
+//	Size limit  Options.MaxMessageBytes: 10,000,000 bytes (Pub/Sub's 10 MB) of
+//	            data, attribute keys and values by default. The data may use
+//	            MaxMessageBytes - AttributeBudget (64 KiB): 9,934,464 bytes by
+//	            default, what Store.MaxMessageBytes reports. Over either:
+//	            *broker.TooLargeError. Never truncated.
+//	Attributes  Every header of the message as an attribute (on a dead-letter
+//	            write, broker.Headers: idempotency-key, dlq-event-id, dlq-class,
+//	            dlq-stage, dlq-destination, dlq-schema, dlq-epsg when known),
+//	            plus geodlq-key (the key, base64). When they break Pub/Sub's
+//	            rules (100 attributes, 256-byte keys, 1024-byte values, no "goog"
+//	            prefix, UTF-8) all headers travel as one JSON attribute,
+//	            geodlq-headers; if that exceeds 1024 bytes Publish fails with an
+//	            error. Budget: AttributeBudget (64 KiB).
+//	Body        The dlq.v1 envelope, byte for byte, as the message data.
+//	Attempts    The delivery attempt, which Pub/Sub reports only on
+//	            subscriptions with a dead-letter policy (0 otherwise, and the
+//	            Processor starts at 1): Record.Deliveries, and where a
+//	            Consumer's Processor starts counting.
+//	Duplicates  Not deduplicated: Pub/Sub delivers at least once, and a publish
+//	            retried after an error may be stored twice. The envelope's
+//	            idempotency key makes any copy harmless.
+//
 // # Dead-letter store
 //
 // [Store] is a broker.Publisher, broker.Limiter and broker.DeadLetterSource
@@ -41,8 +88,10 @@
 //     ends (so matches behind them are reached, not starved) and then
 //     nacked at once; never acknowledged. One scan looks at up to
 //     Options.FilterScanLimit messages and stops after half the lease.
-//   - Ordering: records are sorted by publish time within one Fetch;
-//     across pulls Pub/Sub orders nothing unless message ordering is on.
+//   - Ordering: the messages of each Pull (up to 100; a Fetch may pull
+//     several times) are sorted by publish time. Across pulls nothing is
+//     ordered: the store publishes without an ordering key, so a
+//     subscription's message ordering does not apply to its records.
 //   - Provenance: a message that Pub/Sub's own dead-letter policy forwarded
 //     carries CloudPubSubDeadLetterSource* attributes; [SourceOf] maps them
 //     (source subscription, delivery count, original publish time) into the
