@@ -12,6 +12,58 @@
 // service's size accounting have not been exercised. Try it on a
 // non-production namespace first.
 //
+// # Guarantees
+//
+// What a [Store] (a queue or a dead-letter sub-queue), a [DeadLetterer]
+// (native dead-lettering) and a [Consumer] (source queue) promise, as
+// implemented against the SDK's interfaces; the sections below give the
+// details.
+//
+//	Property    Guarantee
+//	----------  ------------------------------------------------------------------
+//	Ordering    Fetch returns messages as Service Bus delivers them, by sequence
+//	            number (Record.ID); the store uses no sessions, without which
+//	            Service Bus does not guarantee FIFO. An abandoned message comes
+//	            back.
+//	Durability  Store: Publish returns once SendMessage succeeded. DeadLetterer:
+//	            once DeadLetterMessage succeeded. A Consumer settles a source
+//	            message (completes it, or the DeadLetterer moved it) only after
+//	            the handler succeeded or the envelope was written; otherwise it
+//	            abandons it.
+//	Redelivery  A lease is the message lock, the queue's LockDuration (Service
+//	            Bus's default 60 s; QueueConfig derives one). A crashed
+//	            replayer's messages come back when their locks expire, with
+//	            DeliveryCount incremented; after a queue's MaxDeliveryCount
+//	            Service Bus moves them to $DeadLetterQueue (sub-queues have
+//	            none). A lost lock (CodeLockLost), or a record not leased
+//	            through this Store, gives ErrLeaseLost.
+//	Size limit  Options.MaxMessageBytes: 256 KiB by default (Standard tier;
+//	            Premium allows more), body and properties together. Store: the
+//	            body may use MaxMessageBytes - AttributeBudget (8 KiB): 253,952
+//	            bytes by default. DeadLetterer (DeadLettererOptions, same
+//	            defaults): the envelope shares the message with the original
+//	            body, so it reports half that (126,976) and refuses a total of
+//	            body, envelope and properties over MaxMessageBytes. Over:
+//	            *broker.TooLargeError. Never truncated.
+//	Properties  Every header of the message as a string application property (on
+//	            a dead-letter write, broker.Headers: idempotency-key,
+//	            dlq-event-id, dlq-class, dlq-stage, dlq-destination, dlq-schema,
+//	            dlq-epsg when known), plus geodlq-key (the key, base64); Subject
+//	            is dlq-class. DeadLetterer: also geodlq-envelope, with
+//	            DeadLetterReason "<class>/<stage>" and DeadLetterErrorDescription
+//	            the error message (at most 4,096 bytes). Budget: AttributeBudget
+//	            (8 KiB).
+//	Body        Store: the dlq.v1 envelope, exactly. DeadLetterer: the original
+//	            payload, untouched; the envelope is in geodlq-envelope, and a
+//	            sub-queue record's Message.Body is that envelope.
+//	Attempts    DeliveryCount: Record.Deliveries, and where a Consumer's
+//	            Processor starts counting. Every Fetch that locks a message
+//	            counts, filtered pass-overs included.
+//	Duplicates  Not deduplicated by the store (it sets no MessageID for Service
+//	            Bus duplicate detection): a send repeated after an error can
+//	            store a second message. The envelope's idempotency key makes the
+//	            copy harmless.
+//
 // # Consumer and native dead-lettering
 //
 // [Consumer] receives from a source queue (PeekLock) and runs a
@@ -28,7 +80,8 @@
 //     envelope in [PropEnvelope]. The body is left as it was: Service Bus
 //     does not let a dead-lettering change it. The envelope therefore shares
 //     the message size with the original body (the DeadLetterer reports half
-//     the limit to the envelope builder, and refuses what still does not fit).
+//     of the limit less the property budget to the envelope builder, and
+//     refuses what still does not fit).
 //
 // Or give the processor a [Store] to send the envelope, as the body of a new
 // message, to a separate queue, after which the source is completed. If
@@ -63,8 +116,9 @@
 //     match), so a queue used as a dead-letter store needs a MaxDeliveryCount
 //     far above the number of scans, or Service Bus dead-letters its records.
 //     Sub-queues have no MaxDeliveryCount.
-//   - Ordering: a queue is FIFO by sequence number; Record.ID is the
-//     sequence number.
+//   - Ordering: messages come in the order Service Bus delivers them, by
+//     sequence number; without sessions, which the store does not use,
+//     Service Bus does not guarantee FIFO. Record.ID is the sequence number.
 //
 // # Queue settings
 //
