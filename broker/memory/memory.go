@@ -1,11 +1,3 @@
-// Package memory is an in-process broker: a [broker.Publisher] and
-// [broker.DeadLetterSource] over maps guarded by a mutex. It is what tests
-// and examples run on, and it passes broker/brokertest like every other
-// adapter. Nothing survives the process.
-//
-// Any destination can be used both ways, so the same Broker serves as the
-// source topic a consumer reads, the dead-letter store, and the target of
-// replay's re-injection.
 package memory
 
 import (
