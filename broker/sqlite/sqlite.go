@@ -1,19 +1,3 @@
-// Package sqlite is geodlq's embedded dead-letter store: one SQLite file
-// (through the pure-Go modernc.org/sqlite, so no cgo and no server), in WAL
-// mode with synchronous=FULL, so that a write is on disk when Publish
-// returns. It is a [broker.Publisher] and a [broker.DeadLetterSource], and
-// passes broker/brokertest like every other adapter.
-//
-// Records keep the envelope's exact bytes and, beside them, indexed columns
-// for class, stage, EPSG, dead-letter time and the geometry error's
-// location, so triage queries ([Store.List], [Store.Stats]) need no
-// decoding. Acknowledged records are kept, marked replayed, until purged.
-//
-// SQLite was chosen over a pure key-value file (bbolt, pebble) because the
-// operator's questions are queries: "invalid geometries in EPSG:3857 since
-// Monday", "counts by class and stage". Any destination name works, so one
-// file can also serve as the source queue and re-injection target of a
-// small pipeline, as the quickstart does.
 package sqlite
 
 import (
