@@ -20,7 +20,16 @@
 //     least 10,000 envelopes, every one counted and hashed: each record is
 //     acknowledged successfully exactly once (a reader whose lease lapsed
 //     under load gets broker.ErrLeaseLost, and the record's new holder
-//     acknowledges it).
+//     acknowledges it);
+//   - crash safety, with faults injected over at least 1,000 events: the
+//     dead-letter write failing before or after the store took it, the
+//     consumer shut down or killed between the write and the source ack,
+//     the replayer killed between the re-inject and the dead-letter ack,
+//     lost responses, the consumer of re-injected events dying inside its
+//     idempotency claim. Every event is at every moment either
+//     unacknowledged at its source or in the store (or, once replayed,
+//     re-injected), never neither, and every replayed event's side effect
+//     runs exactly once, as the claims store shows.
 //
 // Capabilities an adapter lacks are declared by its harness in
 // [Capabilities.Unsupported] with the reason, and the suite reports them
@@ -98,6 +107,9 @@ type Capabilities struct {
 	// ConcurrentRecords is the number of envelopes in the concurrency test.
 	// Default and minimum 10,000.
 	ConcurrentRecords int
+	// CrashEvents is the number of events in the crash-safety test.
+	// Default and minimum 1,000.
+	CrashEvents int
 	// Unsupported maps a capability name (Cap…) to the reason the adapter
 	// lacks it. The matching tests are skipped with that reason.
 	Unsupported map[string]string
@@ -122,6 +134,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"Filters", testFilters},
 		{"ConcurrentNoLossNoDuplicates", testConcurrent},
 		{"CanceledContext", testCanceled},
+		{"CrashSafety", testCrashSafety},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
