@@ -141,15 +141,17 @@ func Name(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
-// Loop times op over messages 0 to b.N-1 and reports envelopes/s. The
-// messages are made in chunks with the timer stopped, so op's time is
-// all that is measured; op must not retain m.
+// Loop times op over messages 0 to b.N-1 and reports envelopes/s and the
+// process's CPU time per envelope. The messages are made in chunks with
+// the timer stopped, so op's time is all that is measured; op must not
+// retain m.
 func (s *Set) Loop(b *testing.B, op func(ctx context.Context, i int, m *broker.Message) error) {
 	b.Helper()
 	ctx := context.Background()
 	b.SetBytes(EnvelopeBytes)
 	b.ReportAllocs()
 	msgs := make([]*broker.Message, 0, min(b.N, chunk))
+	var cpu cpuMeter
 	b.ResetTimer()
 	for base := 0; base < b.N; base += chunk {
 		b.StopTimer()
@@ -157,22 +159,46 @@ func (s *Set) Loop(b *testing.B, op func(ctx context.Context, i int, m *broker.M
 		for i := base; i < min(base+chunk, b.N); i++ {
 			msgs = append(msgs, s.Message(i))
 		}
+		cpu.start()
 		b.StartTimer()
 		for j, m := range msgs {
 			if err := op(ctx, base+j, m); err != nil {
 				b.Fatalf("message %d: %v", base+j, err)
 			}
 		}
+		b.StopTimer()
+		cpu.stop()
 	}
-	b.StopTimer()
-	Report(b)
+	report(b, &cpu)
 }
 
-// Report reports the envelopes/s metric: b.N over the timed duration.
-func Report(b *testing.B) {
+// report reports the envelopes/s metric, b.N over the timed duration, and
+// the process's CPU time per envelope (cpu-µs/op: client, adapter and any
+// in-process server, on every core), which the load of other processes on
+// the machine disturbs much less than the elapsed time.
+func report(b *testing.B, cpu *cpuMeter) {
 	b.Helper()
 	if sec := b.Elapsed().Seconds(); sec > 0 {
 		b.ReportMetric(float64(b.N)/sec, "envelopes/s")
+	}
+	if cpu.ok && b.N > 0 {
+		b.ReportMetric(float64(cpu.total.Microseconds())/float64(b.N), "cpu-µs/op")
+	}
+}
+
+// cpuMeter adds up the process's CPU time over the timed sections.
+type cpuMeter struct {
+	total, at time.Duration
+	ok        bool
+}
+
+func (c *cpuMeter) start() { c.at, c.ok = processCPU() }
+
+func (c *cpuMeter) stop() {
+	if now, ok := processCPU(); ok && c.ok {
+		c.total += now - c.at
+	} else {
+		c.ok = false
 	}
 }
 
@@ -189,7 +215,8 @@ const publishers = 4
 // (joining a consumer group, creating a consumer: whatever a store does on
 // its first fetch), then publishes messages 0 to b.N-1. Timed, it fetches
 // [BatchSize] records at a time and acknowledges each, until all b.N are
-// acknowledged, and reports envelopes/s. Every record's body must be
+// acknowledged, and reports envelopes/s and the process's CPU time per
+// envelope. Every record's body must be
 // [EnvelopeBytes] long. Replay fails the benchmark when a minute passes
 // without a record.
 func (s *Set) Replay(b *testing.B, pub broker.Publisher, src broker.DeadLetterSource, destination string) {
@@ -206,16 +233,19 @@ func (s *Set) Replay(b *testing.B, pub broker.Publisher, src broker.DeadLetterSo
 	}
 	b.SetBytes(EnvelopeBytes)
 	b.ReportAllocs()
+	var cpu cpuMeter
+	cpu.start()
 	b.ResetTimer()
 	n, err := drain(ctx, src, destination, b.N)
 	b.StopTimer()
+	cpu.stop()
 	if err != nil {
 		b.Fatalf("replayed %d of %d records: %v", n, b.N, err)
 	}
 	if n != b.N {
 		b.Fatalf("replayed %d records, want %d", n, b.N)
 	}
-	Report(b)
+	report(b, &cpu)
 }
 
 // PublishAll publishes messages 0 to n-1 to destination, a few at a time.
