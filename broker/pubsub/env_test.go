@@ -26,7 +26,7 @@ type server struct {
 	addr string
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t testing.TB) *server {
 	t.Helper()
 	ps := pstest.NewServer()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,7 +41,7 @@ func newServer(t *testing.T) *server {
 
 // newClient returns a real client connected to srv (with the call size
 // limits pubsub.NewClient sets on its own connections).
-func newClient(t *testing.T, srv *server) *pubsub.Client {
+func newClient(t testing.TB, srv *server) *pubsub.Client {
 	t.Helper()
 	conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))

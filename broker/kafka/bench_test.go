@@ -1,0 +1,71 @@
+package kafka_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/kafka"
+	"github.com/geodlq/geodlq/internal/benchenv"
+)
+
+const benchDest = "spatial.parcels.poison.dlt"
+
+// openBench starts an in-process kfake cluster as the conformance harness
+// does and returns a store with the harness's options on a client with
+// kafka.ProducerOpts (acks=all, idempotent producer), the destination
+// topic created, and the client.
+func openBench(b *testing.B) (*kafka.Store, *kgo.Client) {
+	b.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	o := harnessOpts
+	cl, err := kgo.NewClient(append(kafka.ProducerOpts(&o), kgo.SeedBrokers(c.ListenAddrs()...))...)
+	require.NoError(b, err)
+	b.Cleanup(cl.Close)
+	s, err := kafka.New(cl, &o)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	require.NoError(b, s.CreateTopics(context.Background(), benchDest))
+	return s, cl
+}
+
+// BenchmarkWrite publishes 2 KiB dlq.v1 envelopes, one at a time, each on
+// every in-sync replica (acks=all) when Publish returns.
+func BenchmarkWrite(b *testing.B) {
+	set := benchenv.New(b)
+	s, _ := openBench(b)
+	set.Loop(b, func(ctx context.Context, _ int, m *broker.Message) error {
+		return s.Publish(ctx, benchDest, m)
+	})
+}
+
+// BenchmarkReplay fetches (through the replay group) and acknowledges
+// envelopes, 100 at a time.
+func BenchmarkReplay(b *testing.B) {
+	set := benchenv.New(b)
+	s, _ := openBench(b)
+	set.Replay(b, s, s, benchDest)
+}
+
+// BenchmarkBareClientWrite is the ceiling: franz-go's ProduceSync, on a
+// client with the same options (acks=all, idempotent producer), of a
+// record with the same key, value and headers (the envelope's) to the same
+// topic.
+func BenchmarkBareClientWrite(b *testing.B) {
+	set := benchenv.New(b)
+	_, cl := openBench(b)
+	set.Loop(b, func(ctx context.Context, _ int, m *broker.Message) error {
+		hs := make([]kgo.RecordHeader, 0, len(m.Headers))
+		for k, v := range m.Headers {
+			hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: benchDest, Key: m.Key, Value: m.Body, Headers: hs}).FirstErr()
+	})
+}
