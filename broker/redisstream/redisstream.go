@@ -286,10 +286,11 @@ func (s *Store) check(ctx context.Context, destination string) error {
 	return nil
 }
 
-// Publish appends m to destination's stream (XADD, in a Lua script that
-// first checks MaxEntries). When it returns nil the entry is in the
-// primary's memory and, as configured, in its AOF and on WaitReplicas
-// replicas; see the package doc for what that survives.
+// Publish appends m to destination's stream (XADD; with MaxEntries set,
+// in a Lua script that first checks the stream's length). When it returns
+// nil the entry is in the primary's memory and, as configured, in its AOF
+// and on WaitReplicas replicas; see the package doc for what that
+// survives.
 func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
 	if m == nil {
 		return errors.New("redisstream: nil message")
@@ -308,8 +309,15 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 	)
 	if s.waits() {
 		res, err = s.publishAndWait(ctx, destination, key, args)
-	} else {
+	} else if s.maxEntries > 0 {
 		res, err = publishScript.Run(ctx, s.client, []string{key}, args...).Slice()
+	} else {
+		// Without a length check the script would only XADD: send XADD
+		// itself, and spare Redis the script (for a 2 KiB envelope, 12 µs
+		// of server time instead of 38; see docs/benchmarks.md).
+		var id string
+		id, err = s.client.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: args[1:]}).Result()
+		res = []any{int64(1), id}
 	}
 	if err != nil {
 		if errors.Is(err, ErrDurabilityUnconfirmed) {
