@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/redisstream"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/replay"
+)
+
+// demoEvents are what producers sent: a valid parcel, a bowtie, an
+// unparseable CRS, a body that is not JSON, an event whose tile server
+// fails twice and then answers, and one whose tile server is down until
+// the replay.
+var demoEvents = []string{
+	`{"event_id":"evt-parcel","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[12.49,41.89],[12.5,41.89],[12.5,41.9],[12.49,41.9],[12.49,41.89]]]}}`,
+	`{"event_id":"evt-bowtie","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`,
+	`{"event_id":"evt-bad-crs","crs":"EPSG:43x6","geometry":{"type":"Point","coordinates":[2.35,48.85]}}`,
+	`event_id=evt-not-json; geometry=POLYGON((0 0,1 0,1 1,0 0))`,
+	`{"event_id":"evt-flaky","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[9.19,45.46]},"properties":{"tiles":"flaky"}}`,
+	`{"event_id":"evt-outage","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[11.25,43.77]},"properties":{"tiles":"down"}}`,
+}
+
+// tileServer simulates the downstream service the pipeline enriches events
+// from: "flaky" events fail twice and then succeed; "down" events fail
+// while the outage lasts.
+type tileServer struct {
+	mu     sync.Mutex
+	calls  map[string]int
+	outage bool
+}
+
+func (t *tileServer) enrich(_ context.Context, m *broker.Message) error {
+	var ev struct {
+		EventID    string `json:"event_id"`
+		Properties struct {
+			Tiles string `json:"tiles"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(m.Body, &ev); err != nil {
+		return classify.SchemaViolation(err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.calls[ev.EventID]++
+	switch {
+	case ev.Properties.Tiles == "flaky" && t.calls[ev.EventID] <= 2:
+		return classify.Transient(errors.New("tile server: HTTP 503"))
+	case ev.Properties.Tiles == "down" && t.outage:
+		return classify.Transient(errors.New("tile server: HTTP 502"))
+	}
+	return nil
+}
+
+func (t *tileServer) endOutage() {
+	t.mu.Lock()
+	t.outage = false
+	t.mu.Unlock()
+}
+
+// crashBeforeAck is a dead-letter source whose Ack never lands, as if the
+// replayer died between re-injecting a record and acknowledging it.
+type crashBeforeAck struct{ broker.DeadLetterSource }
+
+func (crashBeforeAck) Ack(context.Context, *broker.Record) error {
+	return errors.New("replayer crashed before acknowledging")
+}
+
+// delivery is one entry the demo's consumer handled.
+type delivery struct {
+	msg *broker.Message
+	out broker.Outcome
+	err error
+}
+
+// demoResult is what the demo did, for its test.
+type demoResult struct {
+	// deliveries are every entry the consumer handled, in order: the
+	// sample events first, then the re-injected ones.
+	deliveries []delivery
+	// dry, crashed and replayed are the reports of the dry run, the replay
+	// that crashed before acknowledging, and the replay after it, by
+	// destination.
+	dry, crashed, replayed map[string]replay.Report
+}
+
+// demo sends the sample events to c.stream, consumes them, shows the
+// dead-letter streams, replays twice — the first replayer crashing before
+// it acknowledges — and shows from the output stream that every event was
+// emitted exactly once.
+func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demoResult, error) {
+	c.lease = time.Second // the crashed replayer's leases lapse quickly
+	c.block = 200 * time.Millisecond
+	p, err := newPipeline(c, log)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	tiles := &tileServer{calls: map[string]int{}, outage: true}
+	p.enrich = tiles.enrich
+	res := &demoResult{}
+
+	fmt.Fprintf(out, "geodlq redis-consumer demo: source stream %s, output %s\n\n", c.stream, c.out)
+	fmt.Fprintf(out, "1. Consuming %d sample events through group %s:\n", len(demoEvents), c.group)
+	for _, e := range demoEvents {
+		key := replay.NewKey("spatial.events", []byte(e)) // assigned once, at ingestion
+		if err := p.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.stream, Values: []any{"body", e, "h:" + broker.HeaderIdempotencyKey, key}}).Err(); err != nil {
+			return res, fmt.Errorf("producing to %s (run scripts/services.sh): %w", c.stream, err)
+		}
+	}
+	var mu sync.Mutex
+	changed := make(chan struct{}, 1)
+	cctx, stop := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	var consumeErr error // set before finished is closed
+	go func() {
+		defer close(finished)
+		consumeErr = p.consume(cctx, func(m *broker.Message, o broker.Outcome, err error) {
+			mu.Lock()
+			res.deliveries = append(res.deliveries, delivery{m, o, err})
+			mu.Unlock()
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	stopConsumer := func() error {
+		stop()
+		<-finished
+		return consumeErr
+	}
+	defer stopConsumer() //nolint:errcheck // the error paths below report their own error
+	// waitFor waits until the consumer has handled n entries, and prints
+	// those it handled since the last call.
+	printed := 0
+	waitFor := func(n int) error {
+		deadline := time.After(time.Minute)
+		for {
+			mu.Lock()
+			got := len(res.deliveries)
+			mu.Unlock()
+			if got >= n {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, d := range res.deliveries[printed:] {
+					printDelivery(out, d)
+				}
+				printed = len(res.deliveries)
+				return nil
+			}
+			select {
+			case <-changed:
+			case <-finished:
+				return fmt.Errorf("consumer stopped: %w", consumeErr)
+			case <-deadline:
+				return fmt.Errorf("demo: the consumer handled %d of %d entries", got, n)
+			}
+		}
+	}
+	if err := waitFor(len(demoEvents)); err != nil {
+		return res, err
+	}
+
+	fmt.Fprintln(out, "\n2. The dead-letter streams (XRANGE, nothing leased):")
+	if err := printDeadLetters(ctx, out, p); err != nil {
+		return res, err
+	}
+
+	tiles.endOutage()
+	fmt.Fprintln(out, "\n3. The tile server is back. Replaying with repairs (GEOS MakeValid, PROJ reprojection):")
+	r, err := p.replayer(p.store)
+	if err != nil {
+		return res, err
+	}
+	dry := c
+	dry.dryRun = true
+	if res.dry, err = replayDestinations(ctx, r, dry, "   ", "dry run", out); err != nil {
+		return res, err
+	}
+	// The first replayer is a process of its own (its own consumer in
+	// the replay group) that dies after re-injecting.
+	crashed, err := redisstream.New(p.rdb, &redisstream.Options{Prefix: c.prefix, Group: c.replayGroup, LeaseTTL: c.lease})
+	if err != nil {
+		return res, err
+	}
+	crashing, err := p.replayer(crashBeforeAck{crashed})
+	if err != nil {
+		return res, err
+	}
+	res.crashed, err = replayDestinations(ctx, crashing, c, "   ", "replay #1 (crashes before acknowledging)", out)
+	_ = crashed.Close()
+	if err != nil {
+		return res, err
+	}
+	time.Sleep(c.lease + 300*time.Millisecond) // its leases lapse; XAUTOCLAIM takes them over
+	if res.replayed, err = replayDestinations(ctx, r, c, "   ", "replay #2", out); err != nil {
+		return res, err
+	}
+	reinjected := 0
+	for _, reps := range []map[string]replay.Report{res.crashed, res.replayed} {
+		for _, rep := range reps {
+			reinjected += rep.Counts[replay.OutcomeAckFailed] + rep.Acked()
+		}
+	}
+	fmt.Fprintf(out, "\n4. The consumer handles the %d re-injected entries:\n", reinjected)
+	if err := waitFor(len(demoEvents) + reinjected); err != nil {
+		return res, err
+	}
+	if err := stopConsumer(); !errors.Is(err, context.Canceled) {
+		return res, err
+	}
+
+	fmt.Fprintf(out, "\n5. The output stream %s (each replayed event was re-injected twice):\n", c.out)
+	return res, printOutput(ctx, out, p)
+}
+
+func printDelivery(out io.Writer, d delivery) {
+	m, o := d.msg, d.out
+	switch {
+	case d.err != nil:
+		fmt.Fprintf(out, "   %s: NOT acknowledged, will be taken over: %v\n", m.Source.MessageID, d.err)
+	case o.Processed && m.Header(broker.HeaderReplayOf) != "":
+		fmt.Fprintf(out, "   %s: re-injected from %s, processed\n", m.Source.MessageID, m.Header(broker.HeaderReplayOf))
+	case o.Processed:
+		fmt.Fprintf(out, "   %s: processed after %d attempt(s)\n", m.Source.MessageID, o.Attempts)
+	default:
+		fmt.Fprintf(out, "   %s: %s\n", m.Source.MessageID, describe(o))
+	}
+}
+
+// printDeadLetters lists the dead-letter streams without leasing anything.
+func printDeadLetters(ctx context.Context, out io.Writer, p *pipeline) error {
+	fmt.Fprintf(out, "   %s\n", strings.Join(p.deadLetterKeys(), "\n   "))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "   DEST\tENTRY\tEVENT\tCLASS\tSTAGE\tREASON\tEPSG\tATTEMPTS")
+	for _, key := range p.deadLetterKeys() {
+		entries, err := p.rdb.XRange(ctx, key, "-", "+").Result()
+		if err != nil {
+			return err
+		}
+		for _, x := range entries {
+			body, _ := x.Values["body"].(string)
+			env, err := envelope.Decode([]byte(body))
+			if err != nil {
+				return err
+			}
+			reason := env.ErrorMessage
+			if ge := env.GeometryError; ge != nil && ge.Reason != "" {
+				reason = ge.Reason
+			}
+			fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", env.Destination, x.ID, shorten(env.EventID, 16), env.FailureClass, env.FailedStage,
+				shorten(reason, 40), broker.EPSGOf(env), env.Attempts)
+		}
+	}
+	return tw.Flush()
+}
+
+// printOutput counts the output stream's entries per event and fails if
+// any was emitted more than once.
+func printOutput(ctx context.Context, out io.Writer, p *pipeline) error {
+	entries, err := p.rdb.XRange(ctx, p.c.out, "-", "+").Result()
+	if err != nil {
+		return err
+	}
+	count := map[string]int{}
+	repair := map[string]string{}
+	for _, x := range entries {
+		body, _ := x.Values["body"].(string)
+		var ev struct {
+			EventID string `json:"event_id"`
+		}
+		_ = json.Unmarshal([]byte(body), &ev)
+		count[ev.EventID]++
+		if r, ok := x.Values["h:"+broker.HeaderRepair].(string); ok {
+			repair[ev.EventID] = r
+		}
+	}
+	ids := make([]string, 0, len(count))
+	for id := range count {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "   EVENT\tEMITTED\tREPAIR")
+	twice := 0
+	for _, id := range ids {
+		if count[id] > 1 {
+			twice++
+		}
+		r := repair[id]
+		if r == "" {
+			r = "-"
+		}
+		fmt.Fprintf(tw, "   %s\t%d\t%s\n", id, count[id], r)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	left := 0
+	for _, key := range p.deadLetterKeys() {
+		n, err := p.rdb.XLen(ctx, key).Result()
+		if err != nil {
+			return err
+		}
+		left += int(n)
+	}
+	fmt.Fprintf(out, "\n   %d entries wait in the dead-letter streams for a human (no repair applies).\n", left)
+	if twice > 0 {
+		return fmt.Errorf("%d events were emitted more than once", twice)
+	}
+	fmt.Fprintln(out, "   Every event was emitted exactly once.")
+	return nil
+}
