@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/jetstream"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/replay"
+)
+
+// demoEvents are what producers sent: a valid parcel, a bowtie, an
+// unparseable CRS, a body that is not JSON, an event whose tile server
+// fails twice and then answers, and one whose tile server is down until
+// the replay.
+var demoEvents = []string{
+	`{"event_id":"evt-parcel","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[12.49,41.89],[12.5,41.89],[12.5,41.9],[12.49,41.9],[12.49,41.89]]]}}`,
+	`{"event_id":"evt-bowtie","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`,
+	`{"event_id":"evt-bad-crs","crs":"EPSG:43x6","geometry":{"type":"Point","coordinates":[2.35,48.85]}}`,
+	`event_id=evt-not-json; geometry=POLYGON((0 0,1 0,1 1,0 0))`,
+	`{"event_id":"evt-flaky","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[9.19,45.46]},"properties":{"tiles":"flaky"}}`,
+	`{"event_id":"evt-outage","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[11.25,43.77]},"properties":{"tiles":"down"}}`,
+}
+
+// tileServer simulates the downstream service the pipeline enriches events
+// from: "flaky" events fail twice and then succeed; "down" events fail
+// while the outage lasts.
+type tileServer struct {
+	mu     sync.Mutex
+	calls  map[string]int
+	outage bool
+}
+
+func (t *tileServer) enrich(_ context.Context, m *broker.Message) error {
+	var ev struct {
+		EventID    string `json:"event_id"`
+		Properties struct {
+			Tiles string `json:"tiles"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(m.Body, &ev); err != nil {
+		return classify.SchemaViolation(err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.calls[ev.EventID]++
+	switch {
+	case ev.Properties.Tiles == "flaky" && t.calls[ev.EventID] <= 2:
+		return classify.Transient(errors.New("tile server: HTTP 503"))
+	case ev.Properties.Tiles == "down" && t.outage:
+		return classify.Transient(errors.New("tile server: HTTP 502"))
+	}
+	return nil
+}
+
+func (t *tileServer) endOutage() {
+	t.mu.Lock()
+	t.outage = false
+	t.mu.Unlock()
+}
+
+// crashBeforeAck is a dead-letter source whose Ack never lands, as if the
+// replayer died between re-injecting a record and acknowledging it.
+type crashBeforeAck struct{ broker.DeadLetterSource }
+
+func (crashBeforeAck) Ack(context.Context, *broker.Record) error {
+	return errors.New("replayer crashed before acknowledging")
+}
+
+// demoResult is what the demo did, for its test.
+type demoResult struct {
+	// deadLettered are the envelopes in each destination after the
+	// sample events were consumed.
+	deadLettered map[string][]*envelope.Envelope
+	// calls counts handler calls by idempotency key.
+	calls map[string]int
+	// dry, crashed and replayed are the reports of the dry run, the replay
+	// that crashed before acknowledging, and the replay after it, by
+	// destination.
+	dry, crashed, replayed map[string]replay.Report
+	// stored maps the event ids in the bucket to how many values each key
+	// holds (one per write).
+	stored map[string]int
+}
+
+// demo publishes the sample events to c.subject, consumes them, shows the
+// dead-letter destinations, replays twice — the first replayer crashing
+// before it acknowledges — and shows from the bucket that every event was
+// stored exactly once.
+func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demoResult, error) {
+	c.lease = time.Second // the crashed replayer's leases lapse quickly
+	c.fetchWait = 500 * time.Millisecond
+	p, err := newPipeline(ctx, c, log)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	tiles := &tileServer{calls: map[string]int{}, outage: true}
+	p.enrich = tiles.enrich
+	res := &demoResult{deadLettered: map[string][]*envelope.Envelope{}, calls: map[string]int{}, stored: map[string]int{}}
+	var mu sync.Mutex
+	p.handled = func(m *broker.Message, _ error) {
+		mu.Lock()
+		res.calls[m.Header(broker.HeaderIdempotencyKey)]++
+		mu.Unlock()
+	}
+	cons, err := p.setup(ctx)
+	if err != nil {
+		return res, err
+	}
+
+	fmt.Fprintf(out, "geodlq jetstream-consumer demo: source %s (stream %s), dead letters in stream %s, bucket %s\n\n", c.subject, c.stream, c.dlqStream, c.kv)
+	fmt.Fprintf(out, "1. Consuming %d sample events through %s (max_deliver %d):\n", len(demoEvents), c.durable, c.maxDeliver)
+	for _, e := range demoEvents {
+		msg := nats.NewMsg(c.subject)
+		msg.Data = []byte(e)
+		msg.Header.Set(broker.HeaderIdempotencyKey, replay.NewKey("spatial.events", msg.Data)) // assigned once, at ingestion
+		if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+			return res, err
+		}
+	}
+	cctx, stop := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	var consumeErr error // set before finished is closed
+	go func() {
+		defer close(finished)
+		consumeErr = p.consume(cctx)
+	}()
+	stopConsumer := func() error {
+		stop()
+		<-finished
+		return consumeErr
+	}
+	defer stopConsumer() //nolint:errcheck // the error paths below report their own error
+	// settled waits until the source consumer has every message acked.
+	settled := func() error {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if info.NumPending == 0 && info.NumAckPending == 0 {
+				fmt.Fprintf(out, "   %d messages delivered, all acknowledged (processed or dead-lettered)\n", info.Delivered.Stream)
+				return nil
+			}
+			select {
+			case <-finished:
+				return fmt.Errorf("consumer stopped: %w", consumeErr)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("demo: %d messages pending, %d unacknowledged", info.NumPending, info.NumAckPending)
+			}
+		}
+	}
+	if err := settled(); err != nil {
+		return res, err
+	}
+
+	fmt.Fprintln(out, "\n2. The dead-letter destinations:")
+	if err := listDeadLetters(ctx, out, p, res); err != nil {
+		return res, err
+	}
+
+	tiles.endOutage()
+	fmt.Fprintln(out, "\n3. The tile server is back. Replaying with repairs (GEOS MakeValid, PROJ reprojection):")
+	r, err := p.replayer(p.store)
+	if err != nil {
+		return res, err
+	}
+	dry := c
+	dry.dryRun = true
+	if res.dry, err = replayDestinations(ctx, r, dry, "   ", "dry run", out); err != nil {
+		return res, err
+	}
+	// The first replayer is a process of its own that dies after
+	// re-injecting: the server redelivers its records after ack_wait.
+	crashed, err := jetstream.New(ctx, p.js, &jetstream.Options{Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, AckWait: c.lease})
+	if err != nil {
+		return res, err
+	}
+	crashing, err := p.replayer(crashBeforeAck{crashed})
+	if err != nil {
+		return res, err
+	}
+	res.crashed, err = replayDestinations(ctx, crashing, c, "   ", "replay #1 (crashes before acknowledging)", out)
+	_ = crashed.Close()
+	if err != nil {
+		return res, err
+	}
+	time.Sleep(c.lease + 300*time.Millisecond) // its ack wait passes
+	if res.replayed, err = replayDestinations(ctx, r, c, "   ", "replay #2", out); err != nil {
+		return res, err
+	}
+
+	fmt.Fprintln(out, "\n4. The consumer handles the re-injected messages:")
+	if err := settled(); err != nil {
+		return res, err
+	}
+	if err := stopConsumer(); !errors.Is(err, context.Canceled) {
+		return res, err
+	}
+
+	fmt.Fprintf(out, "\n5. The bucket %s (each replayed event was re-injected twice):\n", c.kv)
+	return res, printBucket(ctx, out, p, res)
+}
+
+// listDeadLetters prints every record of the dead-letter destinations,
+// then releases them all.
+func listDeadLetters(ctx context.Context, out io.Writer, p *pipeline, res *demoResult) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "   DESTINATION\tSEQ\tEVENT\tCLASS\tSTAGE\tREASON\tEPSG\tATTEMPTS")
+	var held []*broker.Record
+	defer func() {
+		for _, r := range held {
+			_ = p.store.Release(context.WithoutCancel(ctx), r)
+		}
+	}()
+	for _, d := range destinations(p.c.subject) {
+		for {
+			recs, err := p.store.Fetch(ctx, d, broker.Filter{}, 100)
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				break
+			}
+			held = append(held, recs...)
+			for _, r := range recs {
+				env, err := envelope.Decode(r.Message.Body)
+				if err != nil {
+					return err
+				}
+				res.deadLettered[d] = append(res.deadLettered[d], env)
+				reason := env.ErrorMessage
+				if ge := env.GeometryError; ge != nil && ge.Reason != "" {
+					reason = ge.Reason
+				}
+				fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", d, r.ID, shorten(env.EventID, 16), env.FailureClass, env.FailedStage,
+					shorten(reason, 40), broker.EPSGOf(env), env.Attempts)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// printBucket lists the bucket's keys with the number of values each
+// holds, and fails if any event was stored more than once.
+func printBucket(ctx context.Context, out io.Writer, p *pipeline, res *demoResult) error {
+	keys, err := p.kv.Keys(ctx)
+	if err != nil && !errors.Is(err, natsjs.ErrNoKeysFound) {
+		return err
+	}
+	for _, k := range keys {
+		hist, err := p.kv.History(ctx, k)
+		if err != nil {
+			return err
+		}
+		var ev struct {
+			EventID string `json:"event_id"`
+		}
+		_ = json.Unmarshal(hist[len(hist)-1].Value(), &ev)
+		res.stored[ev.EventID] = len(hist)
+	}
+	ids := make([]string, 0, len(res.stored))
+	for id := range res.stored {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "   EVENT\tWRITES\tHANDLER CALLS")
+	twice := 0
+	calls := map[string]int{}
+	for _, e := range demoEvents {
+		var ev struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal([]byte(e), &ev) == nil {
+			calls[ev.EventID] = res.calls[replay.NewKey("spatial.events", []byte(e))]
+		}
+	}
+	for _, id := range ids {
+		if res.stored[id] > 1 {
+			twice++
+		}
+		fmt.Fprintf(tw, "   %s\t%d\t%d\n", id, res.stored[id], calls[id])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if twice > 0 {
+		return fmt.Errorf("%d events were stored more than once", twice)
+	}
+	fmt.Fprintln(out, "\n   Every event was stored exactly once.")
+	return nil
+}

@@ -1,0 +1,542 @@
+// Command jetstream-consumer is a NATS JetStream consumer with geodlq's
+// dead-letter path, ready to copy. It pulls GeoJSON events from a source
+// stream through a durable consumer (broker/jetstream's Consumer: explicit
+// acks, attempts counted from the server's NumDelivered), validates each
+// with GEOS and PROJ, retries transient failures in place, and
+// dead-letters what cannot be processed to "<subject>.retry.dlt" or
+// "<subject>.poison.dlt" in the JetStream dead-letter store (one
+// work-queue stream, default GEODLQ, that never discards an un-replayed
+// record). A message is double-acked only once it was processed or its
+// envelope was acknowledged by the dead-letter stream; messages the server
+// gives up on after max_deliver are dead-lettered from the MAX_DELIVERIES
+// advisory.
+//
+// The work — here, storing the validated event in the KV bucket -kv under
+// the hex SHA-256 of its idempotency key — runs once per idempotency key
+// under a replay.Once claim. Claims live in memory by default, which makes
+// duplicates harmless only within one process; give -claims a
+// redis://…[?geodlq_prefix=P] or postgres://…[?geodlq_schema=S] URL to
+// share them between processes and restarts, as production needs.
+//
+// The source stream (subjects: -subject) and the durable consumer are
+// created when missing. Producers should set the idempotency-key header
+// (replay.NewKey); without it one is derived once, from the subject and the
+// exact body.
+//
+// The replay subcommand reads both dead-letter destinations, repairs
+// invalid geometries (GEOS MakeValid) and CRS mismatches (PROJ),
+// re-publishes each replayable event to its source subject with its
+// idempotency key, and acknowledges the dead-letter record only after the
+// stream acknowledged the re-injection.
+//
+//	go run ./examples/jetstream-consumer -nats nats://nats:4222 -stream SPATIAL -subject spatial.events -claims redis://cache:6379/0
+//	go run ./examples/jetstream-consumer -nats nats://nats:4222 -subject spatial.events replay -dry-run
+//	go run ./examples/jetstream-consumer -demo   # sample events on the local nats-server -js (scripts/services.sh)
+//
+// Everything it uses is public API.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/jetstream"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/replay"
+	"github.com/geodlq/geodlq/replay/pgclaims"
+	"github.com/geodlq/geodlq/replay/redisclaims"
+	"github.com/geodlq/geodlq/spatial"
+)
+
+type config struct {
+	natsURL     string
+	stream      string // source stream
+	subject     string // source subject
+	durable     string
+	maxDeliver  int
+	ackWait     time.Duration
+	fetchWait   time.Duration
+	kv          string // output bucket
+	dlqStream   string
+	dlqPrefix   string
+	replayer    string
+	lease       time.Duration // the dead-letter store's ack wait
+	claims      string
+	offloadDir  string
+	maxAttempts int
+	retryDelay  time.Duration
+	// replay subcommand
+	dryRun  bool
+	classes string
+	// demo
+	demo, keep bool
+	verbose    bool
+}
+
+func (c *config) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.natsURL, "nats", nats.DefaultURL, "NATS server URL (JetStream enabled)")
+	fs.StringVar(&c.stream, "stream", "SPATIAL", "source stream (created when missing, capturing -subject)")
+	fs.StringVar(&c.subject, "subject", "spatial.events", "source subject")
+	fs.StringVar(&c.durable, "durable", "spatial-app", "durable pull consumer on the source stream")
+	fs.IntVar(&c.maxDeliver, "max-deliver", 5, "the source consumer's max_deliver; then the MAX_DELIVERIES advisory dead-letters the message")
+	fs.DurationVar(&c.ackWait, "ack-wait", 30*time.Second, "the source consumer's ack_wait (kept alive with in-progress acks while a message is processed)")
+	fs.DurationVar(&c.fetchWait, "fetch-wait", 5*time.Second, "longest wait of one pull")
+	fs.StringVar(&c.kv, "kv", "parcels", "KV bucket the validated events are stored in (created when missing)")
+	fs.StringVar(&c.dlqStream, "dlq-stream", jetstream.DefaultStream, "dead-letter stream")
+	fs.StringVar(&c.dlqPrefix, "dlq-prefix", jetstream.DefaultSubjectPrefix, "dead-letter subject prefix")
+	fs.StringVar(&c.replayer, "replayer", jetstream.DefaultReplayer, "replayer group: the durable consumers replay reads the dead-letter stream through")
+	fs.DurationVar(&c.lease, "lease", jetstream.DefaultAckWait, "how long replay leases a dead-letter record (its consumers' ack_wait)")
+	fs.StringVar(&c.claims, "claims", "memory", "idempotency claims: memory (this process only), redis://…[?geodlq_prefix=P] or postgres://…[?geodlq_schema=S]")
+	fs.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries (replay reads them back)")
+	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per delivery before a transient failure is dead-lettered")
+	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff ceiling after the first failed attempt")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "replay: report what would happen, change nothing")
+	fs.StringVar(&c.classes, "class", "", "replay: only these failure classes (comma-separated)")
+	fs.BoolVar(&c.demo, "demo", false, "run sample events through the consumer on streams of its own, replay, print everything, then delete the streams")
+	fs.BoolVar(&c.keep, "keep", false, "demo: keep the demo's streams and bucket")
+	fs.BoolVar(&c.verbose, "v", false, "log every dead-letter and replay decision")
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cli(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "jetstream-consumer:", err)
+		os.Exit(1)
+	}
+}
+
+// cli runs the command line: [flags], [flags] replay [flags], or -demo.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetstream-consumer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	replayMode := fs.NArg() > 0 && fs.Arg(0) == "replay"
+	if replayMode {
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	level := slog.LevelError
+	if c.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	switch {
+	case c.demo:
+		run := strings.ToUpper(rand.Text()[:8])
+		c.stream, c.subject, c.kv = "DEMO_"+run, "demo."+run+".spatial.events", "DEMO_"+run+"_parcels"
+		c.dlqStream, c.dlqPrefix, c.claims = "DEMO_"+run+"_DLQ", "demo."+run+".dlq", "memory"
+		_, err := demo(ctx, c, stdout, log)
+		if c.keep {
+			fmt.Fprintf(stdout, "\nKept the demo's streams %s, %s and bucket %s; remove them with: nats stream rm …, nats kv rm …\n", c.stream, c.dlqStream, c.kv)
+		} else if cerr := deleteAll(context.WithoutCancel(ctx), c); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return err
+	case replayMode:
+		_, err := replayAll(ctx, c, stdout, log)
+		return err
+	default:
+		p, err := newPipeline(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer p.close()
+		fmt.Fprintf(stdout, "consuming %s (%s) as %s; dead letters in stream %s\n", c.subject, c.stream, c.durable, c.dlqStream)
+		return p.consume(ctx)
+	}
+}
+
+// pipeline is what the consumer and the replayer share.
+type pipeline struct {
+	c      config
+	nc     *nats.Conn
+	js     natsjs.JetStream
+	store  *jetstream.Store
+	kv     natsjs.KeyValue
+	claims replay.Claims
+	chk    *spatial.Checker
+	off    *offload.Offloader
+	popts  broker.ProcessorOptions
+	log    *slog.Logger
+	// enrich is the pipeline's call to a downstream service before the
+	// event is stored (the demo's tile server). Nil skips it.
+	enrich func(ctx context.Context, m *broker.Message) error
+	// handled, when set, sees every handler call and its result (the
+	// demo counts deliveries with it).
+	handled func(m *broker.Message, err error)
+	close   func()
+}
+
+func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, error) {
+	p := &pipeline{c: c, log: log}
+	var closers []func()
+	p.close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (*pipeline, error) {
+		p.close()
+		return nil, err
+	}
+	var err error
+	if p.nc, err = nats.Connect(c.natsURL); err != nil {
+		return fail(fmt.Errorf("connecting to %s: %w", c.natsURL, err))
+	}
+	closers = append(closers, p.nc.Close)
+	if p.js, err = natsjs.New(p.nc); err != nil {
+		return fail(err)
+	}
+	// The dead-letter store: every destination in one work-queue stream,
+	// created when missing. Run nats-server with sync_interval: always (or
+	// replicas) so an acknowledged write survives a machine crash.
+	if p.store, err = jetstream.New(ctx, p.js, &jetstream.Options{
+		Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, AckWait: c.lease, Logger: log,
+	}); err != nil {
+		return fail(fmt.Errorf("dead-letter stream: %w", err))
+	}
+	closers = append(closers, func() { _ = p.store.Close() })
+	claims, closeClaims, err := openClaims(ctx, c.claims)
+	if err != nil {
+		return fail(err)
+	}
+	p.claims = claims
+	closers = append(closers, closeClaims)
+	if p.chk, err = spatial.NewChecker(nil); err != nil { // expects EPSG:4326
+		return fail(err)
+	}
+	closers = append(closers, func() { _ = p.chk.Close() })
+	blobs, err := offload.NewDirStore(c.offloadDir)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { _ = blobs.Close() })
+	if p.off, err = offload.New(blobs, nil); err != nil {
+		return fail(err)
+	}
+	builder, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: p.off, ResolveEPSG: p.chk.ResolveEPSG})
+	if err != nil {
+		return fail(err)
+	}
+	p.popts = broker.ProcessorOptions{
+		Publisher:   p.store, // its limit (max_payload less headers) is honoured by offloading geometry
+		Builder:     builder,
+		Destination: broker.DefaultDestination, // <subject>.retry.dlt / <subject>.poison.dlt
+		Policy:      classify.Policy{MaxAttempts: c.maxAttempts, BaseDelay: c.retryDelay},
+		Logger:      log,
+	}
+	return p, nil
+}
+
+// openClaims opens the idempotency claims store a URL names.
+func openClaims(ctx context.Context, raw string) (replay.Claims, func(), error) {
+	if raw == "" || raw == "memory" {
+		return replay.NewMemClaims(nil), func() {}, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-claims: %w", err)
+	}
+	q := u.Query()
+	switch u.Scheme {
+	case "redis", "rediss":
+		prefix := q.Get("geodlq_prefix")
+		q.Del("geodlq_prefix")
+		u.RawQuery = q.Encode()
+		opts, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, nil, fmt.Errorf("-claims: %w", err)
+		}
+		rdb := redis.NewClient(opts)
+		s, err := redisclaims.New(rdb, &redisclaims.Options{Prefix: prefix})
+		if err != nil {
+			_ = rdb.Close()
+			return nil, nil, err
+		}
+		return s, func() { _ = rdb.Close() }, nil
+	case "postgres", "postgresql":
+		schema := q.Get("geodlq_schema")
+		q.Del("geodlq_schema")
+		u.RawQuery = q.Encode()
+		pool, err := pgxpool.New(ctx, u.String())
+		if err != nil {
+			return nil, nil, fmt.Errorf("-claims: %w", err)
+		}
+		s, err := pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema, Migrate: true})
+		if err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("-claims: %w", err)
+		}
+		return s, pool.Close, nil
+	}
+	return nil, nil, fmt.Errorf("-claims: want memory, redis://… or postgres://…, got %q", raw)
+}
+
+// setup creates, when missing, the source stream, its durable consumer and
+// the output bucket. Existing ones are left as they are.
+func (p *pipeline) setup(ctx context.Context) (natsjs.Consumer, error) {
+	c := p.c
+	if _, err := p.js.Stream(ctx, c.stream); errors.Is(err, natsjs.ErrStreamNotFound) {
+		if _, err := p.js.CreateStream(ctx, natsjs.StreamConfig{Name: c.stream, Subjects: []string{c.subject}, Storage: natsjs.FileStorage}); err != nil {
+			return nil, fmt.Errorf("creating stream %s: %w", c.stream, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", c.stream, err)
+	}
+	cons, err := p.js.CreateOrUpdateConsumer(ctx, c.stream, natsjs.ConsumerConfig{
+		Durable: c.durable, FilterSubject: c.subject, AckPolicy: natsjs.AckExplicitPolicy, AckWait: c.ackWait, MaxDeliver: c.maxDeliver,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", c.durable, c.stream, err)
+	}
+	if p.kv, err = p.js.KeyValue(ctx, c.kv); errors.Is(err, natsjs.ErrBucketNotFound) {
+		p.kv, err = p.js.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: c.kv, History: 8})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", c.kv, err)
+	}
+	return cons, nil
+}
+
+// consume runs the consumer until ctx ends.
+func (p *pipeline) consume(ctx context.Context) error {
+	cons, err := p.setup(ctx)
+	if err != nil {
+		return err
+	}
+	jc, err := jetstream.NewConsumer(ctx, p.js, cons, p.handle, &jetstream.ConsumerOptions{
+		Processor: p.popts, FetchWait: p.c.fetchWait, Logger: p.log,
+	})
+	if err != nil {
+		return err
+	}
+	// Run subscribes to the MAX_DELIVERIES advisory with
+	// nats.Conn.FlushWithContext, which refuses a context without a
+	// deadline ("nats: context requires a deadline"): give it a distant one.
+	rctx, cancel := context.WithDeadline(ctx, time.Now().AddDate(100, 0, 0))
+	defer cancel()
+	err = jc.Run(rctx) // also dead-letters what the server gives up on
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// handle validates an event, then stores it exactly once per idempotency
+// key: the claim is taken before the KV put, so a duplicate does nothing.
+func (p *pipeline) handle(ctx context.Context, m *broker.Message) (err error) {
+	if p.handled != nil {
+		defer func() { p.handled(m, err) }()
+	}
+	if _, err := p.chk.CheckEventContext(ctx, m.Body); err != nil {
+		return err // *classify.Error: class, stage, GEOS reason, location, EPSG
+	}
+	if p.enrich != nil {
+		if err := p.enrich(ctx, m); err != nil {
+			return classify.WithStage(err, classify.StageSpatialJoin)
+		}
+	}
+	key := m.Header(broker.HeaderIdempotencyKey) // always set by the Processor
+	_, err = replay.Once(ctx, p.claims, key, time.Minute, func(ctx context.Context) error {
+		// The pipeline's real work goes here; this one stores the event.
+		_, err := p.kv.Put(ctx, parcelKey(key), m.Body)
+		return err
+	})
+	return classify.WithStage(err, classify.StagePersist)
+}
+
+// parcelKey is the KV key of an event: KV keys allow only
+// [-/_=.a-zA-Z0-9], idempotency keys anything.
+func parcelKey(idempotencyKey string) string {
+	sum := sha256.Sum256([]byte(idempotencyKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// subjectPublisher publishes to a subject and waits for the stream's
+// acknowledgement: the replayer's target. Headers travel as NATS headers,
+// the key base64 in jetstream.HeaderKey, as jetstream.MessageFrom reads
+// them.
+type subjectPublisher struct{ js natsjs.JetStream }
+
+func (s subjectPublisher) Publish(ctx context.Context, subject string, m *broker.Message) error {
+	msg := nats.NewMsg(subject)
+	msg.Data = m.Body
+	for k, v := range m.Headers {
+		msg.Header.Set(k, v)
+	}
+	if m.Key != nil {
+		msg.Header.Set(jetstream.HeaderKey, base64.StdEncoding.EncodeToString(m.Key))
+	}
+	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publishing to %s: %w", subject, err)
+	}
+	return nil
+}
+
+// replayer returns a replayer over src (the dead-letter store, or a
+// wrapper of it) that repairs invalid geometries and CRS mismatches and
+// re-injects into the source subject the envelope names.
+func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, error) {
+	repairers, err := p.chk.Repairers(nil) // invalid_geometry → MakeValid, crs_mismatch → reproject to 4326
+	if err != nil {
+		return nil, err
+	}
+	return replay.New(replay.Options{
+		Source:    src,
+		Target:    subjectPublisher{p.js},
+		Fetcher:   p.off, // verifies offloaded blobs against their SHA-256
+		Repairers: repairers,
+		Check:     p.chk.ReplayCheck(), // a repair is re-injected only if it now passes
+		Logger:    p.log,
+	})
+}
+
+// destinations are the pipeline's dead-letter destinations, retry first.
+func destinations(subject string) []string {
+	m := &broker.Message{Source: &envelope.Source{Topic: subject}}
+	return []string{broker.DefaultDestination(m, classify.DestinationRetry), broker.DefaultDestination(m, classify.DestinationPoison)}
+}
+
+func (c config) filter() (broker.Filter, error) {
+	var f broker.Filter
+	for s := range strings.SplitSeq(c.classes, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		cl, err := classify.ParseClass(s)
+		if err != nil {
+			return f, fmt.Errorf("-class: %w", err)
+		}
+		f.Classes = append(f.Classes, cl)
+	}
+	return f, nil
+}
+
+// replayDestinations runs r over every destination and prints the reports.
+func replayDestinations(ctx context.Context, r *replay.Replayer, c config, indent, label string, out io.Writer) (map[string]replay.Report, error) {
+	f, err := c.filter()
+	if err != nil {
+		return nil, err
+	}
+	reports := map[string]replay.Report{}
+	for _, d := range destinations(c.subject) {
+		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: f, DryRun: c.dryRun})
+		reports[d] = rep
+		printReport(out, indent, label, d, rep)
+		if err != nil {
+			return reports, err
+		}
+	}
+	return reports, nil
+}
+
+// replayAll is the replay subcommand.
+func replayAll(ctx context.Context, c config, out io.Writer, log *slog.Logger) (map[string]replay.Report, error) {
+	p, err := newPipeline(ctx, c, log)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	r, err := p.replayer(p.store)
+	if err != nil {
+		return nil, err
+	}
+	label := "replay"
+	if c.dryRun {
+		label = "dry run"
+	}
+	return replayDestinations(ctx, r, c, "", label, out)
+}
+
+func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
+	var counts []string
+	for _, o := range []replay.Outcome{replay.OutcomeReplayed, replay.OutcomeRepaired, replay.OutcomeWouldReplay, replay.OutcomeWouldRepair,
+		replay.OutcomeWouldFail, replay.OutcomeSkipped, replay.OutcomeRepairFailed, replay.OutcomeStillFails, replay.OutcomeInvalidEnvelope,
+		replay.OutcomeRestoreFailed, replay.OutcomeNoRoute, replay.OutcomePublishFailed, replay.OutcomeAckFailed} {
+		if n := rep.Counts[o]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%s=%d", o, n))
+		}
+	}
+	if len(counts) == 0 {
+		counts = []string{"nothing to replay"}
+	}
+	fmt.Fprintf(out, "%s%s of %s: %s\n", indent, label, dest, strings.Join(counts, " "))
+	for _, it := range rep.Items {
+		why := ""
+		switch {
+		case it.Repair != nil:
+			why = it.Repair.String()
+		case it.Err != nil:
+			why = shorten(it.Err.Error(), 70)
+		}
+		fmt.Fprintf(out, "%s  seq %-4s %-14s %-17s %-13s %s\n", indent, it.RecordID, shorten(it.EventID, 14), it.Class, it.Outcome, why)
+	}
+}
+
+func shorten(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// deleteAll deletes the source stream, the dead-letter stream and the
+// bucket (the demo's).
+func deleteAll(ctx context.Context, c config) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(c.natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range []string{c.stream, c.dlqStream} {
+		if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("deleting stream %s: %w", s, err))
+		}
+	}
+	if err := js.DeleteKeyValue(ctx, c.kv); err != nil && !errors.Is(err, natsjs.ErrBucketNotFound) {
+		errs = append(errs, fmt.Errorf("deleting bucket %s: %w", c.kv, err))
+	}
+	return errors.Join(errs...)
+}
