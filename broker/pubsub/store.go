@@ -378,9 +378,10 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 var leases = clocklease.Codec{Prefix: "pubsub", Sep: " ", Expired: "ack deadline passed"}
 
 // Fetch pulls up to max records of destination's subscription that match
-// f, and gives each an ack deadline of Options.Lease. Records are returned
-// in publish order within one Fetch; Pub/Sub does not order messages
-// across pulls unless the subscription enables message ordering.
+// f, and gives each an ack deadline of Options.Lease. The messages of each
+// Pull (up to 100) are sorted by publish time; a Fetch that pulls several
+// times does not order across pulls, and since the Store sets no ordering
+// key, Pub/Sub's message ordering never applies to its records.
 //
 // With a non-zero filter, Fetch keeps pulling until it has max matches,
 // the subscription returns nothing more, Options.FilterScanLimit messages
