@@ -393,6 +393,7 @@ func parcelKey(idempotencyKey string) string {
 // them.
 type subjectPublisher struct{ js natsjs.JetStream }
 
+// Publish publishes m to subject and waits for the PubAck.
 func (s subjectPublisher) Publish(ctx context.Context, subject string, m *broker.Message) error {
 	msg := nats.NewMsg(subject)
 	msg.Data = m.Body

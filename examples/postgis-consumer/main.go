@@ -400,6 +400,8 @@ func shorten(s string, n int) string {
 // the dead-letter record only then.
 type reinject struct{ p *pipeline }
 
+// Publish processes m as an event of topic, which must be this
+// pipeline's.
 func (r reinject) Publish(ctx context.Context, topic string, m *broker.Message) error {
 	if topic != r.p.c.topic {
 		return fmt.Errorf("re-injecting into %q: this pipeline is %q", topic, r.p.c.topic)

@@ -76,6 +76,7 @@ func (t *tileServer) endOutage() {
 // replayer died between re-injecting a record and acknowledging it.
 type crashBeforeAck struct{ broker.DeadLetterSource }
 
+// Ack fails without acknowledging anything.
 func (crashBeforeAck) Ack(context.Context, *broker.Record) error {
 	return errors.New("replayer crashed before acknowledging")
 }

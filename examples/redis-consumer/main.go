@@ -356,6 +356,7 @@ func messageFrom(stream string, x redis.XMessage, attempt int) *broker.Message {
 // reads: the replayer's target, and the consumer's output.
 type streamPublisher struct{ rdb redis.UniversalClient }
 
+// Publish appends m to stream (XADD) and returns once Redis has it.
 func (s streamPublisher) Publish(ctx context.Context, stream string, m *broker.Message) error {
 	values := []any{"body", m.Body}
 	if m.Key != nil {
