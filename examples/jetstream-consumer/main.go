@@ -18,8 +18,8 @@
 // redis://…[?geodlq_prefix=P] or postgres://…[?geodlq_schema=S] URL to
 // share them between processes and restarts, as production needs.
 //
-// The source stream (subjects: -subject) and the durable consumer are
-// created when missing. Producers should set the idempotency-key header
+// The source stream (subjects: -subject) is created when missing, the
+// durable consumer created or updated. Producers should set the idempotency-key header
 // (replay.NewKey); without it one is derived once, from the subject and the
 // exact body.
 //
@@ -307,8 +307,9 @@ func openClaims(ctx context.Context, raw string) (replay.Claims, func(), error) 
 	return nil, nil, fmt.Errorf("-claims: want memory, redis://… or postgres://…, got %q", raw)
 }
 
-// setup creates, when missing, the source stream, its durable consumer and
-// the output bucket. Existing ones are left as they are.
+// setup creates the source stream and the output bucket when missing
+// (existing ones are left as they are), and creates or updates the durable
+// consumer with -max-deliver and -ack-wait.
 func (p *pipeline) setup(ctx context.Context) (natsjs.Consumer, error) {
 	c := p.c
 	if _, err := p.js.Stream(ctx, c.stream); errors.Is(err, natsjs.ErrStreamNotFound) {

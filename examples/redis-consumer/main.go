@@ -22,7 +22,9 @@
 //
 // A producer should set h:idempotency-key (replay.NewKey); without it one
 // is derived once, from the stream and the exact body. An entry without a
-// body field is dead-lettered with its fields as a JSON object.
+// body field is dead-lettered with its fields as a JSON object. A group
+// that does not exist yet is created at the stream's first entry, so it
+// processes the backlog.
 //
 // The replay subcommand reads both dead-letter streams, repairs invalid
 // geometries (GEOS MakeValid) and CRS mismatches (PROJ), re-injects each
