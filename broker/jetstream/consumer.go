@@ -369,7 +369,12 @@ func (c *Consumer) WatchMaxDeliveries(ctx context.Context) (stop func(), err err
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: subscribing to max-deliveries advisories: %w", err)
 	}
-	if err := nc.FlushWithContext(ctx); err != nil {
+	// nats.go's FlushWithContext refuses a context without a deadline, and
+	// a service's context (signal.NotifyContext) usually has none.
+	fctx, fcancel := context.WithTimeout(ctx, flushTimeout)
+	err = nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("jetstream: subscribing to max-deliveries advisories: %w", err)
 	}
@@ -484,3 +489,6 @@ func (c *Consumer) DeadLetterGivenUp(ctx context.Context, seq uint64, deliveries
 	}
 	return nil
 }
+
+// flushTimeout bounds the flush that makes the advisory subscription live.
+const flushTimeout = DefaultTimeout

@@ -87,7 +87,9 @@ func TestMaxDeliverAdvisory(t *testing.T) {
 		Processor: broker.ProcessorOptions{Publisher: pub}, FetchWait: 200 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
+	// Run gets a context without a deadline, as a service's
+	// signal.NotifyContext is.
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
 	defer func() { stop(); <-done }()

@@ -346,12 +346,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Run subscribes to the MAX_DELIVERIES advisory with
-	// nats.Conn.FlushWithContext, which refuses a context without a
-	// deadline ("nats: context requires a deadline"): give it a distant one.
-	rctx, cancel := context.WithDeadline(ctx, time.Now().AddDate(100, 0, 0))
-	defer cancel()
-	err = jc.Run(rctx) // also dead-letters what the server gives up on
+	err = jc.Run(ctx) // also dead-letters what the server gives up on
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
