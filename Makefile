@@ -9,7 +9,7 @@ export GOFLAGS
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench fuzz fmt tidy-check
+.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters fuzz fmt tidy-check
 
 all: test
 
@@ -39,6 +39,20 @@ importrule:
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./spatial ./ingress ./internal/jsonscan
+
+# Every dead-letter store's write and replay throughput, and its bare
+# client's write (the ceiling), with 2 KiB envelopes against the test
+# servers (docs/benchmarks.md). Five rounds, each running every adapter's
+# benchmarks once, so that the load of a shared machine falls on SDK and
+# bare figures alike; package:benchtime sizes each run to a few seconds.
+bench-adapters: test-deps
+	@for round in 1 2 3 4 5; do \
+	  for p in memory:50000x sqlite:1000x postgis:500x redisstream:5000x jetstream:5000x \
+	           rabbitmq:2000x sqs:1000x pubsub:2000x kafka:3000x; do \
+	    GEODLQ_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench . -benchmem -count 1 \
+	      -benchtime $${p#*:} ./broker/$${p%%:*}/ || exit 1; \
+	  done; \
+	done
 
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./envelope
