@@ -77,6 +77,26 @@ type Message struct {
 	DeliveryAttempt int
 	// Source is where the message came from, recorded in the envelope.
 	Source *envelope.Source
+	// Envelope, on a dead-letter message, is the envelope Body encodes,
+	// when the caller has it: the Processor sets it to the envelope it
+	// built, so that adapters read the fields they index or put in headers
+	// (class, stage, EPSG, event id, …) without decoding Body again. Whoever
+	// sets it must set it to exactly what Body encodes, and nobody modifies
+	// it afterwards. Nil: adapters decode Body (see [EnvelopeOf]).
+	Envelope *envelope.Envelope
+}
+
+// EnvelopeOf returns the dlq.v1 envelope m carries: m.Envelope when set,
+// else Body decoded with [envelope.Decode], whose typed errors it returns
+// when Body is not a valid envelope.
+func EnvelopeOf(m *Message) (*envelope.Envelope, error) {
+	if m == nil {
+		return nil, errors.New("broker: nil message")
+	}
+	if m.Envelope != nil {
+		return m.Envelope, nil
+	}
+	return envelope.Decode(m.Body)
 }
 
 // Header returns the named header, or "".
@@ -87,7 +107,8 @@ func (m *Message) Header(name string) string {
 	return m.Headers[name]
 }
 
-// Clone returns a deep copy of m.
+// Clone returns a deep copy of m. The Envelope pointer is shared: it is
+// never modified.
 func (m *Message) Clone() *Message {
 	if m == nil {
 		return nil

@@ -307,7 +307,7 @@ func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr
 	if env.RawPayloadOffloadURI != "" {
 		p.tel.OffloadedBytes.Add(ctx, env.PayloadSize, metric.WithAttributes(attribute.String("kind", "payload")))
 	}
-	dl := &Message{Key: m.Key, Body: body, Headers: Headers(env)}
+	dl := &Message{Key: m.Key, Body: body, Headers: Headers(env), Envelope: env}
 	pctx, pspan := p.tel.Start(ctx, "geodlq.dead_letter.publish", attribute.String("geodlq.destination", dest), attribute.Int("geodlq.envelope_bytes", len(body)))
 	err = p.pub.Publish(pctx, dest, dl)
 	telemetry.End(pspan, err)

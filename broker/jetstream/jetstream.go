@@ -470,7 +470,7 @@ func MsgID(destination string, m *broker.Message) string {
 	disc := ""
 	if ro := m.Header(broker.HeaderReplayOf); ro != "" {
 		disc = "replay-of\x00" + ro
-	} else if env, err := envelope.Decode(m.Body); err == nil {
+	} else if env, err := broker.EnvelopeOf(m); err == nil {
 		if key == "" {
 			key = env.IdempotencyKey
 		}

@@ -517,7 +517,12 @@ func (s *Store) recordHeaders(m *broker.Message) []kgo.RecordHeader {
 		}
 		h[k] = v
 	}
-	src := envelopeSource(m.Body)
+	var src *envelope.Source
+	if m.Envelope != nil {
+		src = m.Envelope.Source
+	} else {
+		src = envelopeSource(m.Body)
+	}
 	if src == nil {
 		src = m.Source
 	}

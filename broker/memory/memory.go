@@ -139,7 +139,7 @@ func (b *Broker) Fetch(ctx context.Context, destination string, f broker.Filter,
 		}
 		if !f.IsZero() {
 			if !e.decoded {
-				e.env, e.envErr = envelope.Decode(e.msg.Body)
+				e.env, e.envErr = broker.EnvelopeOf(e.msg)
 				e.decoded = true
 			}
 			if e.envErr != nil || !f.Match(e.env) {

@@ -384,7 +384,7 @@ func (s *Store) prepare(destination string, m *broker.Message) (*row, error) {
 	if r.headers, r.binaryHeaders, err = encodeHeaders(m.Headers); err != nil {
 		return nil, err
 	}
-	env, derr := envelope.Decode(m.Body)
+	env, derr := broker.EnvelopeOf(m)
 	if derr != nil {
 		if k := m.Header(broker.HeaderIdempotencyKey); k != "" {
 			r.idemKey = ptr(keyText(k))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/envelope"
 )
 
 // Stream entry field names; the package doc lists what each holds.
@@ -33,7 +32,7 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 func entryFields(m *broker.Message) []any {
 	a := make([]any, 0, 24+2*len(m.Headers))
 	a = append(a, fieldVersion, "1")
-	if env, err := envelope.Decode(m.Body); err == nil {
+	if env, err := broker.EnvelopeOf(m); err == nil {
 		at := env.DeadLetteredAt
 		a = append(a,
 			fieldEnvelope, "1",

@@ -16,7 +16,6 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/envelope"
 )
 
 // Options configures a [Store]. Nil means defaults.
@@ -174,7 +173,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		epsg, deadAt                            sql.NullInt64
 		locX, locY                              sql.NullFloat64
 	)
-	if env, err := envelope.Decode(m.Body); err == nil {
+	if env, err := broker.EnvelopeOf(m); err == nil {
 		isEnv = 1
 		eventID = nullStr(env.EventID)
 		key = nullStr(env.IdempotencyKey)

@@ -344,7 +344,10 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 	if err != nil {
 		return err
 	}
-	env := decodeEnvelope(m.Body)
+	env := m.Envelope
+	if env == nil {
+		env = decodeEnvelope(m.Body)
+	}
 	item := sendItem{enc: enc}
 	fifo := IsFIFO(queueNameOf(qurl))
 	if !fifo && !s.opts.AllowFIFOToStandard && env != nil && env.Source != nil && env.Source.System == "sqs" && IsFIFO(env.Source.Topic) {

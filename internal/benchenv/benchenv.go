@@ -127,9 +127,13 @@ func (s *Set) Headers(i int) map[string]string {
 }
 
 // Message returns dead-letter message i as the Processor hands it to a
-// store: the source message's key, the envelope, and its headers.
+// store: the source message's key, the encoded envelope, its headers, and
+// the envelope itself (Message.Envelope), which the Processor has built
+// anyway.
 func (s *Set) Message(i int) *broker.Message {
-	return &broker.Message{Key: []byte(MessageKey), Body: s.Body(i), Headers: s.Headers(i)}
+	env := *s.Envelope
+	env.IdempotencyKey = Key(i)
+	return &broker.Message{Key: []byte(MessageKey), Body: s.Body(i), Headers: s.Headers(i), Envelope: &env}
 }
 
 // Name returns prefix followed by "-" and 12 random hex digits: a

@@ -28,6 +28,8 @@ func TestMessagesAreRealEnvelopes(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, got.Validate())
 		require.Equal(t, benchenv.Key(i), got.IdempotencyKey)
+		require.Equal(t, got, m.Envelope, "the carried envelope is the body's")
+		require.Equal(t, env, m.Envelope, "and the builder's")
 		require.Equal(t, classify.ClassInvalidGeometry, got.FailureClass)
 		require.Equal(t, 4326, broker.EPSGOf(got))
 		restored, err := got.Restore(t.Context(), nil)
