@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -37,13 +39,27 @@ type Broker struct {
 
 type queue struct {
 	seq     uint64
-	order   []*entry // publish order; acked entries are compacted away
-	byID    map[string]*entry
+	order   []*entry // publish order (ascending seq); acked entries are compacted away
+	live    int      // unacknowledged entries
 	removed int
 }
 
+// find returns the entry whose record id is id, or nil. Ids are the
+// decimal sequence numbers, and order is sorted by them.
+func (q *queue) find(id string) *entry {
+	seq, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(q.order, seq, func(e *entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	if !ok {
+		return nil
+	}
+	return q.order[i]
+}
+
 type entry struct {
-	id         string
+	seq        uint64
 	msg        *broker.Message
 	env        *envelope.Envelope
 	envErr     error
@@ -99,13 +115,12 @@ func (b *Broker) Publish(ctx context.Context, destination string, m *broker.Mess
 	}
 	q := b.dests[destination]
 	if q == nil {
-		q = &queue{byID: map[string]*entry{}}
+		q = &queue{}
 		b.dests[destination] = q
 	}
 	q.seq++
-	e := &entry{id: strconv.FormatUint(q.seq, 10), msg: c}
-	q.order = append(q.order, e)
-	q.byID[e.id] = e
+	q.order = append(q.order, &entry{seq: q.seq, msg: c})
+	q.live++
 	return nil
 }
 
@@ -152,7 +167,7 @@ func (b *Broker) Fetch(ctx context.Context, destination string, f broker.Filter,
 		m := e.msg.Clone()
 		m.DeliveryAttempt = e.deliveries
 		out = append(out, &broker.Record{
-			ID: e.id, Destination: destination, Message: m,
+			ID: strconv.FormatUint(e.seq, 10), Destination: destination, Message: m,
 			Envelope: e.env, Deliveries: e.deliveries, Lease: e.lease,
 		})
 	}
@@ -185,7 +200,7 @@ func (b *Broker) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	q := b.dests[r.Destination]
 	var e *entry
 	if q != nil {
-		e = q.byID[r.ID]
+		e = q.find(r.ID)
 	}
 	if e == nil || e.acked || e.lease != r.Lease {
 		return fmt.Errorf("memory: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
@@ -193,7 +208,7 @@ func (b *Broker) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	e.lease, e.leaseUntil = "", time.Time{}
 	if ack {
 		e.acked = true
-		delete(q.byID, e.id)
+		q.live--
 		q.removed++
 		if q.removed > 1024 && q.removed > len(q.order)/2 {
 			q.compact()
@@ -220,7 +235,7 @@ func (b *Broker) Len(destination string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if q := b.dests[destination]; q != nil {
-		return len(q.byID)
+		return q.live
 	}
 	return 0
 }
