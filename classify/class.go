@@ -22,6 +22,7 @@ package classify
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Class is the failure class of a dead-lettered event. Its string form is
@@ -113,6 +114,25 @@ func ParseClass(s string) (Class, error) {
 		}
 	}
 	return 0, fmt.Errorf("classify: %w: failure class %q", ErrUnknownName, s)
+}
+
+// ParseClasses parses a comma-separated list of class wire names, as a
+// command-line flag gives it ("transient, unknown"). Blank items are
+// ignored, so "" returns no classes; an unknown name is an error wrapping
+// [ErrUnknownName].
+func ParseClasses(list string) ([]Class, error) {
+	var out []Class
+	for s := range strings.SplitSeq(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		c, err := ParseClass(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // Stage is the pipeline stage at which an event failed. Its string form is

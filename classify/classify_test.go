@@ -288,3 +288,27 @@ func BenchmarkClassify(b *testing.B) {
 		}
 	})
 }
+
+func TestParseClasses(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    []classify.Class
+		wantErr bool
+	}{
+		{"", nil, false},
+		{" , ", nil, false},
+		{"transient", []classify.Class{classify.ClassTransient}, false},
+		{"transient, unknown,invalid_geometry", []classify.Class{classify.ClassTransient, classify.ClassUnknown, classify.ClassInvalidGeometry}, false},
+		{"transient,bogus", nil, true},
+		{"Transient", nil, true},
+	}
+	for _, tc := range cases {
+		got, err := classify.ParseClasses(tc.in)
+		if tc.wantErr {
+			require.ErrorIs(t, err, classify.ErrUnknownName, "%q", tc.in)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.in)
+		require.Equal(t, tc.want, got, "%q", tc.in)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -181,6 +183,14 @@ const (
 	OutcomeAckFailed Outcome = "ack_failed"
 )
 
+// Outcomes returns every outcome, in the order a report lists them: the
+// acknowledged ones, the dry run's, then why records were left in place.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeReplayed, OutcomeRepaired, OutcomeWouldReplay, OutcomeWouldRepair,
+		OutcomeWouldFail, OutcomeSkipped, OutcomeRepairFailed, OutcomeStillFails, OutcomeInvalidEnvelope,
+		OutcomeRestoreFailed, OutcomeNoRoute, OutcomePublishFailed, OutcomeAckFailed}
+}
+
 // Item reports one record.
 type Item struct {
 	RecordID       string
@@ -204,6 +214,24 @@ type Report struct {
 	Counts map[Outcome]int
 	// Items lists every record, in the order examined.
 	Items []Item
+}
+
+// Summary counts the report's outcomes on one line, in the order of
+// [Outcomes], leaving out those that did not occur:
+// "replayed=3 skipped=1". An empty report gives "".
+func (r Report) Summary() string {
+	var b strings.Builder
+	for _, o := range Outcomes() {
+		if n := r.Counts[o]; n > 0 {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(string(o))
+			b.WriteByte('=')
+			b.WriteString(strconv.Itoa(n))
+		}
+	}
+	return b.String()
 }
 
 // Acked returns the number of records acknowledged (replayed or repaired).

@@ -332,3 +332,18 @@ func TestNewKey(t *testing.T) {
 	require.NotEqual(t, k, replay.NewKey("parcels", []byte("provider-7"), []byte(`{"a": 1}`)), "exact bytes")
 	require.NotEqual(t, replay.NewKey("ab", []byte("c")), replay.NewKey("a", []byte("bc")), "length-prefixed")
 }
+
+func TestReportSummary(t *testing.T) {
+	seen := map[replay.Outcome]bool{}
+	for _, o := range replay.Outcomes() {
+		require.NotEmpty(t, string(o))
+		require.False(t, seen[o], "outcome %q listed twice", o)
+		seen[o] = true
+		require.Equal(t, string(o)+"=1", replay.Report{Counts: map[replay.Outcome]int{o: 1}}.Summary())
+	}
+	require.Equal(t, "", replay.Report{}.Summary())
+	rep := replay.Report{Counts: map[replay.Outcome]int{
+		replay.OutcomeAckFailed: 1, replay.OutcomeSkipped: 2, replay.OutcomeReplayed: 3, replay.OutcomeRepaired: 0,
+	}}
+	require.Equal(t, "replayed=3 skipped=2 ack_failed=1", rep.Summary(), "Outcomes order, zero counts left out")
+}
