@@ -5,13 +5,11 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -19,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -31,52 +29,6 @@ import (
 //
 //go:embed sample.jsonl
 var sampleEvents []byte
-
-// tileServer simulates the downstream service the pipeline enriches events
-// from: "flaky" events fail twice and then succeed; "down" events fail
-// while the outage lasts.
-type tileServer struct {
-	mu     sync.Mutex
-	calls  map[string]int
-	outage bool
-}
-
-func (t *tileServer) enrich(_ context.Context, m *broker.Message) error {
-	var ev struct {
-		EventID    string `json:"event_id"`
-		Properties struct {
-			Tiles string `json:"tiles"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(m.Body, &ev); err != nil {
-		return classify.SchemaViolation(err)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.calls[ev.EventID]++
-	switch {
-	case ev.Properties.Tiles == "flaky" && t.calls[ev.EventID] <= 2:
-		return classify.Transient(errors.New("tile server: HTTP 503"))
-	case ev.Properties.Tiles == "down" && t.outage:
-		return classify.Transient(errors.New("tile server: HTTP 502"))
-	}
-	return nil
-}
-
-func (t *tileServer) endOutage() {
-	t.mu.Lock()
-	t.outage = false
-	t.mu.Unlock()
-}
-
-// crashBeforeAck is a dead-letter source whose Ack never lands, as if the
-// replayer died between re-injecting a record and acknowledging it.
-type crashBeforeAck struct{ broker.DeadLetterSource }
-
-// Ack fails without acknowledging anything.
-func (crashBeforeAck) Ack(context.Context, *broker.Record) error {
-	return errors.New("replayer crashed before acknowledging")
-}
 
 // demoResult is what the demo did, for its test.
 type demoResult struct {
@@ -99,8 +51,8 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return nil, err
 	}
 	defer p.close()
-	tiles := &tileServer{calls: map[string]int{}, outage: true}
-	p.enrich = tiles.enrich
+	tiles := sample.NewTileServer()
+	p.enrich = tiles.Enrich
 	res := &demoResult{outcomes: map[int]broker.Outcome{}}
 
 	fmt.Fprintf(out, "geodlq postgis-consumer demo: dead-letter table %s, parcels %s\n\n", p.store.Table(), p.parcels())
@@ -123,7 +75,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return res, err
 	}
 
-	tiles.endOutage()
+	tiles.EndOutage()
 	fmt.Fprintln(out, "\n3. The tile server is back. Replaying with repairs (GEOS MakeValid, PROJ reprojection):")
 	r, err := p.replayer(p.store)
 	if err != nil {
@@ -134,7 +86,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	if res.dry, err = replayDestinations(ctx, r, dry, "   ", "dry run", out); err != nil {
 		return res, err
 	}
-	crashing, err := p.replayer(crashBeforeAck{p.store})
+	crashing, err := p.replayer(sample.CrashBeforeAck{DeadLetterSource: p.store})
 	if err != nil {
 		return res, err
 	}

@@ -438,18 +438,11 @@ func destinations(topic string) []string {
 }
 
 func (c config) filter() (broker.Filter, error) {
-	var f broker.Filter
-	for s := range strings.SplitSeq(c.classes, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		cl, err := classify.ParseClass(s)
-		if err != nil {
-			return f, fmt.Errorf("-class: %w", err)
-		}
-		f.Classes = append(f.Classes, cl)
+	classes, err := classify.ParseClasses(c.classes)
+	if err != nil {
+		return broker.Filter{}, fmt.Errorf("-class: %w", err)
 	}
-	return f, nil
+	return broker.Filter{Classes: classes}, nil
 }
 
 // replayDestinations runs r over every destination and prints the reports.
@@ -489,18 +482,11 @@ func replayAll(ctx context.Context, c config, out io.Writer, log *slog.Logger) (
 }
 
 func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
-	var counts []string
-	for _, o := range []replay.Outcome{replay.OutcomeReplayed, replay.OutcomeRepaired, replay.OutcomeWouldReplay, replay.OutcomeWouldRepair,
-		replay.OutcomeWouldFail, replay.OutcomeSkipped, replay.OutcomeRepairFailed, replay.OutcomeStillFails, replay.OutcomeInvalidEnvelope,
-		replay.OutcomeRestoreFailed, replay.OutcomeNoRoute, replay.OutcomePublishFailed, replay.OutcomeAckFailed} {
-		if n := rep.Counts[o]; n > 0 {
-			counts = append(counts, fmt.Sprintf("%s=%d", o, n))
-		}
+	summary := rep.Summary()
+	if summary == "" {
+		summary = "nothing to replay"
 	}
-	if len(counts) == 0 {
-		counts = []string{"nothing to replay"}
-	}
-	fmt.Fprintf(out, "%s%s of %s: %s\n", indent, label, dest, strings.Join(counts, " "))
+	fmt.Fprintf(out, "%s%s of %s: %s\n", indent, label, dest, summary)
 	for _, it := range rep.Items {
 		why := ""
 		switch {

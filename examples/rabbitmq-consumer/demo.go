@@ -14,69 +14,13 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/rabbitmq"
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
 
-// demoEvents are what producers sent: a valid parcel, a bowtie, an
-// unparseable CRS, a body that is not JSON, an event whose tile server
-// fails twice and then answers, and one whose tile server is down until
-// the replay.
-var demoEvents = []string{
-	`{"event_id":"evt-parcel","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[12.49,41.89],[12.5,41.89],[12.5,41.9],[12.49,41.9],[12.49,41.89]]]}}`,
-	`{"event_id":"evt-bowtie","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`,
-	`{"event_id":"evt-bad-crs","crs":"EPSG:43x6","geometry":{"type":"Point","coordinates":[2.35,48.85]}}`,
-	`event_id=evt-not-json; geometry=POLYGON((0 0,1 0,1 1,0 0))`,
-	`{"event_id":"evt-flaky","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[9.19,45.46]},"properties":{"tiles":"flaky"}}`,
-	`{"event_id":"evt-outage","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[11.25,43.77]},"properties":{"tiles":"down"}}`,
-}
-
-// tileServer simulates the downstream service the pipeline enriches events
-// from: "flaky" events fail twice and then succeed; "down" events fail
-// while the outage lasts.
-type tileServer struct {
-	mu     sync.Mutex
-	calls  map[string]int
-	outage bool
-}
-
-func (t *tileServer) enrich(_ context.Context, m *broker.Message) error {
-	var ev struct {
-		EventID    string `json:"event_id"`
-		Properties struct {
-			Tiles string `json:"tiles"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(m.Body, &ev); err != nil {
-		return classify.SchemaViolation(err)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.calls[ev.EventID]++
-	switch {
-	case ev.Properties.Tiles == "flaky" && t.calls[ev.EventID] <= 2:
-		return classify.Transient(errors.New("tile server: HTTP 503"))
-	case ev.Properties.Tiles == "down" && t.outage:
-		return classify.Transient(errors.New("tile server: HTTP 502"))
-	}
-	return nil
-}
-
-func (t *tileServer) endOutage() {
-	t.mu.Lock()
-	t.outage = false
-	t.mu.Unlock()
-}
-
-// crashBeforeAck is a dead-letter source whose Ack never lands, as if the
-// replayer died between re-injecting a record and acknowledging it.
-type crashBeforeAck struct{ broker.DeadLetterSource }
-
-// Ack fails without acknowledging anything.
-func (crashBeforeAck) Ack(context.Context, *broker.Record) error {
-	return errors.New("replayer crashed before acknowledging")
-}
+// demoEvents are what producers sent (see sample.Events).
+var demoEvents = sample.Events()
 
 // observedStore counts the dead-letter writes the broker confirmed.
 type observedStore struct {
@@ -120,8 +64,8 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return nil, err
 	}
 	defer p.close()
-	tiles := &tileServer{calls: map[string]int{}, outage: true}
-	p.enrich = tiles.enrich
+	tiles := sample.NewTileServer()
+	p.enrich = tiles.Enrich
 	res := &demoResult{deadLettered: map[string][]*envelope.Envelope{}, calls: map[string]int{}, emitted: map[string]int{}, repairs: map[string]string{}}
 	// Settled deliveries: handled successfully, or dead-lettered with the
 	// broker's confirm. Either way the source delivery is acked next.
@@ -194,7 +138,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return res, err
 	}
 
-	tiles.endOutage()
+	tiles.EndOutage()
 	fmt.Fprintln(out, "\n3. The tile server is back. Replaying with repairs (GEOS MakeValid, PROJ reprojection):")
 	r, err := p.replayer(p.store)
 	if err != nil {
@@ -212,7 +156,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	if err != nil {
 		return res, err
 	}
-	crashing, err := p.replayer(crashBeforeAck{crashed})
+	crashing, err := p.replayer(sample.CrashBeforeAck{DeadLetterSource: crashed})
 	if err != nil {
 		_ = crashed.Close()
 		return res, err
