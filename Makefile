@@ -1,15 +1,22 @@
 # geodlq — two commands on a fresh Debian machine:
 #   make demo   runs the quickstart on the embedded store
-#   make test   vet, race tests, the CGO_ENABLED=0 core build, the import rule
+#   make test   vet, race tests of every module, the CGO_ENABLED=0 core build,
+#               the import rule and module graph, go.mod tidiness
 # Both install what is missing (scripts/deps.sh, scripts/services.sh).
+#
+# geodlq is several Go modules (the core at the root; each heavy adapter,
+# cmd/geodlq and examples in their own), tied together by go.work. The
+# package pattern $(PKGS) spans all of them.
 
 GO      ?= go
 GOFLAGS ?= -buildvcs=false
 export GOFLAGS
 
+PKGS := github.com/geodlq/geodlq/...
+
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters fuzz fmt tidy-check
+.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters fuzz fmt tidy tidy-check
 
 all: test
 
@@ -22,14 +29,14 @@ test-deps: deps
 demo: deps
 	$(GO) run ./examples/quickstart
 
-test: test-deps vet race core-nocgo importrule
+test: test-deps vet tidy-check race core-nocgo importrule
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 race:
-	GEODLQ_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 30m ./...
+	GEODLQ_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 core-nocgo:
 	CGO_ENABLED=0 $(GO) build $(CORE)
@@ -63,5 +70,11 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
 	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial
 
+# go.mod files carry no replace directives (so that each module stays
+# installable with go install …@version); scripts/gomod.sh tidies them
+# against their siblings' directories.
+tidy:
+	@scripts/gomod.sh tidy
+
 tidy-check:
-	$(GO) mod tidy -diff
+	@scripts/gomod.sh check

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Keeps the go.mod files of geodlq's modules tidy.
+#
+# geodlq is several modules (the core at the root, one per heavy adapter,
+# cmd/geodlq, examples); go.work ties them together for development. None of
+# their go.mod files has a replace directive, so that each stays installable
+# and importable with `go get …@version` once tagged. That means `go mod tidy`
+# cannot run in a module on its own while its siblings are unpublished: this
+# script runs it with a temporary modfile that replaces every sibling with
+# its directory, then drops those replaces again.
+#
+#   scripts/gomod.sh tidy     rewrite every module's go.mod/go.sum
+#   scripts/gomod.sh check    fail if any module is not tidy (CI)
+#   scripts/gomod.sh list     print the module directories
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+cmd=${1:-check}
+
+mapfile -t dirs < <(go work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p' | sed 's#^\./##; s#^\.$##' | sort)
+[ ${#dirs[@]} -gt 0 ] || { echo "gomod: no modules in go.work" >&2; exit 1; }
+
+if [ "$cmd" = list ]; then
+  for d in "${dirs[@]}"; do echo "${d:-.}"; done
+  exit 0
+fi
+
+paths=()
+for d in "${dirs[@]}"; do
+  paths+=("$(cd "$top/${d:-.}" && go mod edit -json | sed -n 's/^\t\t"Path": "\(.*\)",\{0,1\}$/\1/p' | head -1)")
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bad=0
+for i in "${!dirs[@]}"; do
+  d=${dirs[$i]:-.}
+  mf=$tmp/$i.mod
+  cp "$top/$d/go.mod" "$mf"
+  [ -f "$top/$d/go.sum" ] && cp "$top/$d/go.sum" "$tmp/$i.sum" || : > "$tmp/$i.sum"
+  reps=()
+  for j in "${!dirs[@]}"; do
+    [ "$j" = "$i" ] && continue
+    reps+=("-replace=${paths[$j]}=$top/${dirs[$j]:-.}")
+  done
+  (cd "$top/$d" && go mod edit -modfile="$mf" "${reps[@]}" &&
+    GOWORK=off GOFLAGS=-mod=mod go mod tidy -modfile="$mf" 2>"$tmp/$i.err") || {
+    echo "gomod: go mod tidy failed in $d:" >&2; cat "$tmp/$i.err" >&2; exit 1; }
+  drops=()
+  for j in "${!dirs[@]}"; do
+    [ "$j" = "$i" ] || drops+=("-dropreplace=${paths[$j]}")
+  done
+  (cd "$top/$d" && go mod edit -modfile="$mf" "${drops[@]}")
+  case "$cmd" in
+  tidy)
+    cp "$mf" "$top/$d/go.mod"
+    if [ -s "$tmp/$i.sum" ]; then cp "$tmp/$i.sum" "$top/$d/go.sum"; else rm -f "$top/$d/go.sum"; fi
+    ;;
+  check)
+    if ! diff -u "$top/$d/go.mod" "$mf" >"$tmp/$i.diff"; then
+      echo "gomod: $d/go.mod is not tidy:" >&2; cat "$tmp/$i.diff" >&2; bad=1
+    fi
+    if ! diff -q <(cat "$top/$d/go.sum" 2>/dev/null) "$tmp/$i.sum" >/dev/null; then
+      echo "gomod: $d/go.sum is not tidy" >&2; bad=1
+    fi
+    ;;
+  *) echo "usage: $0 tidy|check|list" >&2; exit 2 ;;
+  esac
+done
+[ "$bad" = 0 ] || { echo "gomod: run scripts/gomod.sh tidy" >&2; exit 1; }
+[ "$cmd" = check ] && echo "gomod: ${#dirs[@]} modules tidy" >&2
+exit 0
