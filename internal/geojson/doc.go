@@ -16,6 +16,18 @@
 //     second pass over the coordinates). Duplicate "type", "coordinates",
 //     "geometries", "geometry" or "crs" members are rejected as ambiguous.
 //
+// A document ends where its value ends: only RFC 8259 white space (space,
+// tab, CR, LF) may follow it. Any other byte — NUL included — is an error
+// at its offset, as it is for internal/jsonscan and encoding/json, so every
+// reader of a payload agrees on where it ends.
+//
+// Hostile input is bounded by [Limits], each enforced before the work it
+// bounds: positions (MaxVertices), coordinate arrays and collection
+// members (MaxParts), GeometryCollection nesting (MaxNesting, at most
+// [CeilingMaxNesting]), nesting inside skipped values (MaxDepth; skipping
+// is iterative) and the length of converted numbers (MaxNumberLength).
+// The walkers of parsed geometries ([Components], [Walk]) are iterative.
+//
 // Parsing is allocation-light: all positions of a document share one
 // backing array of orb.Point and the orb rings, lines and multi-geometries
 // are capped sub-slices of it; no map[string]any is built.

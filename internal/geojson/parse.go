@@ -12,22 +12,56 @@ import (
 
 // Default limits, used for zero fields of [Limits].
 const (
-	DefaultMaxVertices = 5_000_000
-	DefaultMaxNesting  = 8
-	DefaultMaxDepth    = 512
+	DefaultMaxVertices     = 5_000_000
+	DefaultMaxParts        = 1_000_000
+	DefaultMaxNesting      = 8
+	DefaultMaxDepth        = 512
+	DefaultMaxNumberLength = 512
 )
 
+// CeilingMaxNesting is the most GeometryCollection nesting any [Limits]
+// allows: a larger MaxNesting is lowered to it. Parsing a collection is
+// recursive (a few hundred bytes of stack per level), and the walkers of
+// parsed geometries recurse on collections too, so this bounds their stack
+// whatever the configuration.
+const CeilingMaxNesting = 64
+
 // Limits bounds the work a parse may do. The zero value uses the defaults.
+//
+// Every limit is enforced before the work it bounds: a position over
+// MaxVertices is refused as it is read, and an array, object or
+// GeometryCollection over its nesting limit before it is entered, so
+// hostile input costs at most the limits, never the input's own claims.
 type Limits struct {
 	// MaxVertices is the largest number of positions accepted; one more
 	// fails with classify.KindVertexBudget as soon as it is read. Default
 	// DefaultMaxVertices; negative means no limit.
 	MaxVertices int
-	// MaxNesting bounds GeometryCollections nested inside each other.
-	// Default DefaultMaxNesting.
+	// MaxParts is the largest number of coordinate arrays above the
+	// positions (every ring, hole, line, polygon, and the outer array of
+	// each geometry) plus GeometryCollection members accepted; one more
+	// fails with classify.KindVertexBudget as soon as it is opened. It
+	// bounds the memory of geometries with many parts and few positions
+	// (a million empty rings). Default DefaultMaxParts; negative means no
+	// limit.
+	MaxParts int
+	// MaxNumberLength is the longest number, in bytes, accepted in
+	// coordinates and as an integer "crs"; a longer one fails
+	// (classify.KindMalformed) before it is converted. Numbers in skipped
+	// values are scanned, never converted, and have no limit. Default
+	// DefaultMaxNumberLength.
+	MaxNumberLength int
+	// MaxNesting bounds GeometryCollections nested inside each other: a
+	// collection inside MaxNesting others fails (classify.KindMalformed)
+	// before its members are read. Default DefaultMaxNesting; at most
+	// CeilingMaxNesting.
 	MaxNesting int
-	// MaxDepth bounds the nesting of the JSON values that are skipped
-	// (properties and other members). Default DefaultMaxDepth.
+	// MaxDepth bounds the nesting of arrays and objects inside each JSON
+	// value that is skipped rather than parsed (properties, bbox, unknown
+	// members, and coordinates or geometries met before their "type"): a
+	// container MaxDepth levels down fails (classify.KindMalformed)
+	// before it is entered. Skipping is iterative, one bit of memory per
+	// level. Default DefaultMaxDepth.
 	MaxDepth int
 }
 
@@ -38,9 +72,19 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxVertices < 0 {
 		l.MaxVertices = math.MaxInt
 	}
+	if l.MaxParts == 0 {
+		l.MaxParts = DefaultMaxParts
+	}
+	if l.MaxParts < 0 {
+		l.MaxParts = math.MaxInt
+	}
+	if l.MaxNumberLength <= 0 {
+		l.MaxNumberLength = DefaultMaxNumberLength
+	}
 	if l.MaxNesting <= 0 {
 		l.MaxNesting = DefaultMaxNesting
 	}
+	l.MaxNesting = min(l.MaxNesting, CeilingMaxNesting)
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultMaxDepth
 	}
@@ -191,20 +235,40 @@ type node struct {
 type parser struct {
 	scanner
 	lim    Limits
-	pts    []orb.Point
-	zs     []float64 // nil until a position has a third ordinate
+	pts    []orb.Point // nil until the first position is read
+	zs     []float64   // nil until a position has a third ordinate
 	counts []int
+	parts  int // len(counts) plus collection members read
 }
 
 func newParser(data []byte, lim Limits) *parser {
 	lim = lim.withDefaults()
-	p := &parser{scanner: scanner{data: data, maxDepth: lim.MaxDepth}, lim: lim}
-	// Size the position array once instead of growing it: every position
-	// opens with '[' and takes at least 6 bytes ("[0,0],").
-	n := min(bytes.Count(data, []byte{'['}), len(data)/6+1, lim.MaxVertices)
-	p.pts = make([]orb.Point, 0, n)
+	p := &parser{scanner: scanner{data: data, maxDepth: lim.MaxDepth, maxNumber: lim.MaxNumberLength}, lim: lim}
 	p.counts = make([]int, 0, 8)
 	return p
+}
+
+// sizePoints allocates the position array, once, when the first position
+// is read (so a document that fails before has cost nothing), sized so it
+// never grows: every position opens with '[', holds a ',' and takes at
+// least 6 bytes ("[0,0],"). Counting both brackets and commas keeps a
+// document that is all brackets (or all commas) from reserving room for
+// positions it cannot hold.
+func (p *parser) sizePoints() {
+	d := p.data
+	n := min(bytes.Count(d, []byte{'['}), bytes.Count(d, []byte{','})+1, len(d)/6+1, p.lim.MaxVertices)
+	p.pts = make([]orb.Point, 0, max(n, 1))
+}
+
+// addPart counts one more coordinate array or collection member against
+// MaxParts; at is the offset to report.
+func (p *parser) addPart(at int) *Error {
+	if p.parts >= p.lim.MaxParts {
+		p.pos = at
+		return p.errf(classify.KindVertexBudget, "geometry has more than %d parts (rings, lines, polygons and collection members)", p.lim.MaxParts)
+	}
+	p.parts++
+	return nil
 }
 
 // ParseGeometry parses a GeoJSON geometry object. A JSON null, a missing or
@@ -337,7 +401,7 @@ func (p *parser) crs() (CRS, *Error) {
 	case c >= '0' && c <= '9':
 		at := p.pos
 		b, ok := p.numberSpan()
-		if ok {
+		if ok && len(b) <= p.maxNumber {
 			if code, err := strconv.ParseUint(string(b), 10, 31); err == nil && code > 0 {
 				return CRS{Form: CRSCode, Name: "EPSG:" + strconv.FormatUint(code, 10)}, nil
 			}
@@ -529,7 +593,7 @@ func (p *parser) geometry(nest int) (node, CRS, *Error) {
 				case p.null():
 					geomsNull = true
 				case seenType && n.typ == GeometryCollection:
-					if err := p.members(&n, nest); err != nil {
+					if err := p.members(&n, nest, objAt); err != nil {
 						return node{}, CRS{}, err
 					}
 					geomsDone = true
@@ -571,8 +635,8 @@ func (p *parser) geometry(nest int) (node, CRS, *Error) {
 	case !seenType:
 		return fail(objAt, classify.KindMalformed, `geometry has no "type" member`)
 	case n.typ == GeometryCollection:
-		if nest >= p.lim.MaxNesting {
-			return fail(objAt, classify.KindMalformed, "GeometryCollections nested deeper than %d levels", p.lim.MaxNesting)
+		if err := p.checkNesting(nest, objAt); err != nil {
+			return node{}, CRS{}, err
 		}
 		switch {
 		case !seenGeoms:
@@ -581,7 +645,7 @@ func (p *parser) geometry(nest int) (node, CRS, *Error) {
 			return fail(geomsAt, classify.KindMissingGeometry, `GeometryCollection "geometries" is null`)
 		case !geomsDone:
 			p.pos = geomsAt
-			if err := p.members(&n, nest); err != nil {
+			if err := p.members(&n, nest, objAt); err != nil {
 				return node{}, CRS{}, err
 			}
 			if p.pos != gEnd {
@@ -608,8 +672,27 @@ func (p *parser) geometry(nest int) (node, CRS, *Error) {
 	return n, crs, nil
 }
 
-// members parses a GeometryCollection's "geometries" array into n.kids.
-func (p *parser) members(n *node, nest int) *Error {
+// checkNesting fails when a GeometryCollection (at objAt) inside nest
+// others is one too many.
+func (p *parser) checkNesting(nest, objAt int) *Error {
+	if nest < p.lim.MaxNesting {
+		return nil
+	}
+	end := p.pos
+	p.pos = objAt
+	err := p.malformed("GeometryCollections nested deeper than %d levels", p.lim.MaxNesting)
+	p.pos = end
+	return err
+}
+
+// members parses the "geometries" array of the GeometryCollection at objAt,
+// nested in nest others, into n.kids. The nesting limit is checked here,
+// before any member is read: parsing a member is a recursive call, and
+// recursion must never be driven by the input beyond the limit.
+func (p *parser) members(n *node, nest, objAt int) *Error {
+	if err := p.checkNesting(nest, objAt); err != nil {
+		return err
+	}
 	if p.ws() != '[' {
 		return p.malformed(`"geometries" must be an array of geometry objects, found %s`, p.describe())
 	}
@@ -622,6 +705,9 @@ func (p *parser) members(n *node, nest int) *Error {
 	for {
 		if p.null() {
 			return p.errf(classify.KindMissingGeometry, "GeometryCollection member %d is null", len(n.kids))
+		}
+		if err := p.addPart(p.pos); err != nil {
+			return err
 		}
 		kid, _, err := p.geometry(nest + 1)
 		if err != nil {
@@ -672,6 +758,9 @@ func (p *parser) array(t Type, depth int) *Error {
 			return p.malformed("%s coordinates must be %s, found %s", t, shapeNames[depth], p.describe())
 		}
 		return p.nesting(t)
+	}
+	if err := p.addPart(p.pos); err != nil {
+		return err
 	}
 	p.pos++
 	slot := len(p.counts)
@@ -734,9 +823,9 @@ func (p *parser) position(t Type) *Error {
 			case c == '[':
 				return p.malformed("%s coordinates are nested too deeply: found an array where a coordinate was expected", t)
 			case c == '-' || c >= '0' && c <= '9' || c == 'N' || c == 'I':
-				f, ok := p.coordinate()
-				if !ok {
-					return p.malformed("invalid number in %s coordinates", t)
+				f, why := p.coordinate()
+				if why != "" {
+					return p.malformed("%s in %s coordinates", why, t)
 				}
 				if n < len(v) {
 					v[n] = f
@@ -765,6 +854,9 @@ func (p *parser) position(t Type) *Error {
 	if len(p.pts) >= p.lim.MaxVertices {
 		p.pos = at
 		return p.errf(classify.KindVertexBudget, "geometry has more than %d positions", p.lim.MaxVertices)
+	}
+	if p.pts == nil {
+		p.sizePoints()
 	}
 	if n >= 3 && p.zs == nil {
 		p.zs = make([]float64, len(p.pts), cap(p.pts)+1)

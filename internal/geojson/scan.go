@@ -35,7 +35,18 @@ type scanner struct {
 	pos  int
 	// maxDepth bounds the nesting of arrays and objects the scanner skips.
 	maxDepth int
+	// maxNumber bounds the length of a number converted by coordinate.
+	maxNumber int
+	// open is skip's stack of open containers, one bit each (1 = object);
+	// it starts as openBuf and grows only past 512 levels.
+	open    []uint64
+	openBuf [8]uint64
 }
+
+// eof is what [scanner.ws] returns at the end of the input. It is not a
+// byte value, so no byte of the input (NUL included) can be mistaken for
+// the end of the document, nor the end for a byte.
+const eof = -1
 
 func (s *scanner) errf(kind classify.ReasonKind, format string, args ...any) *Error {
 	return &Error{Offset: s.pos, Kind: kind, Msg: fmt.Sprintf(format, args...)}
@@ -45,17 +56,18 @@ func (s *scanner) malformed(format string, args ...any) *Error {
 	return s.errf(classify.KindMalformed, format, args...)
 }
 
-// ws skips white space and returns the next byte, or 0 at the end.
-func (s *scanner) ws() byte {
+// ws skips white space (RFC 8259's four bytes, nothing else) and returns
+// the next byte, or [eof] at the end of the input.
+func (s *scanner) ws() int {
 	for s.pos < len(s.data) {
 		switch c := s.data[s.pos]; c {
 		case ' ', '\t', '\n', '\r':
 			s.pos++
 		default:
-			return c
+			return int(c)
 		}
 	}
-	return 0
+	return eof
 }
 
 // describe names the token at the current position for error messages.
@@ -87,7 +99,7 @@ func (s *scanner) describe() string {
 
 // expect consumes byte c after white space.
 func (s *scanner) expect(c byte, what string) *Error {
-	if s.ws() != c {
+	if s.ws() != int(c) {
 		return s.malformed("expected %s, found %s", what, s.describe())
 	}
 	s.pos++
@@ -287,34 +299,41 @@ func (s *scanner) numberSpan() ([]byte, bool) {
 // coordinate reads one coordinate value: a JSON number, or one of the bare
 // tokens NaN, Infinity and -Infinity that Python's json module emits. A
 // number too large for a float64 reads as ±Inf, which validation reports
-// as an invalid coordinate.
-func (s *scanner) coordinate() (float64, bool) {
+// as an invalid coordinate. On failure it returns why ("invalid number",
+// or that the number is longer than maxNumber bytes, checked before it is
+// converted) and leaves the position at the number.
+func (s *scanner) coordinate() (float64, string) {
 	if s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case 'N':
 			if s.literal("NaN") {
-				return math.NaN(), true
+				return math.NaN(), ""
 			}
-			return 0, false
+			return 0, "invalid number"
 		case 'I':
 			if s.literal("Infinity") {
-				return math.Inf(1), true
+				return math.Inf(1), ""
 			}
-			return 0, false
+			return 0, "invalid number"
 		case '-':
 			if s.pos+1 < len(s.data) && s.data[s.pos+1] == 'I' {
 				s.pos++
 				if s.literal("Infinity") {
-					return math.Inf(-1), true
+					return math.Inf(-1), ""
 				}
 				s.pos--
-				return 0, false
+				return 0, "invalid number"
 			}
 		}
 	}
+	at := s.pos
 	b, ok := s.numberSpan()
 	if !ok {
-		return 0, false
+		return 0, "invalid number"
+	}
+	if len(b) > s.maxNumber {
+		s.pos = at
+		return 0, fmt.Sprintf("number of %d bytes (longer than %d)", len(b), s.maxNumber)
 	}
 	// string(b) does not escape, so short numbers convert without
 	// allocating. ParseFloat's range error still yields ±Inf or a
@@ -322,82 +341,127 @@ func (s *scanner) coordinate() (float64, bool) {
 	v, err := strconv.ParseFloat(string(b), 64)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
-			return 0, false
+			return 0, "invalid number"
 		}
 	}
-	return v, true
+	return v, ""
 }
 
 // skip consumes one JSON value. With lenient set, the bare tokens NaN,
 // Infinity and -Infinity are accepted as numbers (used only for coordinate
 // arrays whose type is not yet known).
+//
+// It is iterative: nesting costs one bit of s.open per level, never a
+// stack frame, and an array or object that would be nested more than
+// s.maxDepth levels deep (counted from the value skipped) is refused
+// before it is entered.
 func (s *scanner) skip(lenient bool) *Error {
-	return s.skipDepth(lenient, 0)
-}
-
-func (s *scanner) skipDepth(lenient bool, depth int) *Error {
-	if depth > s.maxDepth {
-		return s.malformed("JSON nested deeper than %d levels", s.maxDepth)
-	}
-	switch c := s.ws(); {
-	case c == '{':
-		s.pos++
-		if s.ws() == '}' {
+	depth := 0 // containers open; s.open's bit depth-1 says whether the innermost is an object
+	for {
+		// A value is expected.
+		switch c := s.ws(); c {
+		case '{', '[':
+			if depth >= s.maxDepth {
+				return s.malformed("JSON nested deeper than %d levels", s.maxDepth)
+			}
 			s.pos++
-			return nil
+			closing := int(']')
+			if c == '{' {
+				closing = '}'
+			}
+			if s.ws() == closing {
+				s.pos++
+				break // an empty container is a complete value
+			}
+			s.push(depth, c == '{')
+			depth++
+			if c == '{' {
+				if err := s.memberName(); err != nil {
+					return err
+				}
+			}
+			continue
+		default:
+			if err := s.scalar(c, lenient); err != nil {
+				return err
+			}
 		}
+		// A value is complete: close the containers it completes, up to
+		// one that continues with another element or member.
 		for {
-			if _, err := s.str(); err != nil {
-				return err
-			}
-			if err := s.expect(':', "':'"); err != nil {
-				return err
-			}
-			if err := s.skipDepth(lenient, depth+1); err != nil {
-				return err
-			}
-			switch s.ws() {
-			case ',':
-				s.pos++
-			case '}':
-				s.pos++
+			if depth == 0 {
 				return nil
-			default:
+			}
+			obj := s.isObject(depth - 1)
+			c := s.ws()
+			if c == ',' {
+				s.pos++
+				if obj {
+					if err := s.memberName(); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			if obj && c == '}' || !obj && c == ']' {
+				s.pos++
+				depth--
+				continue
+			}
+			if obj {
 				return s.malformed("expected ',' or '}' in object, found %s", s.describe())
 			}
+			return s.malformed("expected ',' or ']' in array, found %s", s.describe())
 		}
-	case c == '[':
-		s.pos++
-		if s.ws() == ']' {
-			s.pos++
-			return nil
-		}
-		for {
-			if err := s.skipDepth(lenient, depth+1); err != nil {
-				return err
-			}
-			switch s.ws() {
-			case ',':
-				s.pos++
-			case ']':
-				s.pos++
-				return nil
-			default:
-				return s.malformed("expected ',' or ']' in array, found %s", s.describe())
-			}
-		}
+	}
+}
+
+// push records that the container opened at depth is an object (or an
+// array).
+func (s *scanner) push(depth int, obj bool) {
+	w := depth >> 6
+	if s.open == nil {
+		s.open = s.openBuf[:]
+	}
+	for w >= len(s.open) {
+		s.open = append(s.open, 0)
+	}
+	if obj {
+		s.open[w] |= 1 << (depth & 63)
+	} else {
+		s.open[w] &^= 1 << (depth & 63)
+	}
+}
+
+func (s *scanner) isObject(depth int) bool {
+	return s.open[depth>>6]&(1<<(depth&63)) != 0
+}
+
+// memberName consumes a member name and its colon.
+func (s *scanner) memberName() *Error {
+	if _, err := s.str(); err != nil {
+		return err
+	}
+	return s.expect(':', "':'")
+}
+
+// scalar consumes the string, number or literal starting with c.
+func (s *scanner) scalar(c int, lenient bool) *Error {
+	switch {
 	case c == '"':
 		_, err := s.str()
 		return err
 	case c == '-' || c >= '0' && c <= '9':
-		if lenient {
-			if _, ok := s.coordinate(); ok {
+		if !lenient {
+			if _, ok := s.numberSpan(); ok {
 				return nil
 			}
-		} else if _, ok := s.numberSpan(); ok {
-			return nil
+			return s.malformed("invalid number")
 		}
-		return s.malformed("invalid number")
+		if _, why := s.coordinate(); why != "" {
+			return s.malformed("%s", why)
+		}
+		return nil
 	case c == 't':
 		if s.literal("true") {
 			return nil
@@ -411,7 +475,7 @@ func (s *scanner) skipDepth(lenient bool, depth int) *Error {
 			return nil
 		}
 	case lenient && (c == 'N' || c == 'I'):
-		if _, ok := s.coordinate(); ok {
+		if _, why := s.coordinate(); why == "" {
 			return nil
 		}
 	case c == 'N' || c == 'I':
@@ -422,7 +486,7 @@ func (s *scanner) skipDepth(lenient bool, depth int) *Error {
 
 // end checks that only white space follows the document.
 func (s *scanner) end() *Error {
-	if s.ws() != 0 {
+	if s.ws() != eof {
 		return s.malformed("unexpected %s after the JSON document", s.describe())
 	}
 	return nil

@@ -102,7 +102,7 @@ func (w *walker) top(g orb.Geometry) bool {
 	case orb.Collection:
 		for i, m := range g {
 			k := 0
-			if !w.member(i, m, &k, false) {
+			if !w.member(i, m, &k) {
 				return false
 			}
 		}
@@ -111,9 +111,41 @@ func (w *walker) top(g orb.Geometry) bool {
 }
 
 // member walks a collection member; k numbers its rings and lines
-// consecutively. flat is set inside nested collections, where every
-// component takes a number.
-func (w *walker) member(part int, g orb.Geometry, k *int, flat bool) bool {
+// consecutively. Inside nested collections every component takes a
+// number. Nested collections are walked with an explicit stack, not by
+// recursion, so no geometry, however deep, can exhaust the goroutine's
+// stack.
+func (w *walker) member(part int, g orb.Geometry, k *int) bool {
+	type frame struct {
+		c orb.Collection
+		i int
+	}
+	var stack []frame
+	flat := false
+	for {
+		if c, ok := g.(orb.Collection); ok {
+			stack = append(stack, frame{c: c})
+		} else if !w.leaf(part, g, k, flat) {
+			return false
+		}
+		// The next member of the innermost unfinished collection.
+		for {
+			if len(stack) == 0 {
+				return true
+			}
+			top := &stack[len(stack)-1]
+			if top.i < len(top.c) {
+				g, flat = top.c[top.i], true
+				top.i++
+				break
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+}
+
+// leaf walks a collection member that is not itself a collection.
+func (w *walker) leaf(part int, g orb.Geometry, k *int, flat bool) bool {
 	next := func() int {
 		if !flat {
 			return -1
@@ -154,12 +186,6 @@ func (w *walker) member(part int, g orb.Geometry, k *int, flat bool) bool {
 				}
 			}
 		}
-	case orb.Collection:
-		for _, m := range g {
-			if !w.member(part, m, k, true) {
-				return false
-			}
-		}
 	}
 	return true
 }
@@ -187,6 +213,8 @@ func Refresh(g Geometry) orb.Geometry {
 	return refresh(g.Geom, g.Points, &i)
 }
 
+// refresh recurses on collections: g comes from a parse, so they are
+// nested at most CeilingMaxNesting deep.
 func refresh(geom orb.Geometry, pts []orb.Point, i *int) orb.Geometry {
 	switch g := geom.(type) {
 	case orb.Point:

@@ -39,10 +39,11 @@ func AppendFloat(b []byte, v float64) []byte {
 // [Geometry.Z]); NaN entries are omitted. Numbers are written exactly (see
 // [AppendFloat]). A nil g is written as null. It fails with
 // [ErrNonFinite] for a NaN or infinite coordinate and for geometry types
-// GeoJSON has no name for (orb.Bound).
+// GeoJSON has no name for (orb.Bound), and for collections nested deeper
+// than [CeilingMaxNesting] (which no parse produces).
 func Append(dst []byte, g orb.Geometry, z []float64) ([]byte, error) {
 	w := writer{b: dst, z: z}
-	if err := w.geometry(g); err != nil {
+	if err := w.geometry(g, 0); err != nil {
 		return dst, err
 	}
 	return w.b, nil
@@ -55,13 +56,17 @@ type writer struct {
 	err error
 }
 
-func (w *writer) geometry(g orb.Geometry) error {
+// geometry writes g, a member of nest collections.
+func (w *writer) geometry(g orb.Geometry, nest int) error {
 	if g == nil {
 		w.b = append(w.b, "null"...)
 		return nil
 	}
 	switch g := g.(type) {
 	case orb.Collection:
+		if nest >= CeilingMaxNesting {
+			return fmt.Errorf("geojson: GeometryCollections nested deeper than %d levels", CeilingMaxNesting)
+		}
 		w.b = append(w.b, `{"type":"GeometryCollection","geometries":[`...)
 		for i, m := range g {
 			if i > 0 {
@@ -70,7 +75,7 @@ func (w *writer) geometry(g orb.Geometry) error {
 			if m == nil {
 				return fmt.Errorf("geojson: nil member %d in GeometryCollection", i)
 			}
-			if err := w.geometry(m); err != nil {
+			if err := w.geometry(m, nest+1); err != nil {
 				return err
 			}
 		}

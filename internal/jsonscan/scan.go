@@ -20,7 +20,13 @@
 // with the same spans encoding/json sees, and some invalid ones (such as
 // [1 2]) are skipped without complaint; use [encoding/json.Valid] where
 // full validation matters. Nesting deeper than [MaxDepth] is an error, as in
-// encoding/json.
+// encoding/json, wrapping [ErrTooDeep]; the scanner is iterative (one bit
+// of a fixed array per level), so no input can exhaust the stack.
+//
+// The end of the input is never confused with a byte of it: only space,
+// tab, CR and LF are white space, and a NUL (or anything else) after the
+// document is a syntax error for [Find] and [FindAll], exactly as for
+// encoding/json and internal/geojson.
 //
 // # Extensions
 //
@@ -56,6 +62,10 @@ var (
 	// ErrBadPath is returned for a path that is not "" and does not start
 	// with "/", or that has a bad "~" escape.
 	ErrBadPath = errors.New("jsonscan: malformed path")
+	// ErrTooDeep is wrapped, besides [ErrSyntax], by the [*SyntaxError]
+	// for an array or object nested more than [MaxDepth] levels deep. The
+	// scanner refuses it before entering it, in constant memory.
+	ErrTooDeep = errors.New("jsonscan: nested too deep")
 )
 
 // SyntaxError reports malformed JSON at a byte offset.
@@ -64,6 +74,8 @@ type SyntaxError struct {
 	Offset int
 	// Msg says what was expected.
 	Msg string
+	// Err is a more specific cause, such as [ErrTooDeep], or nil.
+	Err error
 }
 
 // Error implements error.
@@ -71,10 +83,19 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("jsonscan: syntax error at offset %d: %s", e.Offset, e.Msg)
 }
 
-// Unwrap returns [ErrSyntax].
-func (e *SyntaxError) Unwrap() error { return ErrSyntax }
+// Unwrap returns [ErrSyntax] and, when set, Err.
+func (e *SyntaxError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrSyntax, e.Err}
+	}
+	return []error{ErrSyntax}
+}
 
 func syntaxErr(off int, msg string) error { return &SyntaxError{Offset: off, Msg: msg} }
+
+func tooDeep(off int) error {
+	return &SyntaxError{Offset: off, Msg: fmt.Sprintf("exceeded max depth of %d", MaxDepth), Err: ErrTooDeep}
+}
 
 // Byte classes.
 const (
@@ -292,7 +313,7 @@ func skipContainer(data []byte, i int, count *int) (int, error) {
 				switch byte(w >> (tz &^ 7)) {
 				case '[':
 					if depth >= MaxDepth {
-						return i + tz>>3, syntaxErr(i+tz>>3, "exceeded max depth")
+						return i + tz>>3, tooDeep(i + tz>>3)
 					}
 					stack[depth>>6] &^= 1 << (depth & 63)
 					depth++
@@ -301,7 +322,7 @@ func skipContainer(data []byte, i int, count *int) (int, error) {
 					}
 				case '{':
 					if depth >= MaxDepth {
-						return i + tz>>3, syntaxErr(i+tz>>3, "exceeded max depth")
+						return i + tz>>3, tooDeep(i + tz>>3)
 					}
 					stack[depth>>6] |= 1 << (depth & 63)
 					depth++
@@ -339,7 +360,7 @@ func skipContainer(data []byte, i int, count *int) (int, error) {
 		switch c := data[i]; c {
 		case '[', '{':
 			if depth >= MaxDepth {
-				return i, syntaxErr(i, "exceeded max depth")
+				return i, tooDeep(i)
 			}
 			if c == '{' {
 				stack[depth>>6] |= 1 << (depth & 63)
