@@ -176,8 +176,39 @@ func finiteBound(g orb.Geometry, loc *orb.Point) (orb.Bound, bool) {
 }
 
 // geometry draws g: polygons filled (holes by the even-odd rule), lines
-// stroked, points as dots.
+// stroked, points as dots. GeometryCollections are walked with an explicit
+// stack in document order, not by recursion: a geometry is drawn however
+// deeply its collections nest, in memory proportional to the nesting, and
+// never exhausts the goroutine's stack.
 func (c *canvas) geometry(g orb.Geometry) {
+	type frame struct {
+		col  orb.Collection
+		next int
+	}
+	var open []frame // the collections being drawn, innermost last
+	for {
+		if col, ok := g.(orb.Collection); ok {
+			open = append(open, frame{col: col})
+		} else {
+			c.leaf(g)
+		}
+		for {
+			if len(open) == 0 {
+				return
+			}
+			top := &open[len(open)-1]
+			if top.next < len(top.col) {
+				g = top.col[top.next]
+				top.next++
+				break
+			}
+			open = open[:len(open)-1]
+		}
+	}
+}
+
+// leaf draws a geometry that is not a collection.
+func (c *canvas) leaf(g orb.Geometry) {
 	switch g := g.(type) {
 	case orb.Point:
 		c.points([]orb.Point{g})
@@ -196,10 +227,6 @@ func (c *canvas) geometry(g orb.Geometry) {
 	case orb.MultiPolygon:
 		for _, p := range g {
 			c.polygon(p)
-		}
-	case orb.Collection:
-		for _, m := range g {
-			c.geometry(m)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package drawing
 import (
 	"bytes"
 	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -58,4 +59,24 @@ func TestSVGShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSVGDeepCollections draws collections nested a million deep with the
+// goroutine's stack capped at 1 MiB: every walker of the drawing is
+// iterative, so depth costs heap, not stack, and the result is the same
+// drawing as the flat collection's.
+func TestSVGDeepCollections(t *testing.T) {
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
+	flat := orb.Collection{orb.Point{0, 0}, orb.Polygon{{{0, 0}, {2, 0}, {2, 2}, {0, 0}}}, orb.LineString{{0, 2}, {2, 0}}}
+	var deep orb.Geometry = orb.Collection{flat[0], orb.Collection{flat[1], flat[2]}}
+	for range 1_000_000 {
+		deep = orb.Collection{deep}
+	}
+	m := Mark{Fault: &classify.Fault{Part: 0, Ring: 1, Vertex: 0}}
+	var want, got bytes.Buffer
+	require.NoError(t, SVG(&want, orb.Collection{orb.Collection{flat[0], flat[1], flat[2]}}, m, Options{}))
+	require.NoError(t, SVG(&got, deep, m, Options{}))
+	require.Equal(t, want.String(), got.String())
+	require.Contains(t, got.String(), `fill-rule="evenodd"`)
+	require.Contains(t, got.String(), `r="8"`, "the fault, in a nested collection, is marked")
 }
