@@ -21,7 +21,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -42,8 +41,9 @@ const (
 	HeaderClass = "dlq-class"
 	// HeaderStage carries the failed stage of a dead-lettered event.
 	HeaderStage = "dlq-stage"
-	// HeaderDestination carries "retry" or "poison".
-	HeaderDestination = "dlq-destination"
+	// HeaderRoute carries the envelope's route, "retry" or "poison" (the
+	// header keeps the envelope's wire name, "destination").
+	HeaderRoute = "dlq-destination"
 	// HeaderEPSG carries the EPSG code of the payload's CRS, when known.
 	HeaderEPSG = "dlq-epsg"
 	// HeaderSchema carries the envelope schema version ("dlq.v1").
@@ -137,7 +137,8 @@ func (m *Message) Clone() *Message {
 // the broker under its strongest setting the adapter was configured with
 // (Kafka acks=all, publisher confirms, a committed transaction). It must
 // not retain m after it returns. A message larger than the adapter accepts
-// is refused with an error wrapping [ErrTooLarge], never truncated.
+// is refused with a [*classify.TooLargeError] (wrapping
+// [classify.ErrTooLarge]), never truncated.
 // Implementations must be safe for concurrent use.
 type Publisher interface {
 	Publish(ctx context.Context, destination string, m *Message) error
@@ -193,31 +194,15 @@ type DeadLetterSource interface {
 
 // Errors shared by adapters.
 var (
-	// ErrTooLarge is wrapped by errors for messages over a destination's
-	// size limit.
-	ErrTooLarge = errors.New("broker: message too large")
 	// ErrLeaseLost is wrapped when acknowledging or releasing a record whose
 	// lease expired or was taken by another consumer.
-	ErrLeaseLost = errors.New("broker: lease lost")
+	ErrLeaseLost = errors.New("lease lost")
 	// ErrClosed is returned by operations on a closed adapter.
 	ErrClosed = errors.New("broker: closed")
 	// ErrNotAcked is wrapped by the error [Processor.Process] returns when
 	// the source message must not be acknowledged.
 	ErrNotAcked = errors.New("broker: do not acknowledge the source message")
 )
-
-// TooLargeError reports a message over a destination's limit.
-type TooLargeError struct {
-	Destination string
-	Size, Limit int
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("broker: message of %d bytes exceeds the %d-byte limit of %q", e.Size, e.Limit, e.Destination)
-}
-
-// Unwrap returns [ErrTooLarge].
-func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 
 // Filter selects dead-lettered records. Zero fields match everything; a
 // record must match every non-zero field (and any one value within a

@@ -40,7 +40,7 @@ type ProcessorOptions struct {
 	Policy classify.Policy
 	// Destination names the dead-letter destination for a message. Nil
 	// means [DefaultDestination].
-	Destination func(m *Message, d classify.Destination) string
+	Destination func(m *Message, r classify.Route) string
 	// IdempotencyKey returns the message's idempotency key. Nil means
 	// [DefaultIdempotencyKey]: the idempotency-key header, else a key
 	// derived once from the source and the exact body.
@@ -72,7 +72,7 @@ type Processor struct {
 	pub     Publisher
 	builder *envelope.Builder
 	policy  classify.Policy
-	dest    func(*Message, classify.Destination) string
+	dest    func(*Message, classify.Route) string
 	key     func(*Message) string
 	sleep   func(context.Context, time.Duration) error
 	now     func() time.Time
@@ -125,12 +125,12 @@ func NewProcessor(opts ProcessorOptions) (*Processor, error) {
 // as Kafka's *.DLT convention does: "<topic>.retry.dlt" and
 // "<topic>.poison.dlt", or "geodlq.retry.dlt" / "geodlq.poison.dlt" when
 // the message has no source topic.
-func DefaultDestination(m *Message, d classify.Destination) string {
+func DefaultDestination(m *Message, r classify.Route) string {
 	topic := "geodlq"
 	if m != nil && m.Source != nil && m.Source.Topic != "" {
 		topic = m.Source.Topic
 	}
-	return topic + "." + d.String() + ".dlt"
+	return topic + "." + r.String() + ".dlt"
 }
 
 // DefaultIdempotencyKey returns the idempotency-key header when present, so
@@ -149,8 +149,8 @@ func DefaultIdempotencyKey(m *Message) string {
 	return idemkey.Derive("geodlq.message", []byte(system), []byte(topic), m.Body)
 }
 
-// Outcome reports what [Processor.Process] did.
-type Outcome struct {
+// Result reports what [Processor.Process] did.
+type Result struct {
 	// Ack is true when the caller may acknowledge (or delete, or commit)
 	// the source message: the handler succeeded, or the envelope is durably
 	// in the dead-letter store.
@@ -218,17 +218,17 @@ func (e *PanicError) Unwrap() error {
 // failures in place with the policy's backoff, and dead-letters the message
 // when the decision says so.
 //
-// The returned error is nil exactly when Outcome.Ack is true. Otherwise it
+// The returned error is nil exactly when Result.Ack is true. Otherwise it
 // wraps [ErrNotAcked]: the context ended during processing (shutdown), or
 // the dead-letter write failed ([*DeadLetterError]). Either way the source
 // message must be left unacknowledged so the broker redelivers it — nothing
 // is lost.
-func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Outcome, err error) {
+func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Result, err error) {
 	if m == nil {
-		return Outcome{}, fmt.Errorf("broker: nil message: %w", ErrNotAcked)
+		return Result{}, fmt.Errorf("broker: nil message: %w", ErrNotAcked)
 	}
 	if p.tel == nil {
-		return Outcome{}, fmt.Errorf("broker: Processor not made by NewProcessor: %w", ErrNotAcked)
+		return Result{}, fmt.Errorf("broker: Processor not made by NewProcessor: %w", ErrNotAcked)
 	}
 	ctx, span := p.tel.Start(ctx, "geodlq.process")
 	defer func() {
@@ -246,7 +246,7 @@ func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Out
 	start := p.now()
 	key := p.key(m)
 	hm := withKey(m, key)
-	out = Outcome{IdempotencyKey: key}
+	out = Result{IdempotencyKey: key}
 	attempt := max(1, m.DeliveryAttempt)
 	for {
 		out.Attempts = attempt
@@ -274,8 +274,8 @@ func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Out
 	}
 }
 
-func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr error, d classify.Decision, attempt int, firstSeen time.Time, out Outcome) (Outcome, error) {
-	dest := p.dest(m, d.Destination)
+func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr error, d classify.Decision, attempt int, firstSeen time.Time, out Result) (Result, error) {
+	dest := p.dest(m, d.Route)
 	out.Destination = dest
 	limit := 0
 	if l, ok := p.pub.(Limiter); ok {
@@ -325,7 +325,7 @@ func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr
 	}
 	p.tel.DeadLettered.Add(ctx, 1, metric.WithAttributes(
 		attribute.String("class", env.FailureClass.String()), attribute.String("stage", env.FailedStage.String()),
-		attribute.String("reason_kind", kind), attribute.String("destination", env.Destination)))
+		attribute.String("reason_kind", kind), attribute.String("route", env.Route.String())))
 	p.log.WarnContext(ctx, "geodlq: dead-lettered event",
 		slog.String("event_id", env.EventID), slog.String("idempotency_key", key),
 		slog.String("class", env.FailureClass.String()), slog.String("stage", env.FailedStage.String()),
@@ -341,7 +341,7 @@ func Headers(env *envelope.Envelope) map[string]string {
 		HeaderSchema:         env.SchemaVersion,
 		HeaderClass:          env.FailureClass.String(),
 		HeaderStage:          env.FailedStage.String(),
-		HeaderDestination:    env.Destination,
+		HeaderRoute:          env.Route.String(),
 		HeaderEventID:        env.EventID,
 		HeaderIdempotencyKey: env.IdempotencyKey,
 	}

@@ -101,7 +101,7 @@ func TestBowtieGoesToPoison(t *testing.T) {
 	require.Equal(t, classify.StageTopologyValidation, env.FailedStage)
 	require.Contains(t, env.GeometryError.Reason, "Self-intersection")
 	require.Equal(t, "idem:v1:abc", env.IdempotencyKey)
-	require.Equal(t, "poison", env.Destination)
+	require.Equal(t, classify.RoutePoison, env.Route)
 	msg := dlq.Messages("spatial.events.poison.dlt")[0]
 	require.Equal(t, []byte("parcel-9"), msg.Key, "the dead-letter keeps the source key")
 	require.Equal(t, "invalid_geometry", msg.Headers[broker.HeaderClass])
@@ -145,7 +145,7 @@ func TestTransientBudgetSpent(t *testing.T) {
 	env := onlyEnvelope(t, dlq, "t.retry.dlt")
 	require.Equal(t, classify.ClassTransient, env.FailureClass)
 	require.Equal(t, 4, env.Attempts)
-	require.Equal(t, "retry", env.Destination)
+	require.Equal(t, classify.RouteRetry, env.Route)
 }
 
 func TestAttemptsStartAtDeliveryCount(t *testing.T) {

@@ -65,7 +65,7 @@ func TestTelemetry(t *testing.T) {
 	require.NoError(t, reader.Collect(ctx, &rm))
 	dl := counter(t, rm, "geodlq.dead_lettered")
 	want := attribute.NewSet(attribute.String("class", "invalid_geometry"), attribute.String("stage", "topology_validation"),
-		attribute.String("reason_kind", "self_intersection"), attribute.String("destination", "poison"))
+		attribute.String("reason_kind", "self_intersection"), attribute.String("route", "poison"))
 	require.Equal(t, map[attribute.Distinct]int64{want.Equivalent(): 1}, dl, "bounded labels only")
 	require.Equal(t, map[attribute.Distinct]int64{key(attribute.String("class", "transient")): 1}, counter(t, rm, "geodlq.retries"))
 	processed := counter(t, rm, "geodlq.processed")

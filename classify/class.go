@@ -25,41 +25,33 @@ import (
 	"strings"
 )
 
-// Class is the failure class of a dead-lettered event. Its string form is
-// the value written to the dlq.v1 envelope's failure_class field.
-type Class uint8
+// Class is the failure class of a dead-lettered event. Its value is the
+// name written to the dlq.v1 envelope's failure_class field
+// ("transient", "invalid_geometry", …), so string(c) is the wire name.
+type Class string
 
-// The failure classes. The zero value is not a valid class.
+// The failure classes. The zero value "" is not a valid class.
 const (
 	// ClassTransient: broker, network or downstream failures (timeouts,
 	// resets, HTTP 429/5xx) that are likely to succeed on a later attempt.
-	ClassTransient Class = iota + 1
+	ClassTransient Class = "transient"
 	// ClassInvalidGeometry: the geometry is topologically invalid (self
 	// intersection, unclosed ring, NaN coordinates, empty geometry). It will
 	// fail identically until it is repaired.
-	ClassInvalidGeometry
+	ClassInvalidGeometry Class = "invalid_geometry"
 	// ClassSchemaViolation: the payload breaks the contract (not JSON,
 	// missing or null geometry, malformed GeoJSON). Needs an upstream fix.
-	ClassSchemaViolation
+	ClassSchemaViolation Class = "schema_violation"
 	// ClassCRSMismatch: the declared CRS cannot be parsed, differs from the
 	// pipeline's, or the coordinates lie outside its valid range.
-	ClassCRSMismatch
+	ClassCRSMismatch Class = "crs_mismatch"
 	// ClassResourceExhausted: the event exceeds a size or vertex budget, or
 	// processing ran out of memory. Quarantined, never retried automatically.
-	ClassResourceExhausted
+	ClassResourceExhausted Class = "resource_exhausted"
 	// ClassUnknown: nothing recognised the error. Dead-lettered to the retry
 	// destination and worth a human's attention.
-	ClassUnknown
+	ClassUnknown Class = "unknown"
 )
-
-var classNames = [...]string{
-	ClassTransient:         "transient",
-	ClassInvalidGeometry:   "invalid_geometry",
-	ClassSchemaViolation:   "schema_violation",
-	ClassCRSMismatch:       "crs_mismatch",
-	ClassResourceExhausted: "resource_exhausted",
-	ClassUnknown:           "unknown",
-}
 
 // Classes lists every valid class, in declaration order.
 func Classes() []Class {
@@ -67,16 +59,22 @@ func Classes() []Class {
 }
 
 // String returns the wire name of c ("transient", "invalid_geometry", …), or
-// "Class(N)" for an invalid value.
+// Class("…") quoted for an invalid value.
 func (c Class) String() string {
 	if c.Valid() {
-		return classNames[c]
+		return string(c)
 	}
-	return fmt.Sprintf("Class(%d)", uint8(c))
+	return fmt.Sprintf("Class(%q)", string(c))
 }
 
 // Valid reports whether c is one of the defined classes.
-func (c Class) Valid() bool { return c >= ClassTransient && c <= ClassUnknown }
+func (c Class) Valid() bool {
+	switch c {
+	case ClassTransient, ClassInvalidGeometry, ClassSchemaViolation, ClassCRSMismatch, ClassResourceExhausted, ClassUnknown:
+		return true
+	}
+	return false
+}
 
 // Replayable reports whether events of class c may be replayed
 // automatically. Only [ClassTransient] and [ClassUnknown] are.
@@ -87,12 +85,13 @@ func (c Class) Replayable() bool { return c == ClassTransient || c == ClassUnkno
 // classes.
 func (c Class) Deterministic() bool { return c.Valid() && !c.Replayable() }
 
-// MarshalText implements [encoding.TextMarshaler].
+// MarshalText implements [encoding.TextMarshaler]; an invalid class is an
+// error wrapping [ErrUnknownName].
 func (c Class) MarshalText() ([]byte, error) {
 	if !c.Valid() {
-		return nil, fmt.Errorf("classify: invalid class %d", uint8(c))
+		return nil, fmt.Errorf("classify: %w: failure class %q", ErrUnknownName, string(c))
 	}
-	return []byte(classNames[c]), nil
+	return []byte(c), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]. Unknown names are an
@@ -108,12 +107,10 @@ func (c *Class) UnmarshalText(b []byte) error {
 
 // ParseClass returns the class whose wire name is s.
 func ParseClass(s string) (Class, error) {
-	for i, n := range classNames {
-		if n != "" && n == s {
-			return Class(i), nil
-		}
+	if c := Class(s); c.Valid() {
+		return c, nil
 	}
-	return 0, fmt.Errorf("classify: %w: failure class %q", ErrUnknownName, s)
+	return "", fmt.Errorf("classify: %w: failure class %q", ErrUnknownName, s)
 }
 
 // ParseClasses parses a comma-separated list of class wire names, as a
@@ -135,32 +132,24 @@ func ParseClasses(list string) ([]Class, error) {
 	return out, nil
 }
 
-// Stage is the pipeline stage at which an event failed. Its string form is
-// the value written to the envelope's failed_stage field.
-type Stage uint8
+// Stage is the pipeline stage at which an event failed. Its value is the
+// name written to the envelope's failed_stage field ("parse", …).
+type Stage string
 
-// The pipeline stages. The zero value means "not known"; the envelope
+// The pipeline stages. The zero value "" means "not known"; the envelope
 // builder replaces it with the stage the caller was running.
 const (
 	// StageParse: decoding the payload and its GeoJSON.
-	StageParse Stage = iota + 1
+	StageParse Stage = "parse"
 	// StageCRSTransform: resolving the CRS and reprojecting.
-	StageCRSTransform
+	StageCRSTransform Stage = "crs_transform"
 	// StageTopologyValidation: checking the geometry's validity.
-	StageTopologyValidation
+	StageTopologyValidation Stage = "topology_validation"
 	// StageSpatialJoin: joining against reference layers.
-	StageSpatialJoin
+	StageSpatialJoin Stage = "spatial_join"
 	// StagePersist: writing results (database, tiles, downstream topics).
-	StagePersist
+	StagePersist Stage = "persist"
 )
-
-var stageNames = [...]string{
-	StageParse:              "parse",
-	StageCRSTransform:       "crs_transform",
-	StageTopologyValidation: "topology_validation",
-	StageSpatialJoin:        "spatial_join",
-	StagePersist:            "persist",
-}
 
 // Stages lists every valid stage, in pipeline order.
 func Stages() []Stage {
@@ -168,23 +157,30 @@ func Stages() []Stage {
 }
 
 // String returns the wire name of s ("parse", "crs_transform", …), or
-// "Stage(N)" for an invalid value.
+// Stage("…") quoted for an invalid value.
 func (s Stage) String() string {
 	if s.Valid() {
-		return stageNames[s]
+		return string(s)
 	}
-	return fmt.Sprintf("Stage(%d)", uint8(s))
+	return fmt.Sprintf("Stage(%q)", string(s))
 }
 
 // Valid reports whether s is one of the defined stages.
-func (s Stage) Valid() bool { return s >= StageParse && s <= StagePersist }
+func (s Stage) Valid() bool {
+	switch s {
+	case StageParse, StageCRSTransform, StageTopologyValidation, StageSpatialJoin, StagePersist:
+		return true
+	}
+	return false
+}
 
-// MarshalText implements [encoding.TextMarshaler].
+// MarshalText implements [encoding.TextMarshaler]; an invalid stage is an
+// error wrapping [ErrUnknownName].
 func (s Stage) MarshalText() ([]byte, error) {
 	if !s.Valid() {
-		return nil, fmt.Errorf("classify: invalid stage %d", uint8(s))
+		return nil, fmt.Errorf("classify: %w: pipeline stage %q", ErrUnknownName, string(s))
 	}
-	return []byte(stageNames[s]), nil
+	return []byte(s), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler].
@@ -199,10 +195,8 @@ func (s *Stage) UnmarshalText(b []byte) error {
 
 // ParseStage returns the stage whose wire name is s.
 func ParseStage(s string) (Stage, error) {
-	for i, n := range stageNames {
-		if n != "" && n == s {
-			return Stage(i), nil
-		}
+	if st := Stage(s); st.Valid() {
+		return st, nil
 	}
-	return 0, fmt.Errorf("classify: %w: pipeline stage %q", ErrUnknownName, s)
+	return "", fmt.Errorf("classify: %w: pipeline stage %q", ErrUnknownName, s)
 }

@@ -36,15 +36,15 @@ func NewClassifier(rules ...Rule) *Classifier {
 }
 
 // Classify returns the class of err using the default rules only. A nil
-// error has no class and yields 0.
+// error has no class and yields "".
 func Classify(err error) Class {
 	return (*Classifier)(nil).Classify(err)
 }
 
-// Classify returns the class of err. A nil error has no class and yields 0.
+// Classify returns the class of err. A nil error has no class and yields "".
 func (c *Classifier) Classify(err error) Class {
 	if err == nil {
-		return 0
+		return ""
 	}
 	if cl, ok := markedClass(err); ok {
 		return cl
@@ -69,13 +69,21 @@ var defaultRules = [...]Rule{
 	transientNet,
 	transientStatus,
 	schemaJSON,
+	tooLarge,
+}
+
+func tooLarge(err error) (Class, bool) {
+	if errors.Is(err, ErrTooLarge) {
+		return ClassResourceExhausted, true
+	}
+	return "", false
 }
 
 func transientContext(err error) (Class, bool) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return ClassTransient, true
 	}
-	return 0, false
+	return "", false
 }
 
 func transientNet(err error) (Class, bool) {
@@ -88,7 +96,7 @@ func transientNet(err error) (Class, bool) {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return ClassTransient, true
 	}
-	return 0, false
+	return "", false
 }
 
 type statusError interface {
@@ -99,13 +107,13 @@ type statusError interface {
 func transientStatus(err error) (Class, bool) {
 	sc, ok := errors.AsType[statusError](err)
 	if !ok {
-		return 0, false
+		return "", false
 	}
 	switch sc.StatusCode() {
 	case 408, 429, 502, 503, 504:
 		return ClassTransient, true
 	}
-	return 0, false
+	return "", false
 }
 
 func schemaJSON(err error) (Class, bool) {
@@ -115,5 +123,5 @@ func schemaJSON(err error) (Class, bool) {
 	if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		return ClassSchemaViolation, true
 	}
-	return 0, false
+	return "", false
 }

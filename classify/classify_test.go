@@ -45,14 +45,13 @@ func TestClassify(t *testing.T) {
 		err  error
 		want classify.Class
 	}{
-		{"nil", nil, 0},
+		{"nil", nil, ""},
 		{"plain", errors.New("boom"), classify.ClassUnknown},
 		{"marked transient", classify.Transient(errors.New("x")), classify.ClassTransient},
 		{"marked invalid", classify.InvalidGeometry(errors.New("x")), classify.ClassInvalidGeometry},
 		{"marked schema", classify.SchemaViolation(errors.New("x")), classify.ClassSchemaViolation},
 		{"marked crs", classify.CRSMismatch(errors.New("x"), 3857), classify.ClassCRSMismatch},
 		{"marked exhausted", classify.ResourceExhausted(errors.New("x")), classify.ClassResourceExhausted},
-		{"mark with nil cause", classify.InvalidGeometry(nil), classify.ClassInvalidGeometry},
 		{"wrapped mark", fmt.Errorf("stage: %w", classify.InvalidGeometry(errors.New("x"))), classify.ClassInvalidGeometry},
 		{"joined mark", errors.Join(errors.New("a"), classify.SchemaViolation(errors.New("b"))), classify.ClassSchemaViolation},
 		{"stage only defers", classify.WithStage(classify.CRSMismatch(errors.New("x"), 0), classify.StageParse), classify.ClassCRSMismatch},
@@ -88,8 +87,8 @@ func TestUserRules(t *testing.T) {
 		if errors.Is(err, errOOM) {
 			return classify.ClassResourceExhausted, true
 		}
-		return 0, false
-	}, func(error) (classify.Class, bool) { return classify.Class(99), true }) // invalid result is ignored
+		return "", false
+	}, func(error) (classify.Class, bool) { return classify.Class("bogus"), true }) // invalid result is ignored
 	require.Equal(t, classify.ClassResourceExhausted, c.Classify(fmt.Errorf("x: %w", errOOM)))
 	require.Equal(t, classify.ClassTransient, c.Classify(context.DeadlineExceeded), "defaults still apply after user rules")
 	require.Equal(t, classify.ClassInvalidGeometry, c.Classify(classify.InvalidGeometry(errOOM)), "a mark beats user rules")
@@ -104,7 +103,7 @@ func TestStageAndDetail(t *testing.T) {
 	require.Equal(t, "Self-intersection[0.5 0.5]", classify.DetailOf(err).Reason)
 	require.Equal(t, classify.ClassInvalidGeometry, classify.Classify(err))
 	require.Equal(t, classify.StagePersist, classify.StageOf(classify.WithStage(errors.New("x"), classify.StagePersist)))
-	require.Equal(t, classify.Stage(0), classify.StageOf(errors.New("x")))
+	require.Equal(t, classify.Stage(""), classify.StageOf(errors.New("x")))
 	require.Nil(t, classify.DetailOf(errors.New("x")))
 	require.Nil(t, classify.WithStage(nil, classify.StageParse))
 
@@ -116,7 +115,6 @@ func TestStageAndDetail(t *testing.T) {
 
 func TestErrorMessage(t *testing.T) {
 	require.Equal(t, "boom", classify.Transient(errors.New("boom")).Error(), "the cause's message, verbatim")
-	require.Equal(t, "invalid_geometry", classify.InvalidGeometry(nil).Error())
 	e := &classify.Error{Class: classify.ClassInvalidGeometry, Geometry: &classify.GeometryDetail{Reason: "Ring is not closed[1 2]"}}
 	require.Equal(t, "Ring is not closed[1 2]", e.Error())
 	require.NotPanics(t, func() { _ = (&classify.Error{}).Error() })
@@ -141,9 +139,10 @@ func TestNamesRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, classify.ErrUnknownName)
 	_, err = classify.ParseStage("")
 	require.ErrorIs(t, err, classify.ErrUnknownName)
-	_, err = classify.Class(0).MarshalText()
+	_, err = classify.Class("").MarshalText()
 	require.Error(t, err)
-	require.Equal(t, "Class(42)", classify.Class(42).String())
+	require.Equal(t, `Class("poison")`, classify.Class("poison").String())
+	require.Equal(t, `Stage("")`, classify.Stage("").String())
 	require.Equal(t, []string{"transient", "invalid_geometry", "schema_violation", "crs_mismatch", "resource_exhausted", "unknown"},
 		func() (s []string) {
 			for _, c := range classify.Classes() {
@@ -164,13 +163,13 @@ func TestReplayable(t *testing.T) {
 	} {
 		require.Equal(t, tc.replayable, tc.c.Replayable(), tc.c)
 		require.Equal(t, !tc.replayable, tc.c.Deterministic(), tc.c)
-		want := classify.DestinationPoison
+		want := classify.RoutePoison
 		if tc.replayable {
-			want = classify.DestinationRetry
+			want = classify.RouteRetry
 		}
-		require.Equal(t, want, classify.DestinationFor(tc.c))
+		require.Equal(t, want, classify.RouteFor(tc.c))
 	}
-	require.False(t, classify.Class(0).Deterministic())
+	require.False(t, classify.Class("").Deterministic())
 }
 
 func TestKindOfReason(t *testing.T) {
@@ -201,28 +200,28 @@ func TestDecide(t *testing.T) {
 		err     error
 		attempt int
 		action  classify.Action
-		dest    classify.Destination
+		dest    classify.Route
 		delay   time.Duration
 	}{
-		{"transient first", classify.Transient(errors.New("x")), 1, classify.ActionRetry, 0, 50 * time.Millisecond},
-		{"transient second", classify.Transient(errors.New("x")), 2, classify.ActionRetry, 0, 100 * time.Millisecond},
-		{"transient third", classify.Transient(errors.New("x")), 3, classify.ActionRetry, 0, 200 * time.Millisecond},
-		{"transient budget spent", classify.Transient(errors.New("x")), 4, classify.ActionDeadLetter, classify.DestinationRetry, 0},
-		{"transient past budget", classify.Transient(errors.New("x")), 9, classify.ActionDeadLetter, classify.DestinationRetry, 0},
-		{"unknown retried", errors.New("?"), 1, classify.ActionRetry, 0, 50 * time.Millisecond},
-		{"unknown budget spent", errors.New("?"), 4, classify.ActionDeadLetter, classify.DestinationRetry, 0},
-		{"invalid geometry at once", classify.InvalidGeometry(errors.New("x")), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
-		{"schema at once", jsonSyntaxErr(), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
-		{"crs at once", classify.CRSMismatch(errors.New("x"), 3857), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
-		{"exhausted at once", classify.ResourceExhausted(errors.New("x")), 1, classify.ActionDeadLetter, classify.DestinationPoison, 0},
-		{"attempt zero is one", classify.Transient(errors.New("x")), 0, classify.ActionRetry, 0, 50 * time.Millisecond},
-		{"nil is unknown", nil, 1, classify.ActionRetry, 0, 50 * time.Millisecond},
+		{"transient first", classify.Transient(errors.New("x")), 1, classify.ActionRetry, "", 50 * time.Millisecond},
+		{"transient second", classify.Transient(errors.New("x")), 2, classify.ActionRetry, "", 100 * time.Millisecond},
+		{"transient third", classify.Transient(errors.New("x")), 3, classify.ActionRetry, "", 200 * time.Millisecond},
+		{"transient budget spent", classify.Transient(errors.New("x")), 4, classify.ActionDeadLetter, classify.RouteRetry, 0},
+		{"transient past budget", classify.Transient(errors.New("x")), 9, classify.ActionDeadLetter, classify.RouteRetry, 0},
+		{"unknown retried", errors.New("?"), 1, classify.ActionRetry, "", 50 * time.Millisecond},
+		{"unknown budget spent", errors.New("?"), 4, classify.ActionDeadLetter, classify.RouteRetry, 0},
+		{"invalid geometry at once", classify.InvalidGeometry(errors.New("x")), 1, classify.ActionDeadLetter, classify.RoutePoison, 0},
+		{"schema at once", jsonSyntaxErr(), 1, classify.ActionDeadLetter, classify.RoutePoison, 0},
+		{"crs at once", classify.CRSMismatch(errors.New("x"), 3857), 1, classify.ActionDeadLetter, classify.RoutePoison, 0},
+		{"exhausted at once", classify.ResourceExhausted(errors.New("x")), 1, classify.ActionDeadLetter, classify.RoutePoison, 0},
+		{"attempt zero is one", classify.Transient(errors.New("x")), 0, classify.ActionRetry, "", 50 * time.Millisecond},
+		{"nil is unknown", nil, 1, classify.ActionRetry, "", 50 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := p.Decide(tc.err, tc.attempt)
 			require.Equal(t, tc.action, d.Action)
-			require.Equal(t, tc.dest, d.Destination)
+			require.Equal(t, tc.dest, d.Route)
 			require.Equal(t, tc.delay, d.Delay)
 			require.GreaterOrEqual(t, d.Attempt, 1)
 		})
@@ -311,4 +310,109 @@ func TestParseClasses(t *testing.T) {
 		require.NoError(t, err, "%q", tc.in)
 		require.Equal(t, tc.want, got, "%q", tc.in)
 	}
+}
+
+// TestMarkersNilInNilOut checks the one rule every marker follows: nil in,
+// nil out, so a marker is safe on the success path.
+func TestMarkersNilInNilOut(t *testing.T) {
+	markers := map[string]func(error) error{
+		"Mark":              func(err error) error { return classify.Mark(err, classify.ClassUnknown) },
+		"Transient":         classify.Transient,
+		"RetryAfter":        func(err error) error { return classify.RetryAfter(err, time.Second) },
+		"InvalidGeometry":   classify.InvalidGeometry,
+		"SchemaViolation":   classify.SchemaViolation,
+		"CRSMismatch":       func(err error) error { return classify.CRSMismatch(err, 3857) },
+		"ResourceExhausted": classify.ResourceExhausted,
+		"WithStage":         func(err error) error { return classify.WithStage(err, classify.StageParse) },
+	}
+	cause := errors.New("cause")
+	for name, mark := range markers {
+		t.Run(name, func(t *testing.T) {
+			require.NoError(t, mark(nil), "nil in, nil out")
+			err := mark(cause)
+			require.Error(t, err)
+			require.ErrorIs(t, err, cause, "a mark unwraps to its cause")
+			require.Equal(t, "cause", err.Error(), "a mark keeps the cause's message verbatim")
+		})
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want classify.Route
+		ok   bool
+	}{
+		{"retry", classify.RouteRetry, true},
+		{"poison", classify.RoutePoison, true},
+		{"", "", false},
+		{"Poison", "", false},
+		{"transient", "", false},
+	} {
+		got, err := classify.ParseRoute(tc.in)
+		if !tc.ok {
+			require.ErrorIs(t, err, classify.ErrUnknownName, tc.in)
+			require.False(t, classify.Route(tc.in).Valid())
+			_, err = classify.Route(tc.in).MarshalText()
+			require.ErrorIs(t, err, classify.ErrUnknownName)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got)
+		b, err := got.MarshalText()
+		require.NoError(t, err)
+		require.Equal(t, tc.in, string(b))
+		var back classify.Route
+		require.NoError(t, back.UnmarshalText(b))
+		require.Equal(t, got, back)
+	}
+}
+
+// retryAfterErr is an HTTP client's error carrying a Retry-After header.
+type retryAfterErr struct{ d time.Duration }
+
+func (e retryAfterErr) Error() string             { return "HTTP 429" }
+func (e retryAfterErr) StatusCode() int           { return 429 }
+func (e retryAfterErr) RetryAfter() time.Duration { return e.d }
+
+func TestRetryAfter(t *testing.T) {
+	p := classify.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxRetryAfter: time.Minute, Rand: fixedRand(0.5)}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		attempt int
+		action  classify.Action
+		route   classify.Route
+		delay   time.Duration
+	}{
+		{"marked delay is waited exactly", classify.RetryAfter(errors.New("slow down"), 7*time.Second), 1, classify.ActionRetry, "", 7 * time.Second},
+		{"wrapped marked delay", fmt.Errorf("tiles: %w", classify.RetryAfter(errors.New("503"), 2*time.Second)), 1, classify.ActionRetry, "", 2 * time.Second},
+		{"server header through the chain", fmt.Errorf("geocode: %w", retryAfterErr{3 * time.Second}), 1, classify.ActionRetry, "", 3 * time.Second},
+		{"a backoff longer than the delay wins", classify.RetryAfter(errors.New("x"), time.Nanosecond), 1, classify.ActionRetry, "", 5 * time.Millisecond},
+		{"over MaxRetryAfter: dead-letter to retry now", classify.RetryAfter(errors.New("x"), time.Hour), 1, classify.ActionDeadLetter, classify.RouteRetry, 0},
+		{"budget still applies", classify.RetryAfter(errors.New("x"), time.Second), 3, classify.ActionDeadLetter, classify.RouteRetry, 0},
+		{"a deterministic class ignores the delay", classify.InvalidGeometry(retryAfterErr{time.Second}), 1, classify.ActionDeadLetter, classify.RoutePoison, 0},
+		{"negative delay is none", classify.RetryAfter(errors.New("x"), -time.Second), 1, classify.ActionRetry, "", 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := p.Decide(tc.err, tc.attempt)
+			require.Equal(t, tc.action, d.Action)
+			require.Equal(t, tc.route, d.Route)
+			require.Equal(t, tc.delay, d.Delay)
+		})
+	}
+	require.Equal(t, classify.ClassTransient, classify.Classify(classify.RetryAfter(errors.New("x"), time.Second)))
+	require.Equal(t, time.Duration(0), classify.RetryAfterOf(errors.New("x")))
+	require.Equal(t, time.Duration(0), classify.RetryAfterOf(nil))
+}
+
+func TestTooLargeError(t *testing.T) {
+	err := fmt.Errorf("publish: %w", &classify.TooLargeError{What: "envelope", Destination: "t.poison.dlt", Size: 300, Limit: 256, Hint: "configure an Offloader"})
+	require.ErrorIs(t, err, classify.ErrTooLarge)
+	tl, ok := errors.AsType[*classify.TooLargeError](err)
+	require.True(t, ok)
+	require.Equal(t, 256, tl.Limit)
+	require.Equal(t, `publish: envelope of 300 bytes exceeds the 256-byte limit of "t.poison.dlt" (configure an Offloader)`, err.Error())
+	require.Equal(t, "message of 2 bytes exceeds the 1-byte limit", (&classify.TooLargeError{Size: 2, Limit: 1}).Error())
+	require.Equal(t, classify.ClassResourceExhausted, classify.Classify(err), "too large is resource_exhausted by default")
 }

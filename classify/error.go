@@ -2,14 +2,57 @@ package classify
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/paulmach/orb"
 )
 
-// ErrUnknownName is wrapped by [ParseClass], [ParseStage] and the text
-// unmarshalers when a name is not a defined class or stage.
+// ErrUnknownName is wrapped by [ParseClass], [ParseStage], [ParseRoute]
+// and the text unmarshalers when a name is not a defined class, stage or
+// route.
 var ErrUnknownName = errors.New("unknown name")
+
+// ErrTooLarge is wrapped by every [*TooLargeError].
+var ErrTooLarge = errors.New("too large")
+
+// TooLargeError reports that something is over a size limit: a message
+// over its destination's limit (refused by a dead-letter store, never
+// truncated), an envelope that does not fit even after every reduction, a
+// blob over a blob store's maximum. It wraps [ErrTooLarge]. The default
+// rules classify it [ClassResourceExhausted].
+type TooLargeError struct {
+	// What is too large: "message", "envelope", "blob", "event", ….
+	What string
+	// Destination is the destination whose limit it is, or "".
+	Destination string
+	// Size is the size in bytes (for an envelope, the smallest achieved).
+	Size int
+	// Limit is the limit in bytes.
+	Limit int
+	// Hint says what would help, or "".
+	Hint string
+}
+
+// Error implements error.
+func (e *TooLargeError) Error() string {
+	what := e.What
+	if what == "" {
+		what = "message"
+	}
+	msg := fmt.Sprintf("%s of %d bytes exceeds the %d-byte limit", what, e.Size, e.Limit)
+	if e.Destination != "" {
+		msg += fmt.Sprintf(" of %q", e.Destination)
+	}
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
+}
+
+// Unwrap returns [ErrTooLarge].
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 
 // Error is a classified failure. It is found through any chain of %w
 // wrapping (and [errors.Join]) by [Classify], [StageOf], [DetailOf] and
@@ -25,6 +68,9 @@ type Error struct {
 	// Geometry carries the geometry detail (reason, location, EPSG, fault
 	// indexes), or nil.
 	Geometry *GeometryDetail
+	// RetryAfter, when positive, is the least time to wait before the
+	// next attempt (see [RetryAfter]).
+	RetryAfter time.Duration
 	// Err is the underlying cause, or nil.
 	Err error
 }
@@ -151,17 +197,35 @@ type Fault struct {
 	OnSegment bool `json:"on_segment,omitempty"`
 }
 
-func newError(class Class, err error) *Error {
+func newError(class Class, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &Error{Class: class, Err: err}
 }
 
-// Mark returns err marked with class. The returned error unwraps to err.
-// A nil err yields an error whose message is the class name.
-func Mark(err error, class Class) *Error { return newError(class, err) }
+// Every marker below follows one rule: a nil err yields nil (so that
+// "return classify.Transient(err)" is safe on the success path), and the
+// returned error unwraps to err.
+
+// Mark returns err marked with class.
+func Mark(err error, class Class) error { return newError(class, err) }
 
 // Transient marks err as transient: retried in place with backoff, then
 // dead-lettered to the retry destination once the budget is spent.
 func Transient(err error) error { return newError(ClassTransient, err) }
+
+// RetryAfter marks err as transient and asks for at least d before the
+// next attempt, as River's JobSnooze does: the [Processor] of package
+// broker waits d (not a jittered backoff) when the policy retries, and a d
+// over [Policy.MaxRetryAfter] dead-letters to the retry destination at
+// once. Use it for a server's Retry-After on HTTP 429 and 503.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Class: ClassTransient, Err: err, RetryAfter: max(d, 0)}
+}
 
 // InvalidGeometry marks err as an invalid geometry: dead-lettered to the
 // poison destination at once.
@@ -174,15 +238,15 @@ func SchemaViolation(err error) error { return newError(ClassSchemaViolation, er
 // CRSMismatch marks err as a CRS mismatch involving the given EPSG code (0
 // if unknown): dead-lettered to the poison destination at once.
 func CRSMismatch(err error, epsg int) error {
-	e := newError(ClassCRSMismatch, err)
-	e.Geometry = &GeometryDetail{EPSG: epsg, Kind: KindCRSDiffers}
+	if err == nil {
+		return nil
+	}
+	kind := KindCRSDiffers
 	if epsg == 0 {
-		e.Geometry.Kind = KindCRSUnparseable
+		kind = KindCRSUnparseable
 	}
-	if err != nil {
-		e.Geometry.Reason = err.Error()
-	}
-	return e
+	return &Error{Class: ClassCRSMismatch, Err: err,
+		Geometry: &GeometryDetail{EPSG: epsg, Kind: kind, Reason: err.Error()}}
 }
 
 // ResourceExhausted marks err as resource exhaustion (oversized payload,
@@ -242,7 +306,25 @@ func markedClass(err error) (Class, bool) {
 	return c, found
 }
 
-// StageOf returns the innermost stage recorded in err's chain, or 0.
+// RetryAfterOf returns the longest delay err's chain asks for: the
+// RetryAfter of a [*Error] (see [RetryAfter]), or of any error with a
+// RetryAfter() time.Duration method (an HTTP client's 429/503 error
+// carrying the Retry-After header, say). 0 when none asks.
+func RetryAfterOf(err error) time.Duration {
+	var d time.Duration
+	walk(err, func(e error) bool {
+		switch v := e.(type) {
+		case *Error:
+			d = max(d, v.RetryAfter)
+		case interface{ RetryAfter() time.Duration }:
+			d = max(d, v.RetryAfter())
+		}
+		return false
+	})
+	return d
+}
+
+// StageOf returns the innermost stage recorded in err's chain, or "".
 func StageOf(err error) Stage {
 	var s Stage
 	walk(err, func(e error) bool {

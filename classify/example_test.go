@@ -15,12 +15,12 @@ func Example() {
 	tileServerDown := classify.Transient(errors.New("tiles: 503 Service Unavailable"))
 	for attempt := 1; attempt <= 3; attempt++ {
 		d := policy.Decide(tileServerDown, attempt)
-		fmt.Println(attempt, d.Action, d.Delay, d.Destination)
+		fmt.Println(attempt, d.Action, d.Delay, d.Route)
 	}
 
 	bowtie := classify.WithStage(classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]")), classify.StageTopologyValidation)
 	d := policy.Decide(fmt.Errorf("handler: %w", bowtie), 1)
-	fmt.Println(d.Class, classify.StageOf(bowtie), d.Action, d.Destination)
+	fmt.Println(d.Class, classify.StageOf(bowtie), d.Action, d.Route)
 	// Output:
 	// 1 retry 50ms none
 	// 2 retry 100ms none
@@ -35,7 +35,7 @@ func ExampleNewClassifier() {
 		if errors.Is(err, errQuota) {
 			return classify.ClassResourceExhausted, true
 		}
-		return 0, false
+		return "", false
 	})
 	fmt.Println(c.Classify(fmt.Errorf("geocoder: %w", errQuota)))
 	fmt.Println(c.Classify(errors.New("something odd")))

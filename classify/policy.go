@@ -8,9 +8,10 @@ import (
 
 // Policy defaults, used for zero fields of a [Policy].
 const (
-	DefaultMaxAttempts = 5
-	DefaultBaseDelay   = 500 * time.Millisecond
-	DefaultMaxDelay    = 30 * time.Second
+	DefaultMaxAttempts   = 5
+	DefaultBaseDelay     = 500 * time.Millisecond
+	DefaultMaxDelay      = 30 * time.Second
+	DefaultMaxRetryAfter = 5 * time.Minute
 )
 
 // Action is what to do with a failed event.
@@ -20,8 +21,8 @@ type Action uint8
 const (
 	// ActionRetry: retry in place after Decision.Delay.
 	ActionRetry Action = iota + 1
-	// ActionDeadLetter: build the envelope and write it to
-	// Decision.Destination.
+	// ActionDeadLetter: build the envelope and write it to the
+	// destination of Decision.Route.
 	ActionDeadLetter
 )
 
@@ -36,50 +37,72 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
-// Destination is the kind of dead-letter destination an event goes to.
-type Destination uint8
+// Route is which kind of dead-letter destination an event goes to: the
+// retry destination or the poison destination. Its value is the name
+// written to the dlq.v1 envelope's destination field and to the
+// dlq-destination header. (A destination, everywhere else in geodlq, is
+// the name of a topic, queue, stream or table; a Route picks one of the
+// two a source topic has.)
+type Route string
 
-// The dead-letter destinations.
+// The routes.
 const (
-	// DestinationRetry holds replayable events (transient, unknown) whose
-	// retry budget is spent; a replayer may re-inject them automatically.
-	DestinationRetry Destination = iota + 1
-	// DestinationPoison holds deterministic failures; they wait for repair.
-	DestinationPoison
+	// RouteRetry holds replayable events (transient, unknown) whose retry
+	// budget is spent; a replayer may re-inject them automatically.
+	RouteRetry Route = "retry"
+	// RoutePoison holds deterministic failures; they wait for repair.
+	RoutePoison Route = "poison"
 )
 
-// String returns "retry" or "poison", the names used in envelopes and
-// headers, and "none" for the zero value.
-func (d Destination) String() string {
-	switch d {
-	case 0:
+// String returns "retry" or "poison", "none" for the zero Route (a
+// [Decision] to retry has none), or Route("…") quoted for an invalid value.
+func (r Route) String() string {
+	if r.Valid() {
+		return string(r)
+	}
+	if r == "" {
 		return "none"
-	case DestinationRetry:
-		return "retry"
-	case DestinationPoison:
-		return "poison"
 	}
-	return fmt.Sprintf("Destination(%d)", uint8(d))
+	return fmt.Sprintf("Route(%q)", string(r))
 }
 
-// ParseDestination returns the destination named "retry" or "poison".
-func ParseDestination(s string) (Destination, error) {
-	switch s {
-	case "retry":
-		return DestinationRetry, nil
-	case "poison":
-		return DestinationPoison, nil
+// Valid reports whether r is [RouteRetry] or [RoutePoison].
+func (r Route) Valid() bool { return r == RouteRetry || r == RoutePoison }
+
+// MarshalText implements [encoding.TextMarshaler]; an invalid route is an
+// error wrapping [ErrUnknownName].
+func (r Route) MarshalText() ([]byte, error) {
+	if !r.Valid() {
+		return nil, fmt.Errorf("classify: %w: route %q", ErrUnknownName, string(r))
 	}
-	return 0, fmt.Errorf("classify: %w: destination %q", ErrUnknownName, s)
+	return []byte(r), nil
 }
 
-// DestinationFor returns where events of class c are dead-lettered: the
-// retry destination for replayable classes, poison for the rest.
-func DestinationFor(c Class) Destination {
+// UnmarshalText implements [encoding.TextUnmarshaler].
+func (r *Route) UnmarshalText(b []byte) error {
+	v, err := ParseRoute(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+// ParseRoute returns the route named "retry" or "poison".
+func ParseRoute(s string) (Route, error) {
+	if r := Route(s); r.Valid() {
+		return r, nil
+	}
+	return "", fmt.Errorf("classify: %w: route %q", ErrUnknownName, s)
+}
+
+// RouteFor returns where events of class c are dead-lettered: the retry
+// destination for replayable classes, poison for the rest.
+func RouteFor(c Class) Route {
 	if c.Replayable() {
-		return DestinationRetry
+		return RouteRetry
 	}
-	return DestinationPoison
+	return RoutePoison
 }
 
 // Decision is the outcome of [Policy.Decide].
@@ -88,8 +111,8 @@ type Decision struct {
 	Action Action
 	// Delay is how long to wait before retrying (ActionRetry only).
 	Delay time.Duration
-	// Destination is where to dead-letter (ActionDeadLetter only).
-	Destination Destination
+	// Route is where to dead-letter (ActionDeadLetter only).
+	Route Route
 	// Class is the error's class.
 	Class Class
 	// Attempt is the attempt that failed (at least 1).
@@ -108,6 +131,12 @@ type Policy struct {
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff ceiling. Default 30s.
 	MaxDelay time.Duration
+	// MaxRetryAfter is the longest delay a failure may ask for (see
+	// [RetryAfter]: a server's Retry-After) and still be waited out in
+	// place. A failure asking for longer is dead-lettered to the retry
+	// destination at once, so that the consumer is not held; a replayer
+	// re-injects it later. Default 5m.
+	MaxRetryAfter time.Duration
 	// Classifier classifies errors; nil uses the default rules.
 	Classifier *Classifier
 	// Rand returns a uniform float64 in [0, 1). Nil uses math/rand/v2.
@@ -163,7 +192,12 @@ func (p Policy) Backoff(attempt int) time.Duration {
 //     once, whatever the attempt;
 //   - a replayable class (transient, unknown) is retried after a jittered
 //     backoff while attempt < MaxAttempts, then dead-lettered to the retry
-//     destination.
+//     destination;
+//   - when err asks for a delay ([RetryAfter], or an error in its chain
+//     with a RetryAfter() time.Duration method, such as an HTTP 429 or 503
+//     carrying Retry-After), the retry waits at least that long, without
+//     jitter; a delay over MaxRetryAfter dead-letters to the retry
+//     destination at once.
 //
 // Decide is a pure function of its arguments and the policy (and Rand).
 // A nil err is treated as unknown.
@@ -176,13 +210,18 @@ func (p Policy) Decide(err error, attempt int) Decision {
 		class = ClassUnknown
 	}
 	d := Decision{Class: class, Attempt: attempt}
+	wait := RetryAfterOf(err)
+	limit := p.MaxRetryAfter
+	if limit <= 0 {
+		limit = DefaultMaxRetryAfter
+	}
 	switch {
 	case class.Deterministic():
-		d.Action, d.Destination = ActionDeadLetter, DestinationPoison
-	case attempt >= p.maxAttempts():
-		d.Action, d.Destination = ActionDeadLetter, DestinationRetry
+		d.Action, d.Route = ActionDeadLetter, RoutePoison
+	case attempt >= p.maxAttempts(), wait > limit:
+		d.Action, d.Route = ActionDeadLetter, RouteRetry
 	default:
-		d.Action, d.Delay = ActionRetry, p.Backoff(attempt)
+		d.Action, d.Delay = ActionRetry, max(p.Backoff(attempt), wait)
 	}
 	return d
 }

@@ -54,10 +54,10 @@ func (w *Want) match(e *envelope.Envelope) []string {
 	if w.IdempotencyKey != "" && e.IdempotencyKey != w.IdempotencyKey {
 		add("idempotency_key", e.IdempotencyKey, w.IdempotencyKey)
 	}
-	if w.Class != 0 && e.FailureClass != w.Class {
+	if w.Class != "" && e.FailureClass != w.Class {
 		add("failure_class", e.FailureClass, w.Class)
 	}
-	if w.Stage != 0 && e.FailedStage != w.Stage {
+	if w.Stage != "" && e.FailedStage != w.Stage {
 		add("failed_stage", e.FailedStage, w.Stage)
 	}
 	if w.ReasonContains != "" {

@@ -147,7 +147,7 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 	if o.GeometryPath == "" || o.GeometryPath[0] != '/' {
 		return nil, fmt.Errorf("envelope: GeometryPath %q must name a member", o.GeometryPath)
 	}
-	if o.DefaultStage == 0 {
+	if o.DefaultStage == "" {
 		o.DefaultStage = classify.StageSpatialJoin
 	}
 	if !o.DefaultStage.Valid() {
@@ -189,7 +189,7 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 //
 // The envelope's fields come from:
 //   - failure_class: Input.Class, else the Classifier on Input.Err
-//     (unknown when nil); destination: [classify.DestinationFor] the class;
+//     (unknown when nil); destination: [classify.RouteFor] the class;
 //   - failed_stage: [classify.StageOf] Input.Err, else Input.Stage, else
 //     DefaultStage;
 //   - geometry_error: [classify.DetailOf] Input.Err (reason, kind,
@@ -212,7 +212,7 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 // geometry even under the threshold; offloads the whole raw payload (ext
 // "json"); truncates error_message (and geometry_error.reason) with a
 // visible marker. If the envelope still does not fit, it returns the
-// smallest envelope it made, no encoding, and a [*TooLargeError].
+// smallest envelope it made, no encoding, and a [*classify.TooLargeError].
 func (b *Builder) Build(ctx context.Context, in Input) (*Envelope, []byte, error) {
 	payload := in.Payload
 	var payloadSum [sha256.Size]byte
@@ -257,7 +257,7 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		SchemaVersion:  SchemaVersion,
 		FailureClass:   class,
 		FailedStage:    stage,
-		Destination:    classify.DestinationFor(class).String(),
+		Route:          classify.RouteFor(class),
 		Attempts:       max(in.Attempts, 1),
 		FirstSeenAt:    first,
 		DeadLetteredAt: now,
@@ -513,7 +513,11 @@ func (b *Builder) fit(ctx context.Context, e *Envelope, in Input) (*Envelope, []
 	if len(data) <= limit {
 		return e, data, nil
 	}
-	return e, nil, &TooLargeError{Size: len(data), Limit: limit, Offloaded: e.RawPayloadOffloadURI != ""}
+	hint := "configure an Offloader to move geometry and payload out of the message"
+	if e.RawPayloadOffloadURI != "" {
+		hint = "payload and geometry were offloaded and the error message truncated"
+	}
+	return e, nil, &classify.TooLargeError{What: "envelope", Size: len(data), Limit: limit, Hint: hint}
 }
 
 // truncateMessage shortens *s so that its encoding shrinks by at least

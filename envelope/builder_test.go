@@ -65,7 +65,7 @@ func TestSeedInvalidGeometryRoutesToPoison(t *testing.T) {
 	require.Equal(t, 5.0, m["vertex_count"])
 	g := m["geometry"].(map[string]any)
 	require.Equal(t, float64(strings.Index(bowtie, `{"type": "Polygon"`)), g["payload_offset"])
-	require.Equal(t, classify.DestinationPoison.String(), env.Destination)
+	require.Equal(t, classify.RoutePoison, env.Route)
 }
 
 // seedMultiPoint is the seed's 60,000-point MultiPoint, written the way
@@ -144,8 +144,8 @@ func TestCRSMismatchEPSGAlwaysPresent(t *testing.T) {
 		class   classify.Class
 		want    int
 	}{
-		{"unparseable", `{"crs":"+proj=merc","geometry":null}`, classify.CRSMismatch(errors.New("unparseable CRS"), 0), 0, 0},
-		{"from payload when error has none", `{"crs":"urn:ogc:def:crs:EPSG::2154"}`, classify.CRSMismatch(errors.New("x"), 0), 0, 2154},
+		{"unparseable", `{"crs":"+proj=merc","geometry":null}`, classify.CRSMismatch(errors.New("unparseable CRS"), 0), "", 0},
+		{"from payload when error has none", `{"crs":"urn:ogc:def:crs:EPSG::2154"}`, classify.CRSMismatch(errors.New("x"), 0), "", 2154},
 		{"class override without detail", `{"crs":"EPSG:3857"}`, errors.New("out of range"), classify.ClassCRSMismatch, 3857},
 		{"no crs at all", `not json`, errors.New("bad crs"), classify.ClassCRSMismatch, 0},
 	}
@@ -229,7 +229,7 @@ func TestBuildAlwaysProducesEnvelope(t *testing.T) {
 			require.Equal(t, fixedNow, env.FirstSeenAt)
 			require.Equal(t, fixedNow, env.DeadLetteredAt)
 			require.Equal(t, classify.ClassUnknown, env.FailureClass)
-			require.Equal(t, "retry", env.Destination)
+			require.Equal(t, classify.RouteRetry, env.Route)
 			require.Equal(t, classify.StageSpatialJoin, env.FailedStage)
 			if tc.wantEventID != "" {
 				require.Equal(t, tc.wantEventID, env.EventID)
@@ -274,7 +274,7 @@ func TestStageAndClassPrecedence(t *testing.T) {
 		in        envelope.Input
 		class     classify.Class
 		stage     classify.Stage
-		dest      string
+		dest      classify.Route
 		attempts  int
 		firstSeen time.Time
 	}{
@@ -294,7 +294,7 @@ func TestStageAndClassPrecedence(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.class, env.FailureClass)
 			require.Equal(t, tc.stage, env.FailedStage)
-			require.Equal(t, tc.dest, env.Destination)
+			require.Equal(t, tc.dest, env.Route)
 			require.Equal(t, tc.attempts, env.Attempts)
 			require.Equal(t, tc.firstSeen, env.FirstSeenAt)
 			require.False(t, env.IdempotencyKeyDerived)
@@ -305,7 +305,7 @@ func TestStageAndClassPrecedence(t *testing.T) {
 func TestBuilderOptions(t *testing.T) {
 	_, err := envelope.NewBuilder(&envelope.BuilderOptions{GeometryPath: "geometry"})
 	require.Error(t, err)
-	_, err = envelope.NewBuilder(&envelope.BuilderOptions{DefaultStage: classify.Stage(99)})
+	_, err = envelope.NewBuilder(&envelope.BuilderOptions{DefaultStage: classify.Stage("stage_99")})
 	require.Error(t, err)
 	b, err := envelope.NewBuilder(nil)
 	require.NoError(t, err)
@@ -422,8 +422,8 @@ func TestMaxBytes(t *testing.T) {
 
 	t.Run("no offloader: too large", func(t *testing.T) {
 		env, data, err := newBuilder(t, nil).Build(ctx, envelope.Input{Payload: payload, IdempotencyKey: "k", MaxBytes: 256 << 10})
-		require.ErrorIs(t, err, envelope.ErrTooLarge)
-		var tl *envelope.TooLargeError
+		require.ErrorIs(t, err, classify.ErrTooLarge)
+		var tl *classify.TooLargeError
 		require.ErrorAs(t, err, &tl)
 		require.Equal(t, 256<<10, tl.Limit)
 		require.Greater(t, tl.Size, tl.Limit)
@@ -435,7 +435,7 @@ func TestMaxBytes(t *testing.T) {
 	t.Run("limit below the minimal envelope", func(t *testing.T) {
 		off, _ := newOffloader(t, 0)
 		_, _, err := newBuilder(t, off).Build(ctx, envelope.Input{Payload: []byte(bowtie), IdempotencyKey: "k", MaxBytes: 100})
-		require.ErrorIs(t, err, envelope.ErrTooLarge)
+		require.ErrorIs(t, err, classify.ErrTooLarge)
 	})
 }
 

@@ -239,7 +239,7 @@ func (e *Envelope) appendTo(b []byte, check bool) ([]byte, error) {
 	b = appendKey(b, true, "failed_stage")
 	b = appendString(b, e.FailedStage.String())
 	b = appendKey(b, true, "destination")
-	b = appendString(b, e.Destination)
+	b = appendString(b, string(e.Route))
 	b = appendKey(b, true, "error_message")
 	b = appendString(b, e.ErrorMessage)
 	if ge := e.GeometryError; ge != nil {
@@ -449,7 +449,7 @@ func Decode(data []byte) (*Envelope, error) {
 		EventID:               w.EventID,
 		IdempotencyKey:        w.IdempotencyKey,
 		IdempotencyKeyDerived: w.IdempotencyKeyDerived,
-		Destination:           w.Destination,
+		Route:                 classify.Route(w.Destination),
 		ErrorMessage:          w.ErrorMessage,
 		GeometryError:         w.GeometryError,
 		SourceCRS:             w.SourceCRS,

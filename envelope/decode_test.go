@@ -149,8 +149,8 @@ func TestValidateStruct(t *testing.T) {
 	require.NoError(t, env.Validate())
 	bad := *env
 	bad.SchemaVersion = "dlq.v2"
-	bad.FailureClass = 0
-	bad.FailedStage = 77
+	bad.FailureClass = ""
+	bad.FailedStage = "stage_77"
 	nan := *env.GeometryError
 	bad.GeometryError = &nan
 	bad.GeometryError.Location = []float64{1, 2}

@@ -86,9 +86,10 @@ type Envelope struct {
 	FirstSeenAt time.Time `json:"first_seen_at"`
 	// DeadLetteredAt is when the envelope was built.
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
-	// Destination is "retry" or "poison" (classify.DestinationFor of the
-	// class).
-	Destination string `json:"destination" validate:"required,oneof=retry poison"`
+	// Route is "retry" or "poison" ([classify.RouteFor] the class): which
+	// of a source topic's two dead-letter destinations the envelope went
+	// to. Its wire name is "destination", the seed's.
+	Route classify.Route `json:"destination" validate:"required,oneof=retry poison"`
 	// TraceID correlates the event with traces and logs, if known.
 	TraceID string `json:"trace_id,omitempty" validate:"max=256"` // max: maxTraceIDLen
 	// Source is the broker provenance of the failed message.

@@ -41,7 +41,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(env.Destination, env.FailureClass, env.FailedStage, env.GeometryError.Reason)
+	fmt.Println(env.Route, env.FailureClass, env.FailedStage, env.GeometryError.Reason)
 	fmt.Println(env.SourceEPSG, env.GeometryType, env.VertexCount)
 
 	// The consumer publishes data; a replayer later decodes it and gets

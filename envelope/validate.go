@@ -18,8 +18,6 @@ var (
 	ErrInvalid = errors.New("envelope: invalid envelope")
 	// ErrUnsupportedVersion is wrapped by every [*VersionError].
 	ErrUnsupportedVersion = errors.New("envelope: unsupported schema version")
-	// ErrTooLarge is wrapped by every [*TooLargeError].
-	ErrTooLarge = errors.New("envelope: envelope too large")
 )
 
 // Violation is one broken rule of an envelope.
@@ -96,29 +94,6 @@ func (e *VersionError) Error() string {
 // Unwrap returns [ErrUnsupportedVersion].
 func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
 
-// TooLargeError reports that an envelope does not fit its destination's
-// message limit even after every reduction. It wraps [ErrTooLarge].
-type TooLargeError struct {
-	// Size is the encoded size of the smallest envelope achieved.
-	Size int
-	// Limit is the destination's limit (Input.MaxBytes).
-	Limit int
-	// Offloaded says whether the geometry and payload were offloaded.
-	Offloaded bool
-}
-
-// Error implements error.
-func (e *TooLargeError) Error() string {
-	hint := "configure an Offloader to move geometry and payload out of the message"
-	if e.Offloaded {
-		hint = "payload and geometry were offloaded and the error message truncated"
-	}
-	return fmt.Sprintf("envelope: envelope too large: %d bytes, limit %d (%s)", e.Size, e.Limit, hint)
-}
-
-// Unwrap returns [ErrTooLarge].
-func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
-
 var structValidator = sync.OnceValue(func() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
@@ -194,8 +169,8 @@ func (e *Envelope) validate(vs []Violation) error {
 	if !e.FailedStage.Valid() {
 		add("failed_stage", "oneof", "failed_stage is not a defined stage")
 	}
-	if e.FailureClass.Deterministic() && e.Destination != classify.DestinationPoison.String() {
-		add("destination", "destination", fmt.Sprintf("failure_class %s is deterministic and must go to \"poison\", not %q", e.FailureClass, e.Destination))
+	if e.FailureClass.Deterministic() && e.Route != classify.RoutePoison {
+		add("destination", "destination", fmt.Sprintf("failure_class %s is deterministic and must go to \"poison\", not %q", e.FailureClass, string(e.Route)))
 	}
 	if e.FailureClass == classify.ClassCRSMismatch && (e.GeometryError == nil || e.GeometryError.EPSG == nil) {
 		add("geometry_error.epsg", "epsg", "a crs_mismatch must record geometry_error.epsg (0 when unknown)")

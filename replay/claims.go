@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/idemkey"
 )
@@ -83,11 +84,11 @@ type Lease struct {
 //
 // Complete marks the leased key done for good. It succeeds as long as no
 // one else claimed the key since this lease was granted, even if the lease
-// expired meanwhile; otherwise it returns an error wrapping ErrLeaseLost.
+// expired meanwhile; otherwise it returns an error wrapping [broker.ErrLeaseLost].
 //
 // Release gives up a lease without completing, so the key can be claimed
 // again at once (the side effect failed and will be retried). Releasing a
-// lost lease returns an error wrapping ErrLeaseLost and changes nothing.
+// lost lease returns an error wrapping [broker.ErrLeaseLost] and changes nothing.
 type Claims interface {
 	Claim(ctx context.Context, key string, ttl time.Duration) (Lease, Status, error)
 	Complete(ctx context.Context, l Lease) error
@@ -96,8 +97,6 @@ type Claims interface {
 
 // Errors returned by claims stores and [Once].
 var (
-	// ErrLeaseLost: the lease was taken over by another claimant.
-	ErrLeaseLost = errors.New("replay: idempotency lease lost")
 	// ErrInProgress: another worker holds a live claim on the key. [Once]
 	// returns it marked transient, so a processor retries later.
 	ErrInProgress = errors.New("replay: idempotency key in progress elsewhere")
@@ -228,7 +227,7 @@ func (m *MemClaims) Complete(ctx context.Context, l Lease) error {
 	defer m.mu.Unlock()
 	c := m.keys[l.Key]
 	if c == nil || c.done || c.token != l.Token || l.Token == "" {
-		return fmt.Errorf("replay: completing %q: %w", l.Key, ErrLeaseLost)
+		return fmt.Errorf("replay: completing %q: %w", l.Key, broker.ErrLeaseLost)
 	}
 	c.done, c.token = true, ""
 	c.completed++
@@ -244,7 +243,7 @@ func (m *MemClaims) Release(ctx context.Context, l Lease) error {
 	defer m.mu.Unlock()
 	c := m.keys[l.Key]
 	if c == nil || c.done || c.token != l.Token || l.Token == "" {
-		return fmt.Errorf("replay: releasing %q: %w", l.Key, ErrLeaseLost)
+		return fmt.Errorf("replay: releasing %q: %w", l.Key, broker.ErrLeaseLost)
 	}
 	c.token, c.expires = "", time.Time{}
 	return nil

@@ -233,7 +233,7 @@ func TestCheckGeometry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := c.CheckGeometry([]byte(tt.in))
-			if tt.class == 0 {
+			if tt.class == "" {
 				require.NoError(t, err)
 				return
 			}
@@ -307,7 +307,7 @@ func TestCheckEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := c.CheckEvent([]byte(tt.in))
-			if tt.class == 0 {
+			if tt.class == "" {
 				require.NoError(t, err)
 				require.Equal(t, tt.epsg, res.EPSG)
 				require.Equal(t, tt.declared, res.DeclaredCRS)
@@ -389,7 +389,7 @@ func TestErrorChains(t *testing.T) {
 	wrapped := classify.WithStage(errors.Join(errors.New("context"), err), classify.StageSpatialJoin)
 	require.Equal(t, classify.ClassSchemaViolation, classify.Classify(wrapped))
 	require.Equal(t, classify.StageParse, classify.StageOf(wrapped))
-	require.Equal(t, classify.DestinationPoison, classify.Policy{}.Decide(wrapped, 1).Destination)
+	require.Equal(t, classify.RoutePoison, classify.Policy{}.Decide(wrapped, 1).Route)
 }
 
 func TestClose(t *testing.T) {

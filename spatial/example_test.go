@@ -31,7 +31,7 @@ func ExampleChecker_CheckEvent() {
 		fmt.Println("kind:    ", d.Kind)
 		fmt.Println("location:", *d.Location)
 		fmt.Printf("fault:    ring %d, segment from vertex %d (on segment: %t)\n", d.Fault.Ring, d.Fault.Vertex, d.Fault.OnSegment)
-		fmt.Println("goes to: ", classify.DestinationFor(ce.Class))
+		fmt.Println("goes to: ", classify.RouteFor(ce.Class))
 	}
 
 	// RFC 7946's CRS84 passes a 4326 pipeline; Web Mercator does not.

@@ -96,7 +96,7 @@ func TestCorpusThroughPipeline(t *testing.T) {
 		require.True(t, ok, "key %q verbatim", env.IdempotencyKey)
 		require.Equal(t, it.Class, env.FailureClass, it.Name)
 		require.Equal(t, it.Stage, env.FailedStage, it.Name)
-		require.Equal(t, "poison", env.Destination)
+		require.Equal(t, classify.RoutePoison, env.Route)
 		if it.Reason != "" {
 			require.Equal(t, it.Reason, env.GeometryError.Reason, it.Name)
 		}

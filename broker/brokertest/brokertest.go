@@ -14,7 +14,7 @@
 //   - two consumers never hold the same record at the same time;
 //   - records with the same key come back in publish order;
 //   - a message over the adapter's size limit is refused with
-//     [broker.ErrTooLarge], never truncated, and nothing is stored;
+//     [classify.ErrTooLarge], never truncated, and nothing is stored;
 //   - filters return exactly the matching records;
 //   - concurrent writers and readers lose and duplicate nothing, over at
 //     least 10,000 envelopes, every one counted and hashed: each record is
@@ -429,8 +429,8 @@ func testTooLarge(t *testing.T, h Harness) {
 		return m
 	}
 	err := s.Publish(context.Background(), d, pad(limit+1))
-	require.ErrorIs(t, err, broker.ErrTooLarge, "a body one byte over the limit is refused")
-	var tl *broker.TooLargeError
+	require.ErrorIs(t, err, classify.ErrTooLarge, "a body one byte over the limit is refused")
+	var tl *classify.TooLargeError
 	if errors.As(err, &tl) {
 		require.Equal(t, limit+1, tl.Size)
 	}

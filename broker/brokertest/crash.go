@@ -348,7 +348,7 @@ func testCrashSafety(t *testing.T, h Harness) {
 		proc, err := broker.NewProcessor(broker.ProcessorOptions{
 			Publisher:   fs,
 			Policy:      classify.Policy{MaxAttempts: 2, Rand: func() float64 { return 0 }},
-			Destination: func(*broker.Message, classify.Destination) string { return d },
+			Destination: func(*broker.Message, classify.Route) string { return d },
 			Sleep:       func(context.Context, time.Duration) error { return nil },
 		})
 		require.NoError(t, err)

@@ -66,7 +66,7 @@ type Consumer struct {
 	proc     *broker.Processor
 	pub      broker.Publisher
 	builder  *envelope.Builder
-	dest     func(*broker.Message, classify.Destination) string
+	dest     func(*broker.Message, classify.Route) string
 	key      func(*broker.Message) string
 	now      func() time.Time
 	batch    int
@@ -197,11 +197,11 @@ func messageOf(subject string, data []byte, h nats.Header, seq uint64, ts time.T
 // it — until max_deliver, after which the MAX_DELIVERIES advisory takes
 // over (see [Consumer.WatchMaxDeliveries]). While the message is
 // processed it is reported in progress every Progress.
-func (c *Consumer) Handle(ctx context.Context, m natsjs.Msg) (broker.Outcome, error) {
+func (c *Consumer) Handle(ctx context.Context, m natsjs.Msg) (broker.Result, error) {
 	msg, err := MessageFrom(m)
 	if err != nil {
 		_ = m.Nak()
-		return broker.Outcome{}, err
+		return broker.Result{}, err
 	}
 	seq := uint64(*msg.Source.Offset)
 	stop := c.keepAlive(m)
@@ -446,7 +446,7 @@ func (c *Consumer) DeadLetterGivenUp(ctx context.Context, seq uint64, deliveries
 			class = f.class
 		}
 	}
-	dest := c.dest(m, classify.DestinationFor(class))
+	dest := c.dest(m, classify.RouteFor(class))
 	limit := 0
 	if l, ok := c.pub.(broker.Limiter); ok {
 		limit = l.MaxMessageBytes(dest)

@@ -32,7 +32,7 @@
 //	            smaller, less Options.HeaderBytes (4096): 1,044,480 bytes by
 //	            default; Options.MaxMessageBytes may lower it. A larger body, or
 //	            one whose encoded headers push the message past max_payload:
-//	            *broker.TooLargeError before anything is sent (a server refusal
+//	            *classify.TooLargeError before anything is sent (a server refusal
 //	            maps to it too). Never truncated.
 //	Headers     Every header of the message as a NATS header (on a dead-letter
 //	            write, broker.Headers: idempotency-key, dlq-event-id, dlq-class,
@@ -142,7 +142,7 @@
 // (the connection's MaxPayload, 1 MiB by default) or the stream's
 // max_msg_size if smaller, less Options.HeaderBytes reserved for headers.
 // A larger body, or a body whose headers push the message past
-// max_payload, is refused with a [*broker.TooLargeError] before anything
+// max_payload, is refused with a [*classify.TooLargeError] before anything
 // is sent.
 //
 // # Source side: max_deliver and its advisory

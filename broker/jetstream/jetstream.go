@@ -17,6 +17,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
@@ -376,7 +377,7 @@ func publish(ctx context.Context, t pubTarget, m *broker.Message) error {
 		return errors.New("jetstream: nil message")
 	}
 	if t.limit > 0 && len(m.Body) > t.limit {
-		return &broker.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.limit}
+		return &classify.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.limit}
 	}
 	msg := nats.NewMsg(t.subject)
 	msg.Data = m.Body
@@ -398,7 +399,7 @@ func publish(ctx context.Context, t pubTarget, m *broker.Message) error {
 	}
 	if t.physical > 0 {
 		if hl := headerLen(msg.Header); len(m.Body)+hl > t.physical {
-			return &broker.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.physical - hl}
+			return &classify.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.physical - hl}
 		}
 	}
 	ctx, cancel := withTimeout(ctx, t.timeout)
@@ -408,7 +409,7 @@ func publish(ctx context.Context, t pubTarget, m *broker.Message) error {
 		if err != nil {
 			var apiErr *natsjs.APIError
 			if errors.Is(err, nats.ErrMaxPayload) || (errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamMessageExceedsMaximum) {
-				return fmt.Errorf("jetstream: %w", &broker.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.limit})
+				return fmt.Errorf("jetstream: %w", &classify.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.limit})
 			}
 			return fmt.Errorf("jetstream: publishing to %q: %w", t.subject, err)
 		}

@@ -140,7 +140,7 @@ func TestSizeLimit(t *testing.T) {
 	t.Run("headers count against max_payload", func(t *testing.T) {
 		m := &broker.Message{Body: make([]byte, s.MaxMessageBytes("d")), Headers: map[string]string{"big": strings.Repeat("h", 2*jetstream.DefaultHeaderBytes)}}
 		err := s.Publish(ctx, "d", m)
-		require.ErrorIs(t, err, broker.ErrTooLarge)
+		require.ErrorIs(t, err, classify.ErrTooLarge)
 		require.Empty(t, fetchAll(t, s, "d"))
 	})
 	t.Run("stream max_msg_size lowers the limit", func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestSizeLimit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 64<<10-jetstream.DefaultHeaderBytes, small.MaxMessageBytes("d"))
 		err = small.Publish(ctx, "d", &broker.Message{Body: make([]byte, 64<<10-jetstream.DefaultHeaderBytes+1)})
-		var tl *broker.TooLargeError
+		var tl *classify.TooLargeError
 		require.ErrorAs(t, err, &tl)
 		require.Equal(t, 64<<10-jetstream.DefaultHeaderBytes, tl.Limit)
 	})

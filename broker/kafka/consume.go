@@ -27,7 +27,7 @@ type ConsumeOptions struct {
 	// OnOutcome, when set, is called after every record with the
 	// Processor's outcome and error, from the goroutine processing the
 	// record's partition.
-	OnOutcome func(r *kgo.Record, out broker.Outcome, err error)
+	OnOutcome func(r *kgo.Record, out broker.Result, err error)
 	// Logger receives a record per record left unacknowledged and per
 	// failed commit. Nil discards.
 	Logger *slog.Logger

@@ -39,7 +39,7 @@ func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
 
 // run runs Consume until stop returns true (checked after every outcome)
 // or the deadline passes, then closes cl: the consumer leaves its group.
-func run(t *testing.T, cl *kgo.Client, proc *broker.Processor, h broker.Handler, maxPoll int, stop func(r *kgo.Record, out broker.Outcome, err error) bool) {
+func run(t *testing.T, cl *kgo.Client, proc *broker.Processor, h broker.Handler, maxPoll int, stop func(r *kgo.Record, out broker.Result, err error) bool) {
 	t.Helper()
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -48,7 +48,7 @@ func run(t *testing.T, cl *kgo.Client, proc *broker.Processor, h broker.Handler,
 	err := kafka.Consume(ctx, cl, proc, h, &kafka.ConsumeOptions{
 		RetryBackoff:   50 * time.Millisecond,
 		MaxPollRecords: maxPoll,
-		OnOutcome: func(r *kgo.Record, out broker.Outcome, err error) {
+		OnOutcome: func(r *kgo.Record, out broker.Result, err error) {
 			if stop(r, out, err) {
 				stopped.Store(true)
 				cancel()
@@ -102,7 +102,7 @@ func TestConsumeCommitsAfterDeadLetterAck(t *testing.T) {
 	}
 	cl := c.client(kafka.ConsumerOpts(group, src)...)
 	// One record per poll, so that every record is committed on its own.
-	run(t, cl, proc, h, 1, func(r *kgo.Record, _ broker.Outcome, _ error) bool { return r.Offset == 4 })
+	run(t, cl, proc, h, 1, func(r *kgo.Record, _ broker.Result, _ error) bool { return r.Offset == 4 })
 	require.Equal(t, []int64{2}, during, "while the envelope of offset 2 was being written, only offsets 0 and 1 were committed")
 	require.Equal(t, int64(5), c.committed(group, src, 0), "after the write, everything is committed")
 	recs := drain(t, s, src+".poison.dlt")
@@ -135,7 +135,7 @@ func TestConsumeFailedDeadLetterIsNotCommitted(t *testing.T) {
 	})
 	seen := map[int64]int{}
 	cl := c.client(kafka.ConsumerOpts(group, src)...)
-	run(t, cl, processor(t, down), h, 0, func(r *kgo.Record, out broker.Outcome, err error) bool {
+	run(t, cl, processor(t, down), h, 0, func(r *kgo.Record, out broker.Result, err error) bool {
 		seen[r.Offset]++
 		if r.Offset == 1 {
 			assert.ErrorIs(t, err, broker.ErrNotAcked)
@@ -152,7 +152,7 @@ func TestConsumeFailedDeadLetterIsNotCommitted(t *testing.T) {
 	s := c.store(nil)
 	var again []int64
 	cl2 := c.client(kafka.ConsumerOpts(group, src)...)
-	run(t, cl2, processor(t, s), h, 0, func(r *kgo.Record, out broker.Outcome, err error) bool {
+	run(t, cl2, processor(t, s), h, 0, func(r *kgo.Record, out broker.Result, err error) bool {
 		assert.NoError(t, err)
 		again = append(again, r.Offset)
 		return r.Offset == 2
@@ -189,7 +189,7 @@ func TestConsumeKeyOrder(t *testing.T) {
 		return poison
 	}
 	var done atomic.Int32
-	run(t, c.client(kafka.ConsumerOpts(group, src)...), processor(t, s), h, 0, func(_ *kgo.Record, out broker.Outcome, err error) bool {
+	run(t, c.client(kafka.ConsumerOpts(group, src)...), processor(t, s), h, 0, func(_ *kgo.Record, out broker.Result, err error) bool {
 		assert.NoError(t, err)
 		assert.True(t, out.DeadLettered)
 		return done.Add(1) == n

@@ -40,7 +40,7 @@
 //	            min(1048588, the client's ProducerBatchMaxBytes) - HeaderBudget
 //	            (8 KiB) - RecordOverhead (1 KiB) = 1,039,372 bytes with
 //	            ProducerOpts, 990,796 with kgo's default batch size; set with
-//	            Options.MaxMessageBytes. Over it: *broker.TooLargeError before
+//	            Options.MaxMessageBytes. Over it: *classify.TooLargeError before
 //	            anything is produced; a record the client or broker refuses as
 //	            too large maps to the same error. Never truncated.
 //	Headers     The message's headers (on a dead-letter write, broker.Headers:
@@ -108,7 +108,7 @@
 // or the client's ProducerBatchMaxBytes, whichever is smaller, less the
 // header budget and [RecordOverhead], because Kafka applies the limit to
 // the whole record batch. A larger envelope is refused with
-// [*broker.TooLargeError] before anything is produced; a record the client
+// [*classify.TooLargeError] before anything is produced; a record the client
 // or broker refuses as too large maps to the same error. Nothing is ever
 // truncated. With [Options.Topics] set, Publish creates missing topics with
 // a max.message.bytes that fits.

@@ -92,10 +92,10 @@ type Options struct {
 	// Naming names the dead-letter topic of a source topic. Default
 	// [DefaultNaming]: "<topic>.retry.dlt" and "<topic>.poison.dlt" (Spring
 	// Kafka's DeadLetterPublishingRecoverer uses "<topic>-dlt").
-	Naming func(sourceTopic string, d classify.Destination) string
+	Naming func(sourceTopic string, d classify.Route) string
 
 	// MaxMessageBytes is the largest record value (encoded envelope)
-	// Publish accepts; larger ones are refused with [*broker.TooLargeError]
+	// Publish accepts; larger ones are refused with [*classify.TooLargeError]
 	// before anything is produced, and [Store.MaxMessageBytes] reports it
 	// so the envelope builder offloads to stay under it. It mirrors the
 	// topic's max.message.bytes, which Kafka applies to the whole record
@@ -167,7 +167,7 @@ type Options struct {
 
 // DefaultNaming names dead-letter topics "<topic>.retry.dlt" and
 // "<topic>.poison.dlt", as [broker.DefaultDestination] does.
-func DefaultNaming(sourceTopic string, d classify.Destination) string {
+func DefaultNaming(sourceTopic string, d classify.Route) string {
 	return sourceTopic + "." + d.String() + ".dlt"
 }
 
@@ -179,7 +179,7 @@ type Store struct {
 	cl     *kgo.Client
 	adm    *kadm.Client
 	base   []kgo.Opt
-	naming func(string, classify.Destination) string
+	naming func(string, classify.Route) string
 	limit  int
 	budget int
 	topics *TopicOptions
@@ -340,14 +340,14 @@ func (s *Store) HeaderBudget() int { return s.budget }
 
 // Topic returns the dead-letter topic for events of sourceTopic that go to
 // d, by [Options.Naming].
-func (s *Store) Topic(sourceTopic string, d classify.Destination) string {
+func (s *Store) Topic(sourceTopic string, d classify.Route) string {
 	return s.naming(sourceTopic, d)
 }
 
 // Destination names the dead-letter topic for m by [Options.Naming]; it
 // fits [broker.ProcessorOptions].Destination. A message without a source
 // topic goes to the topics named after "geodlq".
-func (s *Store) Destination(m *broker.Message, d classify.Destination) string {
+func (s *Store) Destination(m *broker.Message, d classify.Route) string {
 	topic := "geodlq"
 	if m != nil && m.Source != nil && m.Source.Topic != "" {
 		topic = m.Source.Topic
@@ -418,7 +418,7 @@ func (s *Store) createTopic(ctx context.Context, topic string) error {
 // m.Body, and its headers m.Headers plus the dlq-original-* provenance
 // (from the envelope's source when the body is a dlq.v1 envelope, else from
 // m.Source) and [HeaderPublishedAt], within the header budget. A body over
-// MaxMessageBytes is refused with [*broker.TooLargeError] before anything
+// MaxMessageBytes is refused with [*classify.TooLargeError] before anything
 // is produced, and so is a record the client or broker finds too large;
 // nothing is ever truncated.
 //
@@ -439,7 +439,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return broker.ErrClosed
 	}
 	if len(m.Body) > s.limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
 	}
 	if s.topics != nil {
 		if _, ok := s.created.Load(destination); !ok {
@@ -461,7 +461,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 				size += len(h.Key) + len(h.Value)
 			}
 			return fmt.Errorf("kafka: publish to %q: %w: %w", destination,
-				&broker.TooLargeError{Destination: destination, Size: size, Limit: s.limit + s.budget + RecordOverhead}, err)
+				&classify.TooLargeError{Destination: destination, Size: size, Limit: s.limit + s.budget + RecordOverhead}, err)
 		}
 		if errors.Is(err, kgo.ErrClientClosed) {
 			return fmt.Errorf("kafka: publish to %q: %w: %w", destination, broker.ErrClosed, err)
@@ -503,7 +503,7 @@ func envelopeSource(body []byte) *envelope.Source {
 // core lists the headers kept first, in order.
 var core = []string{
 	broker.HeaderIdempotencyKey, broker.HeaderEventID, broker.HeaderClass, broker.HeaderStage,
-	broker.HeaderDestination, broker.HeaderSchema, broker.HeaderEPSG,
+	broker.HeaderRoute, broker.HeaderSchema, broker.HeaderEPSG,
 	HeaderOriginalTopic, HeaderOriginalPartition, HeaderOriginalOffset, HeaderOriginalTimestamp,
 	HeaderPublishedAt,
 }

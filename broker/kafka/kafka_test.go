@@ -58,19 +58,19 @@ func TestNewChecksTheClient(t *testing.T) {
 }
 
 func TestNaming(t *testing.T) {
-	require.Equal(t, "spatial.events.retry.dlt", kafka.DefaultNaming("spatial.events", classify.DestinationRetry))
-	require.Equal(t, "spatial.events.poison.dlt", kafka.DefaultNaming("spatial.events", classify.DestinationPoison))
+	require.Equal(t, "spatial.events.retry.dlt", kafka.DefaultNaming("spatial.events", classify.RouteRetry))
+	require.Equal(t, "spatial.events.poison.dlt", kafka.DefaultNaming("spatial.events", classify.RoutePoison))
 
 	c := newCluster(t)
 	ctx := context.Background()
 	o := kafka.Options{
 		Topics: &kafka.TopicOptions{Partitions: 2},
-		Naming: func(topic string, d classify.Destination) string { return topic + "-" + d.String() + "-dlt" },
+		Naming: func(topic string, d classify.Route) string { return topic + "-" + d.String() + "-dlt" },
 	}
 	s := c.store(&o)
 	src := unique("parcels")
-	require.Equal(t, src+"-poison-dlt", s.Topic(src, classify.DestinationPoison))
-	require.Equal(t, "geodlq-retry-dlt", s.Destination(&broker.Message{}, classify.DestinationRetry), "no source topic")
+	require.Equal(t, src+"-poison-dlt", s.Topic(src, classify.RoutePoison))
+	require.Equal(t, "geodlq-retry-dlt", s.Destination(&broker.Message{}, classify.RouteRetry), "no source topic")
 
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
 		Publisher: s, Destination: s.Destination, Policy: classify.Policy{MaxAttempts: 1},
@@ -207,7 +207,7 @@ func TestTooLarge(t *testing.T) {
 
 	// Over the Store's limit: refused before producing.
 	err := s.Publish(ctx, topic, &broker.Message{Body: make([]byte, 32<<10+1)})
-	var tl *broker.TooLargeError
+	var tl *classify.TooLargeError
 	require.ErrorAs(t, err, &tl)
 	require.Equal(t, 32<<10+1, tl.Size)
 	require.Equal(t, 32<<10, tl.Limit)
@@ -225,7 +225,7 @@ func TestTooLarge(t *testing.T) {
 	body := make([]byte, 8<<10)
 	_, _ = rand.Read(body) // incompressible: the broker checks the compressed batch
 	err = s.Publish(ctx, small, &broker.Message{Body: body})
-	require.ErrorIs(t, err, broker.ErrTooLarge)
+	require.ErrorIs(t, err, classify.ErrTooLarge)
 	require.ErrorAs(t, err, &tl)
 	require.Empty(t, drain(t, s, small))
 }

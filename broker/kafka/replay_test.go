@@ -88,14 +88,14 @@ func TestReplayEndToEnd(t *testing.T) {
 	var n atomic.Int32
 	var nextMu sync.Mutex
 	next := map[int32]int64{} // partition -> offset after its last record
-	run(t, c.client(kafka.ConsumerOpts(group, src)...), proc, h, 0, func(r *kgo.Record, out broker.Outcome, err error) bool {
+	run(t, c.client(kafka.ConsumerOpts(group, src)...), proc, h, 0, func(r *kgo.Record, out broker.Result, err error) bool {
 		assert.NoError(t, err)
 		nextMu.Lock()
 		next[r.Partition] = max(next[r.Partition], r.Offset+1)
 		nextMu.Unlock()
 		return n.Add(1) == 4
 	})
-	poisonT, retryT := s.Topic(src, classify.DestinationPoison), s.Topic(src, classify.DestinationRetry)
+	poisonT, retryT := s.Topic(src, classify.RoutePoison), s.Topic(src, classify.RouteRetry)
 	require.Len(t, c.consumeAll(poisonT, 2), 2)
 	require.Len(t, c.consumeAll(retryT, 1), 1)
 	for p, off := range next {
@@ -139,7 +139,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	}
 
 	n.Store(0)
-	run(t, c.client(kafka.ConsumerOpts(group, src)...), proc, h, 0, func(_ *kgo.Record, out broker.Outcome, err error) bool {
+	run(t, c.client(kafka.ConsumerOpts(group, src)...), proc, h, 0, func(_ *kgo.Record, out broker.Result, err error) bool {
 		assert.True(t, out.Processed)
 		return n.Add(1) == 2
 	})

@@ -22,7 +22,7 @@
 //	            ErrLeaseLost. A crash takes the process, and every record, with
 //	            it.
 //	Size limit  None by default; Options.MaxMessageBytes caps the body, and a
-//	            larger one is refused with *broker.TooLargeError. Never
+//	            larger one is refused with *classify.TooLargeError. Never
 //	            truncated.
 //	Headers     A copy of every header of the message, exact (on a dead-letter
 //	            write, broker.Headers: idempotency-key, dlq-event-id, dlq-class,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
@@ -21,7 +22,7 @@ type Options struct {
 	// fetchers before it is redelivered. Default 30s.
 	LeaseTTL time.Duration
 	// MaxMessageBytes refuses bodies larger than this with
-	// [broker.ErrTooLarge]. Default 0: no limit.
+	// [classify.ErrTooLarge]. Default 0: no limit.
 	MaxMessageBytes int
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
@@ -104,7 +105,7 @@ func (b *Broker) Publish(ctx context.Context, destination string, m *broker.Mess
 		return fmt.Errorf("memory: nil message")
 	}
 	if b.limit > 0 && len(m.Body) > b.limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: b.limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: b.limit}
 	}
 	c := m.Clone()
 	c.DeliveryAttempt = 0

@@ -25,7 +25,7 @@
 //	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default
 //	            (DefaultMaxMessageBytes; the row holds the body twice, keep it
 //	            well under PostgreSQL's 1 GB field limit). Over it:
-//	            *broker.TooLargeError and nothing is stored. Never truncated.
+//	            *classify.TooLargeError and nothing is stored. Never truncated.
 //	Headers     Every header of the message (on a dead-letter write,
 //	            broker.Headers: idempotency-key, dlq-event-id, dlq-class,
 //	            dlq-stage, dlq-destination, dlq-schema, dlq-epsg when known) in
@@ -120,7 +120,7 @@
 // [ListOptions].Intersects.
 //
 // Limits: bodies over MaxMessageBytes (default 64 MiB) are refused with a
-// [*broker.TooLargeError] and nothing is stored.
+// [*classify.TooLargeError] and nothing is stored.
 //
 // Triage: [Store.List] and [Store.Stats] query without leasing, by the
 // same filters, and Stats counts by class, stage, EPSG, reason kind and

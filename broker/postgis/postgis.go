@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/pgmigrate"
 )
@@ -80,7 +81,7 @@ type Options struct {
 	// fetchers (lease_until = now() + LeaseTTL on the database's clock),
 	// like SQS's visibility timeout. Default 30s.
 	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with [broker.ErrTooLarge]. A
+	// MaxMessageBytes refuses larger bodies with [classify.ErrTooLarge]. A
 	// row holds the body twice (bytea and jsonb), so keep it well under
 	// PostgreSQL's 1 GB field limit. Default 64 MiB.
 	MaxMessageBytes int
@@ -374,7 +375,7 @@ func (s *Store) prepare(destination string, m *broker.Message) (*row, error) {
 		return nil, fmt.Errorf("postgis: destination %q must be non-empty UTF-8 without NUL", destination)
 	}
 	if len(m.Body) > s.limit {
-		return nil, &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
+		return nil, &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
 	}
 	r := &row{destination: destination, key: m.Key, body: m.Body, geomStatus: GeomNone}
 	if r.body == nil {

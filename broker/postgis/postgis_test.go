@@ -743,11 +743,11 @@ func TestTooLarge(t *testing.T) {
 	s := newStore(t, &postgis.Options{MaxMessageBytes: 1024})
 	big := &broker.Message{Body: bytes.Repeat([]byte("x"), 1025)}
 	err := s.Publish(ctx, "big", big)
-	var tl *broker.TooLargeError
+	var tl *classify.TooLargeError
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, broker.TooLargeError{Destination: "big", Size: 1025, Limit: 1024}, *tl)
+	require.Equal(t, classify.TooLargeError{Destination: "big", Size: 1025, Limit: 1024}, *tl)
 	_, err = s.PublishBatch(ctx, "big", []*broker.Message{{Body: []byte("ok")}, big})
-	require.ErrorIs(t, err, broker.ErrTooLarge)
+	require.ErrorIs(t, err, classify.ErrTooLarge)
 	require.Zero(t, count(t, s, "true"), "nothing stored, not even the batch's small message")
 	require.NoError(t, s.Publish(ctx, "big", &broker.Message{Body: big.Body[:1024]}))
 }

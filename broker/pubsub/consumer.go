@@ -81,7 +81,7 @@ func (c *Consumer) Run(ctx context.Context, h broker.Handler) error {
 // error is nil exactly when the message was acknowledged and Pub/Sub
 // confirmed the acknowledgement (which it reports only with exactly-once
 // delivery; otherwise an ack is best effort).
-func (c *Consumer) Handle(ctx context.Context, m *pubsub.Message, h broker.Handler) (broker.Outcome, error) {
+func (c *Consumer) Handle(ctx context.Context, m *pubsub.Message, h broker.Handler) (broker.Result, error) {
 	out, err := c.proc.Process(ctx, ToMessage(c.name, m), h)
 	if err != nil {
 		m.Nack()

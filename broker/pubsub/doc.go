@@ -34,7 +34,7 @@
 //	            data, attribute keys and values by default. The data may use
 //	            MaxMessageBytes - AttributeBudget (64 KiB): 9,934,464 bytes by
 //	            default, what Store.MaxMessageBytes reports. Over either:
-//	            *broker.TooLargeError. Never truncated.
+//	            *classify.TooLargeError. Never truncated.
 //	Attributes  Every header of the message as an attribute (on a dead-letter
 //	            write, broker.Headers: idempotency-key, dlq-event-id, dlq-class,
 //	            dlq-stage, dlq-destination, dlq-schema, dlq-epsg when known),
@@ -71,7 +71,7 @@
 //     key travels base64 in [AttrKey].
 //   - Size: 10 MB (10,000,000 bytes) of data, attributes and ordering key.
 //     The store reports 10 MB − 64 KiB (Options.AttributeBudget) through
-//     broker.Limiter; anything over is refused with a *broker.TooLargeError.
+//     broker.Limiter; anything over is refused with a *classify.TooLargeError.
 //   - Lease = ack deadline: Fetch is Pull (ReturnImmediately) followed by
 //     ModifyAckDeadline(Options.Lease, 1–600 s); Ack is Acknowledge; Release
 //     is ModifyAckDeadline 0 (a nack). Record.ID is the message id;

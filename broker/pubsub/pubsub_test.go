@@ -70,7 +70,7 @@ func drain(t *testing.T, s *geopubsub.Store, dest string) []*broker.Record {
 func processor(t *testing.T, pub broker.Publisher, dest string) *broker.Processor {
 	t.Helper()
 	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
-		Destination: func(*broker.Message, classify.Destination) string { return dest },
+		Destination: func(*broker.Message, classify.Route) string { return dest },
 		Sleep:       func(context.Context, time.Duration) error { return nil }})
 	require.NoError(t, err)
 	return p
@@ -377,7 +377,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
 	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
-		Destination: func(*broker.Message, classify.Destination) string { return "large-dlq" }})
+		Destination: func(*broker.Message, classify.Route) string { return "large-dlq" }})
 	require.NoError(t, err)
 	payload := corpus.LargeEvent(40 << 20)
 	out, err := p.Process(context.Background(), &broker.Message{Body: payload}, func(context.Context, *broker.Message) error {
@@ -394,5 +394,5 @@ func TestLargeMultiPolygon(t *testing.T) {
 	require.Equal(t, sha256.Sum256(payload), sha256.Sum256(restored))
 
 	big := &broker.Message{Body: make([]byte, s.MaxMessageBytes("x")+1)}
-	require.ErrorIs(t, s.Publish(context.Background(), "large-dlq", big), broker.ErrTooLarge)
+	require.ErrorIs(t, s.Publish(context.Background(), "large-dlq", big), classify.ErrTooLarge)
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/clocklease"
 )
@@ -343,7 +344,7 @@ func encode(m *broker.Message) (map[string]string, int, error) {
 // [AttrKey]. Before the first write to a destination the store checks that
 // its topic has a subscription, and refuses with a *[NoSubscriptionError]
 // when it has none (with Options.CreateTopics it creates one instead). A
-// message over the limits is refused with a *broker.TooLargeError.
+// message over the limits is refused with a *classify.TooLargeError.
 func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
 	if s.closed.Load() {
 		return broker.ErrClosed
@@ -355,14 +356,14 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return err
 	}
 	if limit := s.MaxMessageBytes(destination); len(m.Body) > limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
 	}
 	attrs, asize, err := encode(m)
 	if err != nil {
 		return err
 	}
 	if total := len(m.Body) + asize; total > s.opts.MaxMessageBytes {
-		return &broker.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
+		return &classify.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
 	}
 	if err := s.ensure(ctx, destination); err != nil {
 		return err

@@ -76,7 +76,7 @@ func NewConsumer(ch *amqp.Channel, queue string, h broker.Handler, opts *Consume
 // basic.nack with requeue (or without, with RejectOnFailure). The
 // delivery's attempt comes from [DeliveryAttempt] and its provenance from
 // [MessageFromDelivery].
-func (c *Consumer) Handle(ctx context.Context, d amqp.Delivery) (broker.Outcome, error) {
+func (c *Consumer) Handle(ctx context.Context, d amqp.Delivery) (broker.Result, error) {
 	m := MessageFromDelivery(d, c.queue)
 	out, perr := c.proc.Process(ctx, m, c.h)
 	if perr == nil {

@@ -29,7 +29,7 @@
 //	            fetching handle can settle it; an ended lease: ErrLeaseLost.
 //	Size limit  Body at most Options.MaxMessageBytes, 128 MiB by default
 //	            (DefaultMaxMessageBytes, RabbitMQ's max_message_size; lower it to
-//	            match the server's). Over it: *broker.TooLargeError before
+//	            match the server's). Over it: *classify.TooLargeError before
 //	            publishing; a body the server refuses as too large fails with
 //	            one too. Never truncated.
 //	Headers     Every header of the message as a string AMQP header (on a
@@ -111,7 +111,7 @@
 //
 // Options.MaxMessageBytes (default 128 MiB, RabbitMQ's max_message_size)
 // is the body limit [Store.MaxMessageBytes] reports; a larger body is
-// refused with a [*broker.TooLargeError] before publishing. Set it to the
+// refused with a [*classify.TooLargeError] before publishing. Set it to the
 // server's max_message_size if that was lowered; a body the server still
 // refuses fails the publish with a TooLargeError too. Destination and
 // queue names are at most 255 bytes.

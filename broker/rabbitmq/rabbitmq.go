@@ -17,6 +17,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
@@ -68,7 +69,7 @@ type Options struct {
 	// consumer_timeout (30 minutes by default) but per record. A closed
 	// channel or connection gives records back at once. Default 30m.
 	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with [broker.TooLargeError]
+	// MaxMessageBytes refuses larger bodies with [classify.TooLargeError]
 	// before publishing. Default 128 MiB, RabbitMQ's max_message_size.
 	MaxMessageBytes int
 	// PublishChannels is the most channels (in confirm mode) the store
@@ -262,7 +263,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return broker.ErrClosed
 	}
 	if len(m.Body) > s.limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
 	}
 	if err := s.Declare(ctx, destination); err != nil {
 		return err
@@ -317,7 +318,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		}
 		s.dropPub(pc)
 		if cerr != nil && cerr.Code == amqp.PreconditionFailed && strings.Contains(cerr.Reason, "max size") {
-			return fmt.Errorf("rabbitmq: %s: %w", cerr.Reason, &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit})
+			return fmt.Errorf("rabbitmq: %s: %w", cerr.Reason, &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit})
 		}
 		if cerr != nil {
 			return fmt.Errorf("rabbitmq: publishing to %q: channel closed: %w: %w", destination, cerr, ErrNacked)

@@ -26,7 +26,7 @@
 //	            delivery count in Lua: a stale holder gets ErrLeaseLost; a holder
 //	            whose lease expired but was not taken over may still settle.
 //	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default
-//	            (DefaultMaxMessageBytes). Over it: *broker.TooLargeError before
+//	            (DefaultMaxMessageBytes). Over it: *classify.TooLargeError before
 //	            anything is written. Never truncated, never trimmed (no MAXLEN or
 //	            MINID); with Options.MaxEntries a full stream refuses the write
 //	            with *StoreFullError (ErrStoreFull).
@@ -126,7 +126,7 @@
 // # Limits
 //
 // Bodies over [Options.MaxMessageBytes] (default 64 MiB) are refused with
-// a [broker.TooLargeError] before anything is written; [Store.MaxMessageBytes]
+// a [classify.TooLargeError] before anything is written; [Store.MaxMessageBytes]
 // reports the limit, so the Processor offloads geometry first.
 //
 // Nothing is ever trimmed: Publish never passes MAXLEN or MINID, unlike

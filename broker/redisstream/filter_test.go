@@ -54,7 +54,7 @@ func corpus(t *testing.T, r *rand.Rand, n int) [][]byte {
 		e := *base
 		e.IdempotencyKey = fmt.Sprintf("idem:test:filter:%d", i)
 		e.FailureClass = pick(r, classify.Classes())
-		e.Destination = classify.DestinationFor(e.FailureClass).String()
+		e.Route = classify.RouteFor(e.FailureClass)
 		e.FailedStage = pick(r, classify.Stages())
 		e.SourceEPSG = pick(r, filterEPSG)
 		e.EventID = pick(r, filterIDs)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 )
 
 // Defaults.
@@ -92,7 +93,7 @@ type Options struct {
 	// another Fetch takes it over: the min-idle-time of XAUTOCLAIM and
 	// XCLAIM. Default [DefaultLeaseTTL].
 	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with a [broker.TooLargeError].
+	// MaxMessageBytes refuses larger bodies with a [classify.TooLargeError].
 	// Default [DefaultMaxMessageBytes]. Redis itself accepts up to its
 	// proto-max-bulk-len (512 MB by default).
 	MaxMessageBytes int
@@ -299,7 +300,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return err
 	}
 	if len(m.Body) > s.limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
 	}
 	key := s.StreamKey(destination)
 	args := append([]any{s.maxEntries}, entryFields(m)...)

@@ -273,7 +273,7 @@ func TestMaxEntriesRefusesInsteadOfTrimming(t *testing.T) {
 	require.ErrorAs(t, err, &sf)
 	require.Equal(t, redisstream.StoreFullError{Destination: d, Entries: limit, Limit: limit}, *sf)
 	require.Contains(t, err.Error(), "nothing is trimmed")
-	require.NotErrorIs(t, err, broker.ErrTooLarge)
+	require.NotErrorIs(t, err, classify.ErrTooLarge)
 
 	recs, err := s.Fetch(ctx, d, broker.Filter{}, 1)
 	require.NoError(t, err)
@@ -591,7 +591,7 @@ func TestOptionsAndArguments(t *testing.T) {
 	// The size limit is on the body; it is checked before any I/O.
 	small := open(t, redisstream.Options{Prefix: uniquePrefix(t), MaxMessageBytes: 10})
 	err = small.Publish(ctx, "d", &broker.Message{Body: make([]byte, 11)})
-	var tl *broker.TooLargeError
+	var tl *classify.TooLargeError
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, broker.TooLargeError{Destination: "d", Size: 11, Limit: 10}, *tl)
+	require.Equal(t, classify.TooLargeError{Destination: "d", Size: 11, Limit: 10}, *tl)
 }

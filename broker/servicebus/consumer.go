@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
@@ -52,7 +53,7 @@ type DeadLettererOptions struct {
 // context); the destination the processor names is ignored. The envelope
 // shares the message with the original body, so the limit it reports is
 // half of MaxMessageBytes − AttributeBudget; Publish refuses with a
-// *broker.TooLargeError when body, envelope and properties together exceed
+// *classify.TooLargeError when body, envelope and properties together exceed
 // MaxMessageBytes — the message is then abandoned, and Service Bus
 // dead-letters it itself after MaxDeliveryCount (without the envelope).
 type DeadLetterer struct {
@@ -112,7 +113,7 @@ func (d *DeadLetterer) Publish(ctx context.Context, destination string, m *broke
 		}
 	}
 	if total > d.max {
-		return &broker.TooLargeError{Destination: DeadLetterQueue(f.queue), Size: total, Limit: d.max}
+		return &classify.TooLargeError{Destination: DeadLetterQueue(f.queue), Size: total, Limit: d.max}
 	}
 	reason := m.Header(broker.HeaderClass) + "/" + m.Header(broker.HeaderStage)
 	var desc string
@@ -261,7 +262,7 @@ func (c *Consumer) Poll(ctx context.Context, h broker.Handler) (int, error) {
 // Handle processes one received message and settles it. The error is nil
 // exactly when the message was completed or dead-lettered with its
 // envelope.
-func (c *Consumer) Handle(ctx context.Context, msg *azservicebus.ReceivedMessage, h broker.Handler) (broker.Outcome, error) {
+func (c *Consumer) Handle(ctx context.Context, msg *azservicebus.ReceivedMessage, h broker.Handler) (broker.Result, error) {
 	f := &inFlight{recv: c.recv, msg: msg, queue: c.queue}
 	pctx := context.WithValue(ctx, inFlightKey{}, f)
 	stop := c.renew(ctx, msg)

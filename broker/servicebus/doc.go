@@ -44,7 +44,7 @@
 //	            defaults): the envelope shares the message with the original
 //	            body, so it reports half that (126,976) and refuses a total of
 //	            body, envelope and properties over MaxMessageBytes. Over:
-//	            *broker.TooLargeError. Never truncated.
+//	            *classify.TooLargeError. Never truncated.
 //	Properties  Every header of the message as a string application property (on
 //	            a dead-letter write, broker.Headers: idempotency-key,
 //	            dlq-event-id, dlq-class, dlq-stage, dlq-destination, dlq-schema,
@@ -104,7 +104,7 @@
 //   - Size: 256 KiB on the Standard tier, body and properties together;
 //     Premium entities allow more (Options.MaxMessageBytes). The store
 //     reports the limit less 8 KiB for properties through broker.Limiter;
-//     anything over is refused with a *broker.TooLargeError.
+//     anything over is refused with a *classify.TooLargeError.
 //   - Lease = message lock: its length is the queue's LockDuration (set on
 //     the queue, not per receive; see [QueueConfig]). Ack is CompleteMessage,
 //     Release is AbandonMessage. A lost lock (azservicebus.CodeLockLost) is

@@ -38,7 +38,7 @@ func consumer(t *testing.T, ns *fakeNamespace, queue string, pub broker.Publishe
 	t.Helper()
 	recv, _ := ns.connector().Receiver(queue, false)
 	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
-		Destination: func(*broker.Message, classify.Destination) string { return "vector-dlq" },
+		Destination: func(*broker.Message, classify.Route) string { return "vector-dlq" },
 		Sleep:       func(context.Context, time.Duration) error { return nil }})
 	require.NoError(t, err)
 	c, err := servicebus.NewConsumer(context.Background(), recv, queue, p, o)
@@ -89,7 +89,7 @@ func TestDeadLetterIntoSubQueue(t *testing.T) {
 	require.Equal(t, "invalid_geometry/topology_validation", *msgs[0].DeadLetterReason)
 	require.Equal(t, "Self-intersection[0.5 0.5]", *msgs[0].DeadLetterErrorDescription)
 	require.Equal(t, bowtie, string(msgs[0].Body), "the body stays the original payload")
-	require.Equal(t, "poison", msgs[0].ApplicationProperties[broker.HeaderDestination])
+	require.Equal(t, "poison", msgs[0].ApplicationProperties[broker.HeaderRoute])
 	require.NoError(t, raw.AbandonMessage(context.Background(), msgs[0], nil))
 
 	s := newStore(t, ns)
@@ -215,7 +215,7 @@ func TestDeadLettererSizeLimit(t *testing.T) {
 		wantErr error
 	}{
 		{"no offloader: the envelope cannot be built small enough", 200 << 10, nil, broker.ErrNotAcked},
-		{"body and envelope exceed 256 KiB", 255 << 10, withOffload, broker.ErrTooLarge},
+		{"body and envelope exceed 256 KiB", 255 << 10, withOffload, classify.ErrTooLarge},
 		{"payload offloaded, envelope fits beside the body", 200 << 10, withOffload, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,7 +256,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
 	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
-		Destination: func(*broker.Message, classify.Destination) string { return "large-dlq" }})
+		Destination: func(*broker.Message, classify.Route) string { return "large-dlq" }})
 	require.NoError(t, err)
 	payload := corpus.LargeEvent(40 << 20)
 	out, err := p.Process(context.Background(), &broker.Message{Body: payload}, func(context.Context, *broker.Message) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
@@ -270,11 +271,11 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return fmt.Errorf("servicebus: cannot send to %s: a dead-letter sub-queue is filled by dead-lettering (use DeadLetterer)", destination)
 	}
 	if limit := s.MaxMessageBytes(destination); len(m.Body) > limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
 	}
 	props, psize := properties(m)
 	if total := len(m.Body) + psize; total > s.opts.MaxMessageBytes {
-		return &broker.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
+		return &classify.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
 	}
 	snd, err := s.sender(q)
 	if err != nil {

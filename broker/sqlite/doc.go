@@ -32,7 +32,7 @@
 //	            the lease ran out until another Fetch takes the row, then fail
 //	            with ErrLeaseLost.
 //	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default. Over
-//	            it: *broker.TooLargeError and nothing is stored. Never truncated.
+//	            it: *classify.TooLargeError and nothing is stored. Never truncated.
 //	Headers     Every header of the message (on a dead-letter write,
 //	            broker.Headers: idempotency-key, dlq-event-id, dlq-class,
 //	            dlq-stage, dlq-destination, dlq-schema, dlq-epsg when known) as

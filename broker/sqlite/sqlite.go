@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 )
 
 // Options configures a [Store]. Nil means defaults.
@@ -23,7 +24,7 @@ type Options struct {
 	// LeaseTTL is how long a fetched record stays invisible to other
 	// fetchers before it is redelivered. Default 30s.
 	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with [broker.ErrTooLarge].
+	// MaxMessageBytes refuses larger bodies with [classify.ErrTooLarge].
 	// Default 64 MiB.
 	MaxMessageBytes int
 	// BusyTimeout is how long a write waits for another process's
@@ -157,7 +158,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return errors.New("sqlite: empty destination")
 	}
 	if len(m.Body) > s.limit {
-		return &broker.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
+		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
 	}
 	headers := m.Headers
 	if headers == nil {

@@ -244,11 +244,11 @@ func (c *Consumer) Poll(ctx context.Context, h broker.Handler) (int, error) {
 // extends the message's visibility while the processor runs, and deletes
 // it when the outcome says to acknowledge. The error is nil exactly when
 // the message was deleted.
-func (c *Consumer) Handle(ctx context.Context, msg types.Message, h broker.Handler) (broker.Outcome, error) {
+func (c *Consumer) Handle(ctx context.Context, msg types.Message, h broker.Handler) (broker.Result, error) {
 	return c.handle(ctx, msg, h, time.Now())
 }
 
-func (c *Consumer) handle(ctx context.Context, msg types.Message, h broker.Handler, received time.Time) (broker.Outcome, error) {
+func (c *Consumer) handle(ctx context.Context, msg types.Message, h broker.Handler, received time.Time) (broker.Result, error) {
 	m := ToMessage(c.name, msg)
 	handle := aws.ToString(msg.ReceiptHandle)
 	stop := c.heartbeat(ctx, handle, received)

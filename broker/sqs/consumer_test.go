@@ -56,7 +56,7 @@ func processor(t *testing.T, pub broker.Publisher, dest string, policy classify.
 	t.Helper()
 	p, err := broker.NewProcessor(broker.ProcessorOptions{
 		Publisher: pub, Policy: policy,
-		Destination: func(*broker.Message, classify.Destination) string { return dest },
+		Destination: func(*broker.Message, classify.Route) string { return dest },
 		Sleep:       func(context.Context, time.Duration) error { return nil },
 	})
 	require.NoError(t, err)

@@ -35,7 +35,7 @@
 //	            SQS counts, body plus every attribute's name, type and value.
 //	            The body (as sent) may use MaxMessageBytes - AttributeBudget
 //	            (4 KiB): 258,048 bytes by default, what Store.MaxMessageBytes
-//	            reports. Over either: *broker.TooLargeError. Never truncated.
+//	            reports. Over either: *classify.TooLargeError. Never truncated.
 //	Attributes  Every header of the message as a String message attribute (on
 //	            a dead-letter write, broker.Headers: idempotency-key,
 //	            dlq-event-id, dlq-class, dlq-stage, dlq-destination, dlq-schema,
@@ -80,7 +80,7 @@
 //     reports MaxMessageBytes − 4 KiB (Options.AttributeBudget) through
 //     broker.Limiter, so the envelope builder offloads geometry until the
 //     body fits with room for the attributes; anything still over is
-//     refused with a *broker.TooLargeError, never truncated.
+//     refused with a *classify.TooLargeError, never truncated.
 //   - Lease = visibility timeout: Fetch is ReceiveMessage (10 at a time)
 //     with VisibilityTimeout = Options.Lease; Ack is DeleteMessage; Release
 //     is ChangeMessageVisibility 0. Record.ID is the MessageId,

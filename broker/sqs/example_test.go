@@ -50,7 +50,7 @@ func ExampleConsumer() {
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
 		Publisher: store, // the builder keeps envelopes under store.MaxMessageBytes
 		Policy:    classify.Policy{MaxAttempts: 4},
-		Destination: func(_ *broker.Message, d classify.Destination) string {
+		Destination: func(_ *broker.Message, d classify.Route) string {
 			return "vector-jobs-" + d.String() + "-dlq"
 		},
 	})

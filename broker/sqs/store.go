@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/clocklease"
 )
@@ -313,7 +314,7 @@ func (s *Store) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.
 // attributes, or one [AttrHeaders] attribute when they do not fit SQS's
 // 10; the key becomes [AttrKey]. A body over [Store.MaxMessageBytes], or a
 // message whose body and attributes exceed Options.MaxMessageBytes, is
-// refused with a *broker.TooLargeError.
+// refused with a *classify.TooLargeError.
 //
 // On a FIFO queue (name ending in ".fifo") the MessageGroupId and
 // MessageDeduplicationId of a dlq.v1 envelope's source are preserved (see
@@ -335,10 +336,10 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		return err
 	}
 	if limit := s.MaxMessageBytes(destination); enc.bodyLen > limit {
-		return &broker.TooLargeError{Destination: destination, Size: enc.bodyLen, Limit: limit}
+		return &classify.TooLargeError{Destination: destination, Size: enc.bodyLen, Limit: limit}
 	}
 	if enc.size > s.opts.MaxMessageBytes {
-		return &broker.TooLargeError{Destination: destination, Size: enc.size, Limit: s.opts.MaxMessageBytes}
+		return &classify.TooLargeError{Destination: destination, Size: enc.size, Limit: s.opts.MaxMessageBytes}
 	}
 	qurl, err := s.QueueURL(ctx, destination)
 	if err != nil {

@@ -144,9 +144,9 @@ func TestSizeLimits(t *testing.T) {
 				require.NoError(t, s.Ack(context.Background(), recs[0]))
 				return
 			}
-			var tl *broker.TooLargeError
+			var tl *classify.TooLargeError
 			require.ErrorAs(t, err, &tl)
-			require.ErrorIs(t, err, broker.ErrTooLarge)
+			require.ErrorIs(t, err, classify.ErrTooLarge)
 			require.Equal(t, tc.wantLimit, tl.Limit)
 			require.Equal(t, tc.wantSize, tl.Size)
 			require.Empty(t, drainAll(t, s, dest, broker.Filter{}), "nothing was sent")
@@ -173,7 +173,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	require.NoError(t, err)
 	dest := queueName(t, "")
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
-		Destination: func(*broker.Message, classify.Destination) string { return dest }})
+		Destination: func(*broker.Message, classify.Route) string { return dest }})
 	require.NoError(t, err)
 	out, err := proc.Process(context.Background(), &broker.Message{Body: payload, Source: &envelope.Source{System: "sqs", Topic: "vector-jobs"}},
 		func(context.Context, *broker.Message) error {

@@ -152,7 +152,7 @@ func (a *app) showText(it item, payload []byte, perr error) {
 	e := it.env
 	line("event", v.EventID)
 	line("key", v.IdempotencyKey)
-	line("class", v.FailureClass+" at "+v.FailedStage+" (destination "+e.Destination+")")
+	line("class", v.FailureClass+" at "+v.FailedStage+" (destination "+string(e.Route)+")")
 	if v.Reason != "" {
 		line("reason", v.Reason+" ("+orDash(v.ReasonKind)+")")
 	}

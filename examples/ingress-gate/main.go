@@ -37,6 +37,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/memory"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/ingress"
 )
 
@@ -110,7 +111,7 @@ func enqueue(queue broker.Publisher, log *slog.Logger) http.Handler {
 		msg := &broker.Message{Body: body, Headers: map[string]string{broker.HeaderIdempotencyKey: key}}
 		if err := queue.Publish(r.Context(), topic, msg); err != nil {
 			status, title := http.StatusServiceUnavailable, "Queue unavailable"
-			if errors.Is(err, broker.ErrTooLarge) {
+			if errors.Is(err, classify.ErrTooLarge) {
 				status, title = http.StatusRequestEntityTooLarge, "Event too large for the queue"
 			} else {
 				w.Header().Set("Retry-After", "1") // not enqueued: the producer retries

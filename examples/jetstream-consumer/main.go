@@ -426,7 +426,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 // destinations are the pipeline's dead-letter destinations, retry first.
 func destinations(subject string) []string {
 	m := &broker.Message{Source: &envelope.Source{Topic: subject}}
-	return []string{broker.DefaultDestination(m, classify.DestinationRetry), broker.DefaultDestination(m, classify.DestinationPoison)}
+	return []string{broker.DefaultDestination(m, classify.RouteRetry), broker.DefaultDestination(m, classify.RoutePoison)}
 }
 
 func (c config) filter() (broker.Filter, error) {

@@ -152,7 +152,7 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 
 // consume runs the consumer until ctx ends. onOutcome, when set, sees
 // every record's outcome.
-func consume(ctx context.Context, c config, onOutcome func(*kgo.Record, broker.Outcome, error), log *slog.Logger) error {
+func consume(ctx context.Context, c config, onOutcome func(*kgo.Record, broker.Result, error), log *slog.Logger) error {
 	p, err := newPipeline(c, log)
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func consume(ctx context.Context, c config, onOutcome func(*kgo.Record, broker.O
 	// dead-letter write to a missing topic fails, and the record is then
 	// left uncommitted and read again. CreateTopics leaves existing topics
 	// as they are.
-	if err := p.store.CreateTopics(ctx, p.store.Topic(c.topic, classify.DestinationRetry), p.store.Topic(c.topic, classify.DestinationPoison)); err != nil {
+	if err := p.store.CreateTopics(ctx, p.store.Topic(c.topic, classify.RouteRetry), p.store.Topic(c.topic, classify.RoutePoison)); err != nil {
 		return err
 	}
 	// The source consumer: a group member with manual, synchronous
@@ -223,7 +223,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 	defer cancel()
 	var done atomic.Int32
 	var mu sync.Mutex // OnOutcome runs on each partition's goroutine
-	err = consume(cctx, c, func(r *kgo.Record, o broker.Outcome, err error) {
+	err = consume(cctx, c, func(r *kgo.Record, o broker.Result, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -252,7 +252,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 		return err
 	}
 	defer p.close()
-	for _, d := range []classify.Destination{classify.DestinationRetry, classify.DestinationPoison} {
+	for _, d := range []classify.Route{classify.RouteRetry, classify.RoutePoison} {
 		topic := p.store.Topic(c.topic, d)
 		recs, err := p.store.Fetch(ctx, topic, broker.Filter{}, 100)
 		if err != nil {

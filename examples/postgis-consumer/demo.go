@@ -33,7 +33,7 @@ var sampleEvents []byte
 // demoResult is what the demo did, for its test.
 type demoResult struct {
 	// outcomes are the load outcomes by line of sample.jsonl.
-	outcomes map[int]broker.Outcome
+	outcomes map[int]broker.Result
 	// dry, crashed and replayed are the reports of the dry run, the replay
 	// that crashed before acknowledging, and the replay after it, by
 	// destination.
@@ -53,12 +53,12 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	defer p.close()
 	tiles := sample.NewTileServer()
 	p.enrich = tiles.Enrich
-	res := &demoResult{outcomes: map[int]broker.Outcome{}}
+	res := &demoResult{outcomes: map[int]broker.Result{}}
 
 	fmt.Fprintf(out, "geodlq postgis-consumer demo: dead-letter table %s, parcels %s\n\n", p.store.Table(), p.parcels())
 	fmt.Fprintln(out, "1. Loading the sample events (JSON lines):")
 	lines := bytes.Split(sampleEvents, []byte("\n"))
-	st, err := p.readLines(ctx, bytes.NewReader(sampleEvents), "sample.jsonl", func(line int, o broker.Outcome) {
+	st, err := p.readLines(ctx, bytes.NewReader(sampleEvents), "sample.jsonl", func(line int, o broker.Result) {
 		res.outcomes[line] = o
 		if o.Processed {
 			fmt.Fprintf(out, "   line %d %s: loaded after %d attempt(s)\n", line, eventName(lines[line-1]), o.Attempts)

@@ -301,7 +301,7 @@ type loadStats struct {
 // event, and calls report with each outcome. The idempotency key is
 // derived here, once, from the topic and the exact line; the source
 // position (name:line) is recorded in the envelope.
-func (p *pipeline) readLines(ctx context.Context, r io.Reader, name string, report func(line int, out broker.Outcome)) (loadStats, error) {
+func (p *pipeline) readLines(ctx context.Context, r io.Reader, name string, report func(line int, out broker.Result)) (loadStats, error) {
 	var st loadStats
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), p.c.maxLine)
@@ -326,7 +326,7 @@ func (p *pipeline) readLines(ctx context.Context, r io.Reader, name string, repo
 		switch {
 		case out.Processed:
 			st.loaded++
-		case out.Envelope.Destination == classify.DestinationPoison.String():
+		case out.Envelope.Route == classify.RoutePoison:
 			st.poison++
 		default:
 			st.retry++
@@ -362,7 +362,7 @@ func run(ctx context.Context, c config, files []string, stdin io.Reader, out io.
 			defer f.Close()
 			r = f
 		}
-		st, err := p.readLines(ctx, r, name, func(line int, o broker.Outcome) {
+		st, err := p.readLines(ctx, r, name, func(line int, o broker.Result) {
 			if o.DeadLettered {
 				fmt.Fprintf(out, "%s:%d %s\n", name, line, describe(o))
 			}
@@ -378,7 +378,7 @@ func run(ctx context.Context, c config, files []string, stdin io.Reader, out io.
 
 // describe renders a dead-letter outcome: event, class, stage,
 // destination and reason.
-func describe(o broker.Outcome) string {
+func describe(o broker.Result) string {
 	e := o.Envelope
 	reason := e.ErrorMessage
 	if e.GeometryError != nil && e.GeometryError.Reason != "" {
@@ -434,7 +434,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 // first.
 func destinations(topic string) []string {
 	m := &broker.Message{Source: &envelope.Source{Topic: topic}}
-	return []string{broker.DefaultDestination(m, classify.DestinationRetry), broker.DefaultDestination(m, classify.DestinationPoison)}
+	return []string{broker.DefaultDestination(m, classify.RouteRetry), broker.DefaultDestination(m, classify.RoutePoison)}
 }
 
 func (c config) filter() (broker.Filter, error) {

@@ -114,7 +114,7 @@ func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
 		Publisher:   store, // 10 MB messages; the builder keeps envelopes under it
 		Builder:     builder,
-		Destination: func(*broker.Message, classify.Destination) string { return c.deadLetterTopic },
+		Destination: func(*broker.Message, classify.Route) string { return c.deadLetterTopic },
 		Policy:      classify.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond},
 		Logger:      log,
 	})

@@ -374,7 +374,7 @@ func triage(ctx context.Context, store *sqlite.Store) error {
 			case env.Geometry.OffloadURI != "":
 				geom = fmt.Sprintf("offloaded %.1fMB sha256:%s…", float64(env.Geometry.ByteSize)/(1<<20), env.Geometry.ContentSHA256[:8])
 			}
-			fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", env.EventID, env.Destination, env.FailureClass, env.FailedStage,
+			fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", env.EventID, env.Route, env.FailureClass, env.FailedStage,
 				reason, at, epsg, geom, env.Attempts)
 		}
 	}

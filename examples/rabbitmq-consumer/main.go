@@ -457,7 +457,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 // destinations are the pipeline's dead-letter destinations, retry first.
 func destinations(queue string) []string {
 	m := &broker.Message{Source: &envelope.Source{Topic: queue}}
-	return []string{broker.DefaultDestination(m, classify.DestinationRetry), broker.DefaultDestination(m, classify.DestinationPoison)}
+	return []string{broker.DefaultDestination(m, classify.RouteRetry), broker.DefaultDestination(m, classify.RoutePoison)}
 }
 
 // deadLetterQueues are the dead-letter destinations' queues.

@@ -28,7 +28,7 @@ var demoEvents = sample.Events()
 // delivery is one entry the demo's consumer handled.
 type delivery struct {
 	msg *broker.Message
-	out broker.Outcome
+	out broker.Result
 	err error
 }
 
@@ -74,7 +74,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	var consumeErr error // set before finished is closed
 	go func() {
 		defer close(finished)
-		consumeErr = p.consume(cctx, func(m *broker.Message, o broker.Outcome, err error) {
+		consumeErr = p.consume(cctx, func(m *broker.Message, o broker.Result, err error) {
 			mu.Lock()
 			res.deliveries = append(res.deliveries, delivery{m, o, err})
 			mu.Unlock()
@@ -208,7 +208,7 @@ func printDeadLetters(ctx context.Context, out io.Writer, p *pipeline) error {
 			if ge := env.GeometryError; ge != nil && ge.Reason != "" {
 				reason = ge.Reason
 			}
-			fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", env.Destination, x.ID, shorten(env.EventID, 16), env.FailureClass, env.FailedStage,
+			fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", env.Route, x.ID, shorten(env.EventID, 16), env.FailureClass, env.FailedStage,
 				shorten(reason, 40), broker.EPSGOf(env), env.Attempts)
 		}
 	}

@@ -266,7 +266,7 @@ func (p *pipeline) handle(ctx context.Context, m *broker.Message) error {
 // ends: first entries left pending longer than claimIdle (XAUTOCLAIM),
 // then new ones (XREADGROUP >). onOutcome, when set, sees every entry's
 // outcome.
-func (p *pipeline) consume(ctx context.Context, onOutcome func(*broker.Message, broker.Outcome, error)) error {
+func (p *pipeline) consume(ctx context.Context, onOutcome func(*broker.Message, broker.Result, error)) error {
 	c := p.c
 	if err := p.rdb.XGroupCreateMkStream(ctx, c.stream, c.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("creating group %s on %s: %w", c.group, c.stream, err)
@@ -316,7 +316,7 @@ func (p *pipeline) consume(ctx context.Context, onOutcome func(*broker.Message, 
 // handleEntry processes one entry and acknowledges it when the processor
 // says so. An entry left unacknowledged stays pending and is taken over
 // after claimIdle.
-func (p *pipeline) handleEntry(ctx context.Context, x redis.XMessage, attempt int, onOutcome func(*broker.Message, broker.Outcome, error)) {
+func (p *pipeline) handleEntry(ctx context.Context, x redis.XMessage, attempt int, onOutcome func(*broker.Message, broker.Result, error)) {
 	m := messageFrom(p.c.stream, x, attempt)
 	out, err := p.proc.Process(ctx, m, p.handle)
 	if err == nil {
@@ -394,7 +394,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 // destinations are the pipeline's dead-letter destinations, retry first.
 func destinations(stream string) []string {
 	m := &broker.Message{Source: &envelope.Source{Topic: stream}}
-	return []string{broker.DefaultDestination(m, classify.DestinationRetry), broker.DefaultDestination(m, classify.DestinationPoison)}
+	return []string{broker.DefaultDestination(m, classify.RouteRetry), broker.DefaultDestination(m, classify.RoutePoison)}
 }
 
 // deadLetterKeys are the Redis keys of the dead-letter streams.
@@ -470,7 +470,7 @@ func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 
 // describe renders a dead-letter outcome: event, class, stage,
 // destination and reason.
-func describe(o broker.Outcome) string {
+func describe(o broker.Result) string {
 	e := o.Envelope
 	reason := e.ErrorMessage
 	if e.GeometryError != nil && e.GeometryError.Reason != "" {

@@ -68,7 +68,7 @@ func TestDemo(t *testing.T) {
 
 	// The first six deliveries are the sample events, in order.
 	require.GreaterOrEqual(t, len(res.deliveries), len(demoEvents))
-	first := map[string]broker.Outcome{}
+	first := map[string]broker.Result{}
 	for i, d := range res.deliveries[:len(demoEvents)] {
 		require.NoError(t, d.err)
 		require.Equal(t, demoEvents[i], string(d.msg.Body))

@@ -145,7 +145,7 @@ func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog
 		Builder:   builder,
 		// One dead-letter queue, as in the seed; the envelope's
 		// destination field still says retry or poison.
-		Destination: func(*broker.Message, classify.Destination) string { return c.dlq },
+		Destination: func(*broker.Message, classify.Route) string { return c.dlq },
 		Policy:      classify.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond},
 		Logger:      log,
 	})

@@ -54,7 +54,7 @@ type Item struct {
 }
 
 // Valid reports whether the item is expected to pass.
-func (it Item) Valid() bool { return it.Class == 0 }
+func (it Item) Valid() bool { return it.Class == "" }
 
 func pt(x, y float64) *orb.Point { return &orb.Point{x, y} }
 

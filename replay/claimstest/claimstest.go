@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -104,7 +105,7 @@ func testRelease(t *testing.T, c replay.Claims, _ Harness) {
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusAcquired, st, "a released key can be claimed at once")
 	require.NotEqual(t, l.Token, l2.Token, "a new claim gets a new token")
-	require.ErrorIs(t, c.Release(ctx, l), replay.ErrLeaseLost, "the old lease cannot release the new claim")
+	require.ErrorIs(t, c.Release(ctx, l), broker.ErrLeaseLost, "the old lease cannot release the new claim")
 	require.NoError(t, c.Complete(ctx, l2))
 }
 
@@ -133,8 +134,8 @@ func testFencing(t *testing.T, c replay.Claims, h Harness) {
 	fresh, st, err := c.Claim(ctx, k, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusAcquired, st)
-	require.ErrorIs(t, c.Complete(ctx, stale), replay.ErrLeaseLost, "the stale holder cannot complete")
-	require.ErrorIs(t, c.Release(ctx, stale), replay.ErrLeaseLost, "nor release")
+	require.ErrorIs(t, c.Complete(ctx, stale), broker.ErrLeaseLost, "the stale holder cannot complete")
+	require.ErrorIs(t, c.Release(ctx, stale), broker.ErrLeaseLost, "nor release")
 	_, st, err = c.Claim(ctx, k, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusInProgress, st, "the fresh claim is intact")
@@ -160,8 +161,8 @@ func testDoneFinal(t *testing.T, c replay.Claims, h Harness) {
 	l, _, err := c.Claim(ctx, k, 4*h.MinTTL)
 	require.NoError(t, err)
 	require.NoError(t, c.Complete(ctx, l))
-	require.ErrorIs(t, c.Complete(ctx, l), replay.ErrLeaseLost, "completing twice fails")
-	require.ErrorIs(t, c.Release(ctx, l), replay.ErrLeaseLost, "releasing a done key fails")
+	require.ErrorIs(t, c.Complete(ctx, l), broker.ErrLeaseLost, "completing twice fails")
+	require.ErrorIs(t, c.Release(ctx, l), broker.ErrLeaseLost, "releasing a done key fails")
 	time.Sleep(6 * h.MinTTL)
 	_, st, err := c.Claim(ctx, k, time.Minute)
 	require.NoError(t, err)

@@ -23,7 +23,7 @@
 //
 // The token fences: Complete and Release change the row only while its
 // token is still the caller's, so a holder whose lease expired and was
-// taken over gets [replay.ErrLeaseLost]. Complete succeeds after expiry as
+// taken over gets [broker.ErrLeaseLost]. Complete succeeds after expiry as
 // long as nobody took over, as the Claims contract asks. Completion sets
 // done_at, which is final: the key then claims as [replay.StatusDone]
 // forever (or until [Claims.PurgeDone] deletes it — after which the key
@@ -57,6 +57,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/internal/pgmigrate"
 	"github.com/geodlq/geodlq/replay"
 )
@@ -222,14 +223,14 @@ func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string) error
 		return err
 	}
 	if l.Token == "" {
-		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, replay.ErrLeaseLost)
+		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
 	}
 	tag, err := c.pool.Exec(ctx, q, []byte(l.Key), l.Token)
 	if err != nil {
 		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, replay.ErrLeaseLost)
+		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@
 // Claim sets both or neither. Complete succeeds when the state still names
 // the caller's token, whether or not the lease expired meanwhile, exactly
 // as [replay.Claims] requires ("no one else claimed the key since"); it
-// fails with [replay.ErrLeaseLost] once another claim replaced the token,
+// fails with [broker.ErrLeaseLost] once another claim replaced the token,
 // after a Release, after a Complete, or when the lapsed claim's state
 // outlived StateRetention. Release deletes both keys, so the key can be
 // claimed again at once.
@@ -60,6 +60,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -78,7 +79,7 @@ type Options struct {
 	// StateRetention is how long the state of a claim that was neither
 	// completed nor released outlives its lease, so that a holder whose
 	// lease lapsed can still complete when nobody took over. Past it, such
-	// a Complete fails with [replay.ErrLeaseLost]. Default 24h.
+	// a Complete fails with [broker.ErrLeaseLost]. Default 24h.
 	StateRetention time.Duration
 }
 
@@ -210,7 +211,7 @@ func (s *Store) settle(ctx context.Context, l replay.Lease, verb string, script 
 		return err
 	}
 	if l.Key == "" || l.Token == "" {
-		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, replay.ErrLeaseLost)
+		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, broker.ErrLeaseLost)
 	}
 	state, lease := s.Keys(l.Key)
 	n, err := script.Run(ctx, s.client, []string{state, lease}, append([]any{l.Token}, args...)...).Int()
@@ -218,7 +219,7 @@ func (s *Store) settle(ctx context.Context, l replay.Lease, verb string, script 
 		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, replay.ErrLeaseLost)
+		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, broker.ErrLeaseLost)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/redisclaims"
 )
@@ -28,8 +29,8 @@ func TestStaleHolderFencedAfterTakeoverExpired(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, replay.StatusAcquired, st)
 	time.Sleep(ttl + 20*time.Millisecond)
-	require.ErrorIs(t, s.Complete(ctx, stale), replay.ErrLeaseLost, "a takeover happened, even though it lapsed as well")
-	require.ErrorIs(t, s.Release(ctx, stale), replay.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, stale), broker.ErrLeaseLost, "a takeover happened, even though it lapsed as well")
+	require.ErrorIs(t, s.Release(ctx, stale), broker.ErrLeaseLost)
 	require.NoError(t, s.Complete(ctx, second), "the latest holder completes after its lease lapsed")
 	_, st, err = s.Claim(ctx, "k", ttl)
 	require.NoError(t, err)
@@ -45,10 +46,10 @@ func TestReleasedOrForgedLeaseCannotComplete(t *testing.T) {
 	l, _, err := s.Claim(ctx, "k", time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(ctx, l))
-	require.ErrorIs(t, s.Complete(ctx, l), replay.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(ctx, l), replay.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, l), broker.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(ctx, l), broker.ErrLeaseLost)
 	for _, forged := range []replay.Lease{{Key: "k"}, {Key: "k", Token: "nope"}, {Key: "", Token: l.Token}} {
-		require.ErrorIs(t, s.Complete(ctx, forged), replay.ErrLeaseLost)
+		require.ErrorIs(t, s.Complete(ctx, forged), broker.ErrLeaseLost)
 	}
 	l2, st, err := s.Claim(ctx, "k", time.Minute)
 	require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestKeyLifetimes(t *testing.T) {
 	late, _, err := short.Claim(ctx, "late", 20*time.Millisecond)
 	require.NoError(t, err)
 	time.Sleep(120 * time.Millisecond) // lease 20ms + retention 30ms have passed
-	require.ErrorIs(t, short.Complete(ctx, late), replay.ErrLeaseLost, "past StateRetention a late Complete is refused")
+	require.ErrorIs(t, short.Complete(ctx, late), broker.ErrLeaseLost, "past StateRetention a late Complete is refused")
 }
 
 // Both keys of an idempotency key hash to one cluster slot, whatever

@@ -24,17 +24,17 @@ func TestTileServer(t *testing.T) {
 	ts := sample.NewTileServer()
 	cases := []struct {
 		event string
-		want  []classify.Class // per call; 0 means success
+		want  []classify.Class // per call; "" means success
 	}{
-		{ev[0], []classify.Class{0, 0}},
+		{ev[0], []classify.Class{"", ""}},
 		{ev[3], []classify.Class{classify.ClassSchemaViolation}},
-		{ev[4], []classify.Class{classify.ClassTransient, classify.ClassTransient, 0, 0}},
+		{ev[4], []classify.Class{classify.ClassTransient, classify.ClassTransient, "", ""}},
 		{ev[5], []classify.Class{classify.ClassTransient, classify.ClassTransient}},
 	}
 	for _, tc := range cases {
 		for i, want := range tc.want {
 			err := ts.Enrich(ctx, byID[tc.event])
-			if want == 0 {
+			if want == "" {
 				require.NoError(t, err, "%s call %d", tc.event, i+1)
 				continue
 			}
