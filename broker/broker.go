@@ -22,11 +22,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
-	"github.com/paulmach/orb"
-
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
@@ -203,73 +199,3 @@ var (
 	// the source message must not be acknowledged.
 	ErrNotAcked = errors.New("broker: do not acknowledge the source message")
 )
-
-// Filter selects dead-lettered records. Zero fields match everything; a
-// record must match every non-zero field (and any one value within a
-// field).
-type Filter struct {
-	// Classes selects by failure class.
-	Classes []classify.Class
-	// Stages selects by failed stage.
-	Stages []classify.Stage
-	// EPSG selects by the EPSG code recorded for the payload's CRS (the
-	// geometry error's EPSG for a CRS mismatch, else source_epsg).
-	EPSG []int
-	// Since and Until bound dead_lettered_at: Since <= t < Until.
-	Since, Until time.Time
-	// EventIDs selects by event id.
-	EventIDs []string
-	// BBox selects records whose geometry error location lies inside the
-	// bound, when set. Records without a location do not match.
-	BBox *orb.Bound
-}
-
-// IsZero reports whether f matches every record.
-func (f Filter) IsZero() bool {
-	return len(f.Classes) == 0 && len(f.Stages) == 0 && len(f.EPSG) == 0 &&
-		f.Since.IsZero() && f.Until.IsZero() && len(f.EventIDs) == 0 && f.BBox == nil
-}
-
-// EPSGOf returns the EPSG code a filter compares: the geometry error's EPSG
-// for a CRS mismatch when present, else the envelope's source_epsg.
-func EPSGOf(e *envelope.Envelope) int {
-	if e.GeometryError != nil && e.GeometryError.EPSG != nil && *e.GeometryError.EPSG != 0 {
-		return *e.GeometryError.EPSG
-	}
-	return e.SourceEPSG
-}
-
-// Match reports whether e satisfies f. Adapters that cannot filter in the
-// store filter with Match.
-func (f Filter) Match(e *envelope.Envelope) bool {
-	if e == nil {
-		return false
-	}
-	if len(f.Classes) > 0 && !slices.Contains(f.Classes, e.FailureClass) {
-		return false
-	}
-	if len(f.Stages) > 0 && !slices.Contains(f.Stages, e.FailedStage) {
-		return false
-	}
-	if len(f.EPSG) > 0 && !slices.Contains(f.EPSG, EPSGOf(e)) {
-		return false
-	}
-	if !f.Since.IsZero() && e.DeadLetteredAt.Before(f.Since) {
-		return false
-	}
-	if !f.Until.IsZero() && !e.DeadLetteredAt.Before(f.Until) {
-		return false
-	}
-	if len(f.EventIDs) > 0 && !slices.Contains(f.EventIDs, e.EventID) {
-		return false
-	}
-	if f.BBox != nil {
-		if e.GeometryError == nil || len(e.GeometryError.Location) != 2 {
-			return false
-		}
-		if !f.BBox.Contains(orb.Point{e.GeometryError.Location[0], e.GeometryError.Location[1]}) {
-			return false
-		}
-	}
-	return true
-}

@@ -37,7 +37,7 @@ func ExampleProcessor_Process() {
 		return
 	}
 	fmt.Println("ack:", out.Ack, "dead-lettered to", out.Destination)
-	env, _ := envelope.Decode(dlq.Messages(out.Destination)[0].Body)
+	env, _ := envelope.Decode(memory.Messages(dlq, out.Destination)[0].Body)
 	fmt.Println(env.FailureClass, env.FailedStage, env.IdempotencyKey, env.EventID)
 	// Output:
 	// ack: true dead-lettered to spatial.events.poison.dlt

@@ -49,9 +49,9 @@ func source(topic string) *envelope.Source {
 	return &envelope.Source{System: "memory", Topic: topic}
 }
 
-func onlyEnvelope(t *testing.T, b *memory.Broker, dest string) *envelope.Envelope {
+func onlyEnvelope(t *testing.T, b *broker.Store, dest string) *envelope.Envelope {
 	t.Helper()
-	msgs := b.Messages(dest)
+	msgs := memory.Messages(b, dest)
 	require.Len(t, msgs, 1, "exactly one envelope in %s", dest)
 	env, err := envelope.Decode(msgs[0].Body)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestProcessSuccess(t *testing.T) {
 	require.Empty(t, sl.d)
 	require.True(t, strings.HasPrefix(sawKey, "idem:v1:"), "the handler sees a derived key: %q", sawKey)
 	require.Equal(t, sawKey, out.IdempotencyKey)
-	require.Zero(t, dlq.Len("spatial.events.retry.dlt")+dlq.Len("spatial.events.poison.dlt"))
+	require.Zero(t, memory.Len(dlq, "spatial.events.retry.dlt")+memory.Len(dlq, "spatial.events.poison.dlt"))
 }
 
 // The seed's load-bearing test, in Go: a bowtie goes to the poison
@@ -95,14 +95,14 @@ func TestBowtieGoesToPoison(t *testing.T) {
 	require.Equal(t, 1, calls, "deterministic failures are not retried")
 	require.Empty(t, sl.d)
 	require.Equal(t, "spatial.events.poison.dlt", out.Destination)
-	require.Zero(t, dlq.Len("spatial.events.retry.dlt"), "never the retryable destination")
+	require.Zero(t, memory.Len(dlq, "spatial.events.retry.dlt"), "never the retryable destination")
 	env := onlyEnvelope(t, dlq, "spatial.events.poison.dlt")
 	require.Equal(t, classify.ClassInvalidGeometry, env.FailureClass)
 	require.Equal(t, classify.StageTopologyValidation, env.FailedStage)
 	require.Contains(t, env.GeometryError.Reason, "Self-intersection")
 	require.Equal(t, "idem:v1:abc", env.IdempotencyKey)
 	require.Equal(t, classify.RoutePoison, env.Route)
-	msg := dlq.Messages("spatial.events.poison.dlt")[0]
+	msg := memory.Messages(dlq, "spatial.events.poison.dlt")[0]
 	require.Equal(t, []byte("parcel-9"), msg.Key, "the dead-letter keeps the source key")
 	require.Equal(t, "invalid_geometry", msg.Headers[broker.HeaderClass])
 	require.Equal(t, "idem:v1:abc", msg.Headers[broker.HeaderIdempotencyKey])
@@ -126,7 +126,7 @@ func TestTransientRecovers(t *testing.T) {
 	require.True(t, out.Processed)
 	require.Equal(t, 3, out.Attempts)
 	require.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, sl.d, "full jitter over the doubling ceiling")
-	require.Zero(t, dlq.Len("t.retry.dlt"))
+	require.Zero(t, memory.Len(dlq, "t.retry.dlt"))
 }
 
 func TestTransientBudgetSpent(t *testing.T) {
@@ -170,7 +170,7 @@ func (f failingPublisher) Publish(context.Context, string, *broker.Message) erro
 // A failing dead-letter write leaves the source message unacknowledged:
 // the consumer leaves it to the broker, which redelivers it.
 func TestFailingPublisherLeavesSourceUnacked(t *testing.T) {
-	src := memory.New(&memory.Options{LeaseTTL: 50 * time.Millisecond})
+	src := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 50 * time.Millisecond}})
 	ctx := context.Background()
 	require.NoError(t, src.Publish(ctx, "spatial.events", &broker.Message{Body: bowtie}))
 	recs, err := src.Fetch(ctx, "spatial.events", broker.Filter{}, 1)
@@ -217,7 +217,7 @@ func TestCancelDuringRetryLeavesUnacked(t *testing.T) {
 	require.ErrorIs(t, err, broker.ErrNotAcked)
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, out.Ack)
-	require.Zero(t, dlq.Len("geodlq.retry.dlt"), "shutdown is not a failure of the event")
+	require.Zero(t, memory.Len(dlq, "geodlq.retry.dlt"), "shutdown is not a failure of the event")
 }
 
 func TestCanceledHandlerIsNotDeadLettered(t *testing.T) {
@@ -230,7 +230,7 @@ func TestCanceledHandlerIsNotDeadLettered(t *testing.T) {
 	})
 	require.ErrorIs(t, err, broker.ErrNotAcked)
 	require.False(t, out.Ack)
-	require.Zero(t, dlq.Len("geodlq.retry.dlt"))
+	require.Zero(t, memory.Len(dlq, "geodlq.retry.dlt"))
 }
 
 func TestPanicIsDeadLettered(t *testing.T) {
@@ -296,7 +296,7 @@ func TestLimiterOffloads(t *testing.T) {
 	require.NoError(t, err)
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
-	dlq := memory.New(&memory.Options{MaxMessageBytes: 256 << 10})
+	dlq := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: 256 << 10}})
 	p, _ := newProcessor(t, dlq, broker.ProcessorOptions{Builder: b})
 	out, err := p.Process(context.Background(), &broker.Message{Body: body, Source: source("s")},
 		func(context.Context, *broker.Message) error {
@@ -304,7 +304,7 @@ func TestLimiterOffloads(t *testing.T) {
 		})
 	require.NoError(t, err)
 	require.True(t, out.DeadLettered)
-	msg := dlq.Messages("s.poison.dlt")[0]
+	msg := memory.Messages(dlq, "s.poison.dlt")[0]
 	require.LessOrEqual(t, len(msg.Body), 256<<10)
 	env := onlyEnvelope(t, dlq, "s.poison.dlt")
 	require.NotEmpty(t, env.Geometry.OffloadURI)

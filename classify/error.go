@@ -3,6 +3,7 @@ package classify
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,6 +124,26 @@ const (
 	KindOther                ReasonKind = "other"
 	kindNone                 ReasonKind = ""
 )
+
+// ReasonKinds lists every reason kind.
+func ReasonKinds() []ReasonKind {
+	return []ReasonKind{KindSelfIntersection, KindRingSelfIntersection, KindRingNotClosed, KindTooFewPoints,
+		KindInvalidCoordinate, KindHoleOutsideShell, KindNestedHoles, KindNestedShells, KindDisconnectedInterior,
+		KindDuplicateRings, KindEmpty, KindOutOfRange, KindCRSUnparseable, KindCRSDiffers, KindMalformed,
+		KindMissingGeometry, KindVertexBudget, KindByteBudget, KindOther}
+}
+
+// Valid reports whether k is one of the defined reason kinds.
+func (k ReasonKind) Valid() bool { return k != kindNone && slices.Contains(ReasonKinds(), k) }
+
+// ParseReasonKind returns the reason kind named s; an unknown name is an
+// error wrapping [ErrUnknownName].
+func ParseReasonKind(s string) (ReasonKind, error) {
+	if k := ReasonKind(s); k.Valid() {
+		return k, nil
+	}
+	return "", fmt.Errorf("classify: %w: reason kind %q", ErrUnknownName, s)
+}
 
 var geosReasons = []struct {
 	prefix string

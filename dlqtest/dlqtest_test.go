@@ -43,7 +43,7 @@ func run(fn func(tb testing.TB)) (f *fakeTB) {
 	return f
 }
 
-func setup(t *testing.T) *memory.Broker {
+func setup(t *testing.T) *broker.Store {
 	b := memory.New(nil)
 	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b})
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestRequireDeadLettered(t *testing.T) {
 		EventID: "evt-9", Class: classify.ClassCRSMismatch, Stage: classify.StageCRSTransform, EPSG: 3857, ReasonContains: "3857",
 	})
 	require.Equal(t, "evt-9", env.EventID)
-	require.Equal(t, 1, b.Len("parcels.poison.dlt"), "the store is left as found")
+	require.Equal(t, 1, memory.Len(b, "parcels.poison.dlt"), "the store is left as found")
 	recs, err := b.Fetch(ctx, "parcels.poison.dlt", broker.Filter{}, 10)
 	require.NoError(t, err)
 	require.Len(t, recs, 1, "and nothing stays leased")

@@ -33,14 +33,14 @@ var (
 // effects through the claims store.
 type pipeline struct {
 	t       *testing.T
-	b       *memory.Broker
+	b       *broker.Store
 	proc    *broker.Processor
 	claims  *replay.MemClaims
 	effects map[string]int // event key -> side effects performed
 	fail    func(m *broker.Message) error
 }
 
-func newPipeline(t *testing.T, b *memory.Broker, builder *envelope.Builder) *pipeline {
+func newPipeline(t *testing.T, b *broker.Store, builder *envelope.Builder) *pipeline {
 	p := &pipeline{t: t, b: b, claims: replay.NewMemClaims(nil), effects: map[string]int{}}
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
 		Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 2},
@@ -85,7 +85,7 @@ func (p *pipeline) drain() {
 	}
 }
 
-func seed(t *testing.T, b *memory.Broker, key string, body []byte) {
+func seed(t *testing.T, b *broker.Store, key string, body []byte) {
 	require.NoError(t, b.Publish(context.Background(), topic, &broker.Message{
 		Body: body, Key: []byte("k-" + key), Headers: map[string]string{broker.HeaderIdempotencyKey: key},
 	}))
@@ -122,8 +122,8 @@ func TestReplayEndToEndExactlyOnce(t *testing.T) {
 	seed(t, b, "idem:v1:flaky", flaky)
 	seed(t, b, "idem:v1:schema", schema)
 	p.drain()
-	require.Equal(t, 2, b.Len(topic+".poison.dlt"))
-	require.Equal(t, 1, b.Len(topic+".retry.dlt"))
+	require.Equal(t, 2, memory.Len(b, topic+".poison.dlt"))
+	require.Equal(t, 1, memory.Len(b, topic+".retry.dlt"))
 	require.Empty(t, p.effects, "nothing succeeded yet")
 
 	downstreamUp = true
@@ -135,8 +135,8 @@ func TestReplayEndToEndExactlyOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Counts[replay.OutcomeWouldRepair])
 	require.Equal(t, 1, rep.Counts[replay.OutcomeSkipped], "schema violations are never replayed")
-	require.Equal(t, 2, b.Len(topic+".poison.dlt"))
-	require.Zero(t, b.Len(topic))
+	require.Equal(t, 2, memory.Len(b, topic+".poison.dlt"))
+	require.Zero(t, memory.Len(b, topic))
 
 	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".poison.dlt"})
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestReplayEndToEndExactlyOnce(t *testing.T) {
 	require.Equal(t, 1, rep2.Counts[replay.OutcomeReplayed])
 
 	// Re-injected messages carry the preserved key and the repair tag.
-	msgs := b.Messages(topic)
+	msgs := memory.Messages(b, topic)
 	require.Len(t, msgs, 2)
 	for _, m := range msgs {
 		require.True(t, strings.HasPrefix(m.Header(broker.HeaderIdempotencyKey), "idem:v1:"))
@@ -175,18 +175,18 @@ func TestReplayEndToEndExactlyOnce(t *testing.T) {
 	p.drain()
 	require.Equal(t, map[string]int{"idem:v1:bowtie": 1, "idem:v1:flaky": 1}, p.effects, "duplicates are harmless")
 	require.Equal(t, 1, p.claims.Completions("idem:v1:flaky"))
-	require.Equal(t, 1, b.Len(topic+".poison.dlt"), "the schema violation waits for a human")
+	require.Equal(t, 1, memory.Len(b, topic+".poison.dlt"), "the schema violation waits for a human")
 }
 
 // ackLoser simulates a replayer that crashes after re-injecting but before
 // acknowledging: Ack fails.
-type ackLoser struct{ *memory.Broker }
+type ackLoser struct{ *broker.Store }
 
 func (a ackLoser) Ack(context.Context, *broker.Record) error { return errors.New("replayer crashed") }
 
 func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	ctx := context.Background()
-	b := memory.New(&memory.Options{LeaseTTL: 30 * time.Millisecond})
+	b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 30 * time.Millisecond}})
 	p := newPipeline(t, b, nil)
 	up := false
 	p.fail = func(*broker.Message) error {
@@ -199,7 +199,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 		seed(t, b, fmt.Sprintf("idem:v1:%d", i), []byte(fmt.Sprintf(`{"event_id":"e%d"}`, i)))
 	}
 	p.drain()
-	require.Equal(t, 5, b.Len(topic+".retry.dlt"))
+	require.Equal(t, 5, memory.Len(b, topic+".retry.dlt"))
 	up = true
 
 	crashy, err := replay.New(replay.Options{Source: ackLoser{b}, Target: b})
@@ -207,7 +207,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	rep, err := crashy.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)
 	require.Equal(t, 5, rep.Counts[replay.OutcomeAckFailed])
-	require.Equal(t, 5, b.Len(topic+".retry.dlt"), "nothing was acknowledged")
+	require.Equal(t, 5, memory.Len(b, topic+".retry.dlt"), "nothing was acknowledged")
 	time.Sleep(50 * time.Millisecond)
 
 	r, err := replay.New(replay.Options{Source: b, Target: b})
@@ -215,7 +215,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)
 	require.Equal(t, 5, rep.Counts[replay.OutcomeReplayed])
-	require.Equal(t, 10, b.Len(topic), "every event was re-injected twice")
+	require.Equal(t, 10, memory.Len(b, topic), "every event was re-injected twice")
 	p.drain()
 	for i := range 5 {
 		k := fmt.Sprintf("idem:v1:%d", i)
@@ -241,7 +241,7 @@ func TestReplayFiltersAndLimit(t *testing.T) {
 	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt", Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, 3, rep.Examined)
-	require.Equal(t, 1, b.Len(topic+".retry.dlt"))
+	require.Equal(t, 1, memory.Len(b, topic+".retry.dlt"))
 }
 
 func TestTamperedBlobIsRefused(t *testing.T) {
@@ -256,7 +256,7 @@ func TestTamperedBlobIsRefused(t *testing.T) {
 	p.fail = func(*broker.Message) error { return classify.Transient(errors.New("503")) }
 	seed(t, b, "idem:v1:big", flaky)
 	p.drain()
-	env, err := envelope.Decode(b.Messages(topic + ".retry.dlt")[0].Body)
+	env, err := envelope.Decode(memory.Messages(b, topic+".retry.dlt")[0].Body)
 	require.NoError(t, err)
 	require.NotEmpty(t, env.Geometry.OffloadURI)
 
@@ -271,8 +271,8 @@ func TestTamperedBlobIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Counts[replay.OutcomeRestoreFailed])
 	require.ErrorIs(t, rep.Items[0].Err, offload.ErrIntegrity)
-	require.Zero(t, b.Len(topic), "nothing re-injected")
-	require.Equal(t, 1, b.Len(topic+".retry.dlt"), "the record stays")
+	require.Zero(t, memory.Len(b, topic), "nothing re-injected")
+	require.Equal(t, 1, memory.Len(b, topic+".retry.dlt"), "the record stays")
 }
 
 func TestRepairFailureAndCheck(t *testing.T) {
@@ -306,8 +306,8 @@ func TestRepairFailureAndCheck(t *testing.T) {
 	rep, err = r.Run(ctx, replay.Request{Destination: dest, DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Counts[replay.OutcomeWouldFail])
-	require.Zero(t, b.Len(topic))
-	require.Equal(t, 1, b.Len(dest))
+	require.Zero(t, memory.Len(b, topic))
+	require.Equal(t, 1, memory.Len(b, dest))
 }
 
 func TestInvalidEnvelopeLeftInPlace(t *testing.T) {
@@ -319,7 +319,7 @@ func TestInvalidEnvelopeLeftInPlace(t *testing.T) {
 	rep, err := r.Run(ctx, replay.Request{Destination: "junk.dlt"})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Counts[replay.OutcomeInvalidEnvelope])
-	require.Equal(t, 1, b.Len("junk.dlt"))
+	require.Equal(t, 1, memory.Len(b, "junk.dlt"))
 	_, err = replay.New(replay.Options{})
 	require.Error(t, err)
 }

@@ -78,12 +78,12 @@ func TestCorpusThroughPipeline(t *testing.T) {
 	consume()
 
 	var poison []*envelope.Envelope
-	for _, m := range b.Messages(topic + ".poison.dlt") {
+	for _, m := range memory.Messages(b, topic + ".poison.dlt") {
 		env, err := envelope.Decode(m.Body)
 		require.NoError(t, err)
 		poison = append(poison, env)
 	}
-	require.Zero(t, b.Len(topic+".retry.dlt"), "no corpus failure is replayable: nothing loops")
+	require.Zero(t, memory.Len(b, topic+".retry.dlt"), "no corpus failure is replayable: nothing loops")
 	invalid := 0
 	for _, it := range items {
 		if !it.Valid() {
@@ -143,7 +143,7 @@ func TestCorpusThroughPipeline(t *testing.T) {
 	require.NotContains(t, repaired, "webmercator_labelled_4326", "a wrong label is not guessed at")
 
 	consume()
-	require.Zero(t, b.Len(topic+".retry.dlt"))
+	require.Zero(t, memory.Len(b, topic+".retry.dlt"))
 	for name := range repaired {
 		n := 0
 		for k, v := range effects {

@@ -37,7 +37,7 @@ func Example() {
 	})
 	p, _ := triage.New(triage.Options{Source: dlq, Target: dlq, Alerter: pager})
 	rep, _ := p.Run(ctx, "vector-jobs.poison.dlt", broker.Filter{}, false)
-	fmt.Println("quarantined:", rep.Quarantined, "left for a human:", dlq.Len("vector-jobs.poison.dlt"))
+	fmt.Println("quarantined:", rep.Quarantined, "left for a human:", memory.Len(dlq, "vector-jobs.poison.dlt"))
 	// Output:
 	// ALERT resource_exhausted s3://provider-b/continent.geojson -> vector-jobs.quarantine.dlt
 	// quarantined: 1 left for a human: 1

@@ -30,7 +30,7 @@ var (
 )
 
 // deadLetter writes an envelope for body to the poison destination.
-func deadLetter(t *testing.T, b *memory.Broker, body []byte, err error) {
+func deadLetter(t *testing.T, b *broker.Store, body []byte, err error) {
 	t.Helper()
 	builder, berr := envelope.NewBuilder(nil)
 	require.NoError(t, berr)
@@ -85,7 +85,7 @@ func TestTriageRoutesByClass(t *testing.T) {
 	require.Zero(t, dry.Quarantined, "a dry run moves nothing")
 	require.Empty(t, rec.alerts, "and alerts nobody")
 	require.Equal(t, 1, dry.Replay.Counts[replay.OutcomeWouldRepair])
-	require.Equal(t, 3, b.Len(topic+".poison.dlt"))
+	require.Equal(t, 3, memory.Len(b, topic+".poison.dlt"))
 
 	rep, err := p.Run(ctx, topic+".poison.dlt", broker.Filter{}, false)
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestTriageRoutesByClass(t *testing.T) {
 	require.Equal(t, 1, rep.Replay.Counts[replay.OutcomeSkipped], "schema violations are never replayed")
 
 	// The quarantined envelope moved byte for byte, with an alert.
-	q := b.Messages(topic + ".quarantine.dlt")
+	q := memory.Messages(b, topic+".quarantine.dlt")
 	require.Len(t, q, 1)
 	env, err := envelope.Decode(q[0].Body)
 	require.NoError(t, err)
@@ -110,14 +110,14 @@ func TestTriageRoutesByClass(t *testing.T) {
 	require.Equal(t, topic+".quarantine.dlt", a.Quarantine)
 
 	// The repaired event was re-enqueued, tagged.
-	re := b.Messages(topic)
+	re := memory.Messages(b, topic)
 	require.Len(t, re, 1)
 	require.Equal(t, fixedBowtie, re[0].Body)
 	require.Equal(t, "true", re[0].Header(broker.HeaderRepaired))
 	require.Equal(t, "make_valid:structure 5->8 vertices", re[0].Header(broker.HeaderRepair))
 
 	// Only the schema violation is left.
-	left := b.Messages(topic + ".poison.dlt")
+	left := memory.Messages(b, topic+".poison.dlt")
 	require.Len(t, left, 1)
 	env, err = envelope.Decode(left[0].Body)
 	require.NoError(t, err)
@@ -133,8 +133,8 @@ func TestRepairThatStillFailsIsNotReenqueued(t *testing.T) {
 	rep, err := p.Run(context.Background(), topic+".poison.dlt", broker.Filter{}, false)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Replay.Counts[replay.OutcomeRepairFailed])
-	require.Zero(t, b.Len(topic), "re-enqueued only if now valid")
-	require.Equal(t, 1, b.Len(topic+".poison.dlt"))
+	require.Zero(t, memory.Len(b, topic), "re-enqueued only if now valid")
+	require.Equal(t, 1, memory.Len(b, topic+".poison.dlt"))
 }
 
 func TestFailedAlertLeavesEventInPlace(t *testing.T) {
@@ -146,8 +146,8 @@ func TestFailedAlertLeavesEventInPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.QuarantineFailed)
 	require.ErrorContains(t, rep.Errors[0], "pager down")
-	require.Equal(t, 1, b.Len(topic+".poison.dlt"), "nothing moved without an alert")
-	require.Zero(t, b.Len(topic+".quarantine.dlt"))
+	require.Equal(t, 1, memory.Len(b, topic+".poison.dlt"), "nothing moved without an alert")
+	require.Zero(t, memory.Len(b, topic+".quarantine.dlt"))
 }
 
 func TestWebhookAlerter(t *testing.T) {

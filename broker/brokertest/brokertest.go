@@ -2,26 +2,58 @@
 // adapter passes, in the style of gocloud.dev's drivertest: an adapter
 // provides a [Harness] and calls [RunConformanceTests] from a ~40-line
 // conformance_test.go. An adapter someone else writes proves itself the
-// same way.
+// same way (docs/writing-a-store.md walks through one).
 //
-// The suite checks the promises the rest of geodlq relies on:
-//   - an envelope written and read back is identical byte for byte, with its
-//     ordering key, headers and provenance;
-//   - a write is durable when Publish returns: another handle (another
-//     process) sees it;
-//   - an acknowledged record never comes back; an unacknowledged one is
-//     redelivered after its consumer crashes; Release returns it at once;
-//   - two consumers never hold the same record at the same time;
-//   - records with the same key come back in publish order;
-//   - a message over the adapter's size limit is refused with
-//     [classify.ErrTooLarge], never truncated, and nothing is stored;
-//   - filters return exactly the matching records;
-//   - concurrent writers and readers lose and duplicate nothing, over at
-//     least 10,000 envelopes, every one counted and hashed: each record is
-//     acknowledged successfully exactly once (a reader whose lease lapsed
-//     under load gets broker.ErrLeaseLost, and the record's new holder
-//     acknowledges it);
-//   - crash safety, with faults injected over at least 1,000 events: the
+// The suite runs against the portable [*broker.Store] the adapter's
+// constructor returns, so it checks the driver and the shared behaviour
+// together. Every requirement it holds an adapter to:
+//
+//   - Round trip: an envelope written and read back is identical byte for
+//     byte, with its ordering key, headers and provenance; Fetch sets each
+//     record's ID, Destination and Lease.
+//   - Publish accepts any body bytes (not JSON, not UTF-8, NUL bytes).
+//   - Durable on return: once Publish returns nil another handle (another
+//     process) sees the write.
+//   - Ack is final: an acknowledged record never comes back, on any handle.
+//   - Redelivery: an unacknowledged record is redelivered after its
+//     consumer crashes, once its lease expires, with the same id and bytes.
+//   - Release returns a record at once.
+//   - Leases are exclusive: two consumers never hold a record under live
+//     leases.
+//   - Lease takeover: once another consumer took over a record whose lease
+//     expired, the old holder's Ack and Release fail with an error wrapping
+//     [broker.ErrLeaseLost] and change nothing.
+//   - Key order: records with the same key come back in publish order.
+//   - Destinations are isolated.
+//   - Size limit: a body one byte over the declared limit is refused with
+//     a [*classify.TooLargeError] and nothing is stored; a body of exactly
+//     the limit is stored whole. The store reports the limit it enforces
+//     through MaxMessageBytes (the [broker.Limiter] a Processor asks), so
+//     an event larger than the limit is dead-lettered with its geometry
+//     offloaded instead of being refused on every redelivery.
+//   - Filters return exactly the matching records (the portable store
+//     guarantees it even for a driver that filters less).
+//   - Concurrency: writers and readers over at least 10,000 envelopes lose
+//     and duplicate nothing, every record counted and hashed.
+//   - A cancelled context: Publish and Fetch with a context already done
+//     report an error.
+//   - Interrupted publish: a Publish whose context is cancelled at a random
+//     point mid-write reports the write's true outcome — an error only when
+//     nothing was stored — so a redelivery's retry stores each message
+//     exactly once.
+//   - Closed: after Close every method fails with an error wrapping
+//     [broker.ErrClosed], Close is idempotent, and closing a handle loses
+//     no record.
+//   - Listing (adapters with a [broker.Lister]): pages cover every record
+//     once in both orders, with any page size; List filters, by record id
+//     too, leases nothing, and still shows leased records; Stats counts
+//     every record.
+//   - Purge (adapters with a [broker.Purger]): a purge without a bound is
+//     refused; a dry run deletes nothing; a leased record is never deleted;
+//     one record can be discarded by id; the blobs the deleted envelopes
+//     referenced are reported, and those no remaining record references
+//     are reported orphaned.
+//   - Crash safety, with faults injected over at least 1,000 events: the
 //     dead-letter write failing before or after the store took it, the
 //     consumer shut down or killed between the write and the source ack,
 //     the replayer killed between the re-inject and the dead-letter ack,
@@ -33,7 +65,9 @@
 //
 // Capabilities an adapter lacks are declared by its harness in
 // [Capabilities.Unsupported] with the reason, and the suite reports them
-// with t.Skip and that reason — nothing is skipped silently.
+// with t.Skip and that reason; the listing and purge checks are skipped,
+// with the reason, for adapters whose driver has no Lister or Purger —
+// nothing is skipped silently.
 package brokertest
 
 import (
@@ -56,22 +90,15 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// Store is what an adapter provides: a publisher and a dead-letter source
-// over the same data.
-type Store interface {
-	broker.Publisher
-	broker.DeadLetterSource
-}
-
 // Harness gives the suite access to one adapter's store. A harness is made
 // for a single test, so the data it exposes starts empty.
 type Harness interface {
 	// MakeStore returns a handle on the harness's store.
-	MakeStore(ctx context.Context) (Store, error)
+	MakeStore(ctx context.Context) (*broker.Store, error)
 	// Reopen returns a second, independent handle on the same data, as
 	// another process would open it (a new connection, client or consumer
 	// group member). Data published through any handle is visible to it.
-	Reopen(ctx context.Context) (Store, error)
+	Reopen(ctx context.Context) (*broker.Store, error)
 	// Capabilities declares the adapter's settings and limits.
 	Capabilities() Capabilities
 	// Close releases everything the harness made.
@@ -110,6 +137,9 @@ type Capabilities struct {
 	// CrashEvents is the number of events in the crash-safety test.
 	// Default and minimum 1,000.
 	CrashEvents int
+	// InterruptedPublishes is the number of publishes the
+	// interrupted-publish test cancels at random points. Default 200.
+	InterruptedPublishes int
 	// Unsupported maps a capability name (Cap…) to the reason the adapter
 	// lacks it. The matching tests are skipped with that reason.
 	Unsupported map[string]string
@@ -134,6 +164,12 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"Filters", testFilters},
 		{"ConcurrentNoLossNoDuplicates", testConcurrent},
 		{"CanceledContext", testCanceled},
+		{"LeaseTakeover", testLeaseTakeover},
+		{"SizeLimitReported", testSizeLimitReported},
+		{"Closed", testClosed},
+		{"InterruptedPublish", testInterruptedPublish},
+		{"Listing", testListing},
+		{"Purge", testPurge},
 		{"CrashSafety", testCrashSafety},
 	}
 	for _, tc := range tests {
@@ -154,14 +190,14 @@ func unsupported(t *testing.T, h Harness, capability string) {
 	}
 }
 
-func makeStore(t *testing.T, h Harness) Store {
+func makeStore(t *testing.T, h Harness) *broker.Store {
 	t.Helper()
 	s, err := h.MakeStore(context.Background())
 	require.NoError(t, err, "MakeStore")
 	return s
 }
 
-func reopen(t *testing.T, h Harness) Store {
+func reopen(t *testing.T, h Harness) *broker.Store {
 	t.Helper()
 	s, err := h.Reopen(context.Background())
 	require.NoError(t, err, "Reopen")
@@ -174,7 +210,7 @@ func dest(t *testing.T, suffix string) string {
 }
 
 // drain fetches until nothing more comes back, leasing everything.
-func drain(t *testing.T, s Store, destination string, f broker.Filter) []*broker.Record {
+func drain(t *testing.T, s *broker.Store, destination string, f broker.Filter) []*broker.Record {
 	t.Helper()
 	ctx := context.Background()
 	var all []*broker.Record
@@ -190,21 +226,21 @@ func drain(t *testing.T, s Store, destination string, f broker.Filter) []*broker
 	return nil
 }
 
-func ackAll(t *testing.T, s Store, recs []*broker.Record) {
+func ackAll(t *testing.T, s *broker.Store, recs []*broker.Record) {
 	t.Helper()
 	for _, r := range recs {
 		require.NoError(t, s.Ack(context.Background(), r), "Ack %s", r.ID)
 	}
 }
 
-func releaseAll(t *testing.T, s Store, recs []*broker.Record) {
+func releaseAll(t *testing.T, s *broker.Store, recs []*broker.Record) {
 	t.Helper()
 	for _, r := range recs {
 		require.NoError(t, s.Release(context.Background(), r), "Release %s", r.ID)
 	}
 }
 
-func publish(t *testing.T, s Store, destination string, msgs ...*broker.Message) {
+func publish(t *testing.T, s *broker.Store, destination string, msgs ...*broker.Message) {
 	t.Helper()
 	for i, m := range msgs {
 		require.NoError(t, s.Publish(context.Background(), destination, m), "Publish #%d", i)
@@ -334,7 +370,7 @@ func testExclusive(t *testing.T, h Harness) {
 	var mu sync.Mutex
 	acked := map[string]int{}
 	var wg sync.WaitGroup
-	for _, s := range []Store{a, b} {
+	for _, s := range []*broker.Store{a, b} {
 		wg.Go(func() {
 			for {
 				fetched := time.Now()
@@ -518,8 +554,8 @@ func testConcurrent(t *testing.T, h Harness) {
 		want[sha256.Sum256(bodies[i])]++
 	}
 	require.Len(t, want, n, "bodies are distinct")
-	ws := make([]Store, writers)
-	rs := make([]Store, readers)
+	ws := make([]*broker.Store, writers)
+	rs := make([]*broker.Store, readers)
 	for i := range ws {
 		ws[i] = reopen(t, h)
 	}

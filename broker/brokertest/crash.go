@@ -138,7 +138,7 @@ func (s *durableSet) has(key string) bool {
 // key once, and once killed it answers every call with an error without
 // touching the store, as a dead process would.
 type faultStore struct {
-	Store
+	*broker.Store
 	dead    atomic.Bool
 	durable *durableSet // keys whose write the store accepted
 	dlAcked *durableSet // keys whose dead-letter record was acknowledged
@@ -164,10 +164,7 @@ func (f *faultStore) check() error {
 }
 
 func (f *faultStore) MaxMessageBytes(destination string) int {
-	if l, ok := f.Store.(broker.Limiter); ok {
-		return l.MaxMessageBytes(destination)
-	}
-	return 0
+	return f.Store.MaxMessageBytes(destination)
 }
 
 func (f *faultStore) Publish(ctx context.Context, destination string, m *broker.Message) error {

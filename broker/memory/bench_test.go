@@ -12,8 +12,8 @@ import (
 )
 
 // The benchmarks use the conformance harness's settings.
-func newBenchBroker() *memory.Broker {
-	return memory.New(&memory.Options{LeaseTTL: 200 * time.Millisecond, MaxMessageBytes: 64 << 10})
+func newBenchBroker() *broker.Store {
+	return memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 200 * time.Millisecond, MaxMessageBytes: 64 << 10}})
 }
 
 // BenchmarkWrite publishes 2 KiB dlq.v1 envelopes, one at a time.

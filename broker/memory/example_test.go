@@ -8,7 +8,7 @@ import (
 	"github.com/geodlq/geodlq/broker/memory"
 )
 
-// The in-memory broker leases records until they are acknowledged.
+// The in-memory store leases records until they are acknowledged.
 func Example() {
 	ctx := context.Background()
 	b := memory.New(nil)
@@ -21,7 +21,7 @@ func Example() {
 	fmt.Println("while leased:", len(again))
 
 	_ = b.Ack(ctx, recs[0])
-	fmt.Println("after ack:", b.Len("spatial.events"))
+	fmt.Println("after ack:", memory.Len(b, "spatial.events"))
 	// Output:
 	// 1 parcel-7 1
 	// while leased: 0

@@ -8,34 +8,31 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// Options configures a [Broker]. The zero value and nil are valid.
+// Options configures the in-memory store. The zero value and nil are
+// valid.
 type Options struct {
-	// LeaseTTL is how long a fetched record stays invisible to other
-	// fetchers before it is redelivered. Default 30s.
-	LeaseTTL time.Duration
-	// MaxMessageBytes refuses bodies larger than this with
-	// [classify.ErrTooLarge]. Default 0: no limit.
-	MaxMessageBytes int
+	// StoreOptions: LeaseTTL defaults to 30s; MaxMessageBytes to 0, no
+	// limit (a larger body is refused with a [*classify.TooLargeError]).
+	broker.StoreOptions
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 }
 
-// Broker is an in-memory broker. It is safe for concurrent use.
-type Broker struct {
+// driver is the in-memory [broker.Driver]. It is safe for concurrent use.
+type driver struct {
 	mu     sync.Mutex
 	dests  map[string]*queue
 	ttl    time.Duration
 	limit  int
 	now    func() time.Time
-	closed bool
 }
 
 type queue struct {
@@ -72,48 +69,45 @@ type entry struct {
 }
 
 var (
-	_ broker.Publisher        = (*Broker)(nil)
-	_ broker.DeadLetterSource = (*Broker)(nil)
-	_ broker.Limiter          = (*Broker)(nil)
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Lister  = (*driver)(nil)
+	_ broker.Purger  = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
 )
 
-// New returns an empty broker.
-func New(opts *Options) *Broker {
-	b := &Broker{dests: map[string]*queue{}, ttl: 30 * time.Second, now: time.Now}
+// New returns an empty in-memory store.
+func New(opts *Options) *broker.Store {
+	var o Options
 	if opts != nil {
-		if opts.LeaseTTL > 0 {
-			b.ttl = opts.LeaseTTL
-		}
-		b.limit = opts.MaxMessageBytes
-		if opts.Now != nil {
-			b.now = opts.Now
-		}
+		o = *opts
 	}
-	return b
+	b := &driver{dests: map[string]*queue{}, ttl: 30 * time.Second, now: time.Now, limit: max(o.MaxMessageBytes, 0)}
+	if o.LeaseTTL > 0 {
+		b.ttl = o.LeaseTTL
+	}
+	if o.Now != nil {
+		b.now = o.Now
+	}
+	return broker.NewStore("memory", b, &o.StoreOptions)
 }
 
 // MaxMessageBytes implements [broker.Limiter].
-func (b *Broker) MaxMessageBytes(string) int { return b.limit }
+func (b *driver) MaxMessageBytes(string) int { return b.limit }
+
+// As implements [broker.Aser]; the memory store has no native client.
+func (b *driver) As(any) bool { return false }
 
 // Publish stores a copy of m at the end of destination. It is durable for
 // the life of the process as soon as it returns.
-func (b *Broker) Publish(ctx context.Context, destination string, m *broker.Message) error {
+func (b *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if m == nil {
-		return fmt.Errorf("memory: nil message")
-	}
-	if b.limit > 0 && len(m.Body) > b.limit {
-		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: b.limit}
 	}
 	c := m.Clone()
 	c.DeliveryAttempt = 0
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
-		return broker.ErrClosed
-	}
 	q := b.dests[destination]
 	if q == nil {
 		q = &queue{}
@@ -128,7 +122,7 @@ func (b *Broker) Publish(ctx context.Context, destination string, m *broker.Mess
 // Fetch leases up to max unacknowledged, unleased records of destination
 // that match f, oldest first. Records whose body is not a valid envelope
 // match only the zero filter.
-func (b *Broker) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+func (b *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,9 +131,6 @@ func (b *Broker) Fetch(ctx context.Context, destination string, f broker.Filter,
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
-		return nil, broker.ErrClosed
-	}
 	q := b.dests[destination]
 	if q == nil {
 		return nil, nil
@@ -177,27 +168,21 @@ func (b *Broker) Fetch(ctx context.Context, destination string, f broker.Filter,
 
 // Ack removes r for good. It fails with [broker.ErrLeaseLost] if r's lease
 // expired and the record was leased again, or was already acknowledged.
-func (b *Broker) Ack(ctx context.Context, r *broker.Record) error {
+func (b *driver) Ack(ctx context.Context, r *broker.Record) error {
 	return b.settle(ctx, r, true)
 }
 
 // Release makes r available to fetchers again at once.
-func (b *Broker) Release(ctx context.Context, r *broker.Record) error {
+func (b *driver) Release(ctx context.Context, r *broker.Record) error {
 	return b.settle(ctx, r, false)
 }
 
-func (b *Broker) settle(ctx context.Context, r *broker.Record, ack bool) error {
+func (b *driver) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if r == nil {
-		return fmt.Errorf("memory: nil record")
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
-		return broker.ErrClosed
-	}
 	q := b.dests[r.Destination]
 	var e *entry
 	if q != nil {
@@ -230,9 +215,33 @@ func (q *queue) compact() {
 	q.removed = 0
 }
 
-// Len returns the number of unacknowledged records in destination, leased
-// or not.
-func (b *Broker) Len(destination string) int {
+// Close does nothing: the data lives as long as the process, shared by
+// every handle ([Reopen]); the portable store refuses calls on a closed
+// handle.
+func (b *driver) Close() error { return nil }
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// of returns the memory driver under s, or nil.
+func of(s *broker.Store) *driver {
+	if s == nil {
+		return nil
+	}
+	d, _ := s.Driver().(*driver)
+	return d
+}
+
+// Len returns the number of unacknowledged records in destination of a
+// store made by [New], leased or not; 0 for any other store.
+func Len(s *broker.Store, destination string) int {
+	b := of(s)
+	if b == nil {
+		return 0
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if q := b.dests[destination]; q != nil {
@@ -241,9 +250,14 @@ func (b *Broker) Len(destination string) int {
 	return 0
 }
 
-// Messages returns copies of the unacknowledged messages of destination in
-// publish order, without leasing them.
-func (b *Broker) Messages(destination string) []*broker.Message {
+// Messages returns copies of the unacknowledged messages of destination
+// of a store made by [New], in publish order, without leasing them; nil
+// for any other store. Tests use it to see what a replay re-injected.
+func Messages(s *broker.Store, destination string) []*broker.Message {
+	b := of(s)
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := b.dests[destination]
@@ -259,16 +273,193 @@ func (b *Broker) Messages(destination string) []*broker.Message {
 	return out
 }
 
-// Close makes every later operation fail with [broker.ErrClosed].
-func (b *Broker) Close() error {
+// List implements [broker.Lister]: unacknowledged records (the memory
+// store keeps no history, so IncludeReplayed adds nothing), ordered by
+// sequence number, then destination. The cursor is "seq:destination" of
+// the page's last record.
+func (b *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return broker.Page{}, err
+	}
+	type pos struct {
+		seq  uint64
+		dest string
+	}
+	cmpPos := func(x, y pos) int {
+		if c := cmp.Compare(x.seq, y.seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.dest, y.dest)
+	}
+	var after pos
+	if opts.After != "" {
+		s, d, ok := strings.Cut(opts.After, ":")
+		v, err := strconv.ParseUint(s, 10, 64)
+		if !ok || err != nil {
+			return broker.Page{}, fmt.Errorf("memory: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
+		}
+		after = pos{v, d}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.closed = true
-	return nil
+	now := b.now()
+	type item struct {
+		p pos
+		e *entry
+	}
+	var all []item
+	for name, q := range b.dests {
+		if opts.Destination != "" && name != opts.Destination {
+			continue
+		}
+		for _, e := range q.order {
+			p := pos{e.seq, name}
+			if e.acked || (opts.After != "" && ((!opts.Newest && cmpPos(p, after) <= 0) || (opts.Newest && cmpPos(p, after) >= 0))) {
+				continue
+			}
+			all = append(all, item{p, e})
+		}
+	}
+	slices.SortFunc(all, func(x, y item) int {
+		if opts.Newest {
+			return cmpPos(y.p, x.p)
+		}
+		return cmpPos(x.p, y.p)
+	})
+	var page broker.Page
+	for i, it := range all {
+		if i == opts.Limit {
+			last := all[i-1].p
+			page.Next = strconv.FormatUint(last.seq, 10) + ":" + last.dest
+			break
+		}
+		if !it.e.decoded {
+			it.e.env, it.e.envErr = broker.EnvelopeOf(it.e.msg)
+			it.e.decoded = true
+		}
+		st := broker.StatusPending
+		if it.e.lease != "" && now.Before(it.e.leaseUntil) {
+			st = broker.StatusLeased
+		}
+		page.Entries = append(page.Entries, broker.Entry{Status: st, Record: &broker.Record{
+			ID: strconv.FormatUint(it.e.seq, 10), Destination: it.p.dest, Message: it.e.msg.Clone(),
+			Envelope: it.e.env, Deliveries: it.e.deliveries}})
+	}
+	return page, nil
 }
 
-func newToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// Destinations implements [broker.Lister].
+func (b *driver) Destinations(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ds []string
+	for name, q := range b.dests {
+		if q.live > 0 {
+			ds = append(ds, name)
+		}
+	}
+	slices.Sort(ds)
+	return ds, nil
+}
+
+// Purge implements [broker.Purger]. The memory store keeps no replayed
+// records, so only IncludePending deletes anything.
+func (b *driver) Purge(ctx context.Context, req broker.PurgeRequest) (broker.PurgeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return broker.PurgeResult{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	var res broker.PurgeResult
+	deleted := map[*entry]bool{}
+	names := make([]string, 0, len(b.dests))
+	for name := range b.dests {
+		if req.Destination == "" || name == req.Destination {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		q := b.dests[name]
+		for _, e := range q.order {
+			if e.acked || !req.IncludePending || (e.lease != "" && now.Before(e.leaseUntil)) {
+				continue
+			}
+			r := &broker.Record{ID: strconv.FormatUint(e.seq, 10), Destination: name, Message: e.msg}
+			if !req.Filter.MatchRecord(r) {
+				continue
+			}
+			deleted[e] = true
+			id := r.ID
+			if req.Destination == "" {
+				id = name + "/" + id
+			}
+			res.IDs = append(res.IDs, id)
+			res.BlobURIs = append(res.BlobURIs, blobURIs(e.msg)...)
+		}
+	}
+	slices.Sort(res.BlobURIs)
+	res.BlobURIs = slices.Compact(res.BlobURIs)
+	if len(res.BlobURIs) > 0 {
+		still := map[string]bool{}
+		for _, q := range b.dests {
+			for _, e := range q.order {
+				if !e.acked && !deleted[e] {
+					for _, u := range blobURIs(e.msg) {
+						still[u] = true
+					}
+				}
+			}
+		}
+		for _, u := range res.BlobURIs {
+			if !still[u] {
+				res.Orphaned = append(res.Orphaned, u)
+			}
+		}
+	}
+	if req.DryRun {
+		return res, nil
+	}
+	for _, q := range b.dests {
+		for _, e := range q.order {
+			if deleted[e] {
+				e.acked, e.lease = true, ""
+				q.live--
+				q.removed++
+			}
+		}
+		q.compact()
+	}
+	return res, nil
+}
+
+// blobURIs returns the offload URIs the envelope in m references.
+func blobURIs(m *broker.Message) []string {
+	env, err := broker.EnvelopeOf(m)
+	if err != nil {
+		return nil
+	}
+	var us []string
+	if env.Geometry.OffloadURI != "" {
+		us = append(us, env.Geometry.OffloadURI)
+	}
+	if env.RawPayloadOffloadURI != "" {
+		us = append(us, env.RawPayloadOffloadURI)
+	}
+	return us
+}
+
+// Reopen returns a second handle on the data of a store made by [New], as
+// another process would open a shared store: closing one handle leaves the
+// other working. It returns nil for any other store.
+func Reopen(s *broker.Store) *broker.Store {
+	b := of(s)
+	if b == nil {
+		return nil
+	}
+	return broker.NewStore("memory", b, nil)
 }

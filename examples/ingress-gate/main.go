@@ -53,7 +53,7 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	queue := memory.New(&memory.Options{MaxMessageBytes: int(*maxBytes)})
+	queue := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: int(*maxBytes)}})
 	opts := &ingress.Options{
 		MaxBytes:        *maxBytes,
 		MaxVertices:     *maxVertices,
@@ -155,7 +155,7 @@ func samples() []sample {
 
 // selfTest serves h on a free loopback port, posts the samples to it, and
 // prints each answer and the queue's depth.
-func selfTest(ctx context.Context, out io.Writer, h http.Handler, queue *memory.Broker) error {
+func selfTest(ctx context.Context, out io.Writer, h http.Handler, queue *broker.Store) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -189,7 +189,7 @@ func selfTest(ctx context.Context, out io.Writer, h http.Handler, queue *memory.
 			return fmt.Errorf("%s: got %s, want %d", s.name, resp.Status, s.want)
 		}
 	}
-	n := queue.Len(topic)
+	n := memory.Len(queue, topic)
 	fmt.Fprintf(out, "queue %s holds %d events\n", topic, n)
 	if n != 2 {
 		return fmt.Errorf("queue holds %d events, want 2", n)

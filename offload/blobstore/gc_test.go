@@ -61,7 +61,7 @@ type gcWorld struct {
 	t       *testing.T
 	off     *offload.Offloader
 	builder *envelope.Builder
-	dlq     *memory.Broker
+	dlq     *broker.Store
 	lister  offload.Lister
 }
 
@@ -102,7 +102,7 @@ func (w *gcWorld) purge(eventID string) {
 
 func (w *gcWorld) sweep(now time.Time, dryRun bool) offload.SweepReport {
 	w.t.Helper()
-	rep, err := w.off.Sweep(context.Background(), gcref.FromMessages(slices.Values(w.dlq.Messages(gcDest))),
+	rep, err := w.off.Sweep(context.Background(), gcref.FromMessages(slices.Values(memory.Messages(w.dlq, gcDest))),
 		&offload.SweepOptions{MinAge: time.Hour, DryRun: dryRun, Lister: w.lister, Now: func() time.Time { return now }})
 	require.NoError(w.t, err)
 	return rep

@@ -76,7 +76,7 @@ func TestFromMessagesAndRecords(t *testing.T) {
 		require.NoError(t, dlq.Publish(ctx, "dlt", &broker.Message{Body: body}))
 		want = append(want, env.Geometry.OffloadURI)
 	}
-	got, err := collect(t, gcref.FromMessages(slices.Values(dlq.Messages("dlt"))))
+	got, err := collect(t, gcref.FromMessages(slices.Values(memory.Messages(dlq, "dlt"))))
 	require.NoError(t, err)
 	require.Equal(t, want, got, "one URI per envelope, duplicates included")
 
@@ -96,7 +96,7 @@ func TestFromMessagesAndRecords(t *testing.T) {
 	// Something that is not an envelope makes the live set fail: its
 	// references cannot be known.
 	require.NoError(t, dlq.Publish(ctx, "dlt", &broker.Message{Body: []byte("not an envelope")}))
-	_, err = collect(t, gcref.FromMessages(slices.Values(dlq.Messages("dlt"))))
+	_, err = collect(t, gcref.FromMessages(slices.Values(memory.Messages(dlq, "dlt"))))
 	require.ErrorContains(t, err, "not a dlq.v1 envelope")
 	boom := errors.New("store down")
 	_, err = collect(t, gcref.FromRecords(func(yield func(*broker.Record, error) bool) { yield(nil, boom) }))
@@ -124,7 +124,7 @@ func Example() {
 	recs, _ := dlq.Fetch(ctx, "dlt", broker.Filter{EventIDs: []string{"evt-1"}}, 1)
 	_ = dlq.Ack(ctx, recs[0]) // evt-1 purged
 
-	live := gcref.FromMessages(slices.Values(dlq.Messages("dlt")))
+	live := gcref.FromMessages(slices.Values(memory.Messages(dlq, "dlt")))
 	rep, err := off.Sweep(ctx, live, &offload.SweepOptions{
 		Lister: offload.DirLister(store),
 		Now:    func() time.Time { return time.Now().Add(48 * time.Hour) },

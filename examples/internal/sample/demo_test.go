@@ -54,7 +54,7 @@ func TestCrashBeforeAck(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Error(t, src.Ack(ctx, recs[0]))
-	require.Equal(t, 1, b.Len("d"), "nothing was acknowledged")
+	require.Equal(t, 1, memory.Len(b, "d"), "nothing was acknowledged")
 }
 
 func ExampleTileServer() {

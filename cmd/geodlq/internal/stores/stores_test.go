@@ -13,7 +13,7 @@ import (
 )
 
 // memStore is a Store without Lister or Purger.
-type memStore struct{ *memory.Broker }
+type memStore struct{ *broker.Store }
 
 func (memStore) Close() error { return nil }
 

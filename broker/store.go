@@ -1,0 +1,575 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/internal/telemetry"
+)
+
+// Driver is what a dead-letter store adapter implements. Users never call
+// a Driver: they hold the portable [*Store] that [NewStore] wraps around
+// it, which owns everything the adapters share — the closed state,
+// argument checks, the size limit, write outcomes that a cancelled context
+// cannot make uncertain, filtering, and spans — so a driver implements
+// only what differs between brokers. (This is gocloud.dev's
+// portable-type-over-driver design; see docs/writing-a-store.md.)
+//
+// The portable Store guarantees a driver that:
+//   - it is never called after Close, and Close is called once, after
+//     every call in flight has returned;
+//   - destination is a valid name (see [ValidDestination]); m and r are
+//     not nil; max is in 1..[MaxFetch];
+//   - a Publish or Ack is never interrupted by its caller's cancellation
+//     once started: the driver gets a context without the caller's
+//     cancellation, bounded by [StoreOptions.WriteTimeout], so that the
+//     outcome it reports is the outcome the broker had;
+//   - a Publish body is within MaxMessageBytes when the driver implements
+//     [Limiter].
+//
+// A driver must:
+//   - Publish: return nil only once m is durable under the strongest
+//     setting the adapter was configured with; not retain m; refuse a
+//     message it cannot store whole with a [*classify.TooLargeError];
+//     accept any body bytes (empty, not JSON, not UTF-8).
+//   - Fetch: lease up to max records of destination that match f and are
+//     neither acknowledged nor leased by anyone else, oldest first (per
+//     key at least); set each Record's ID, Destination, Message, Lease and
+//     Deliveries when known. A driver may filter in the store or not at
+//     all: the portable Store releases fetched records that do not match
+//     f. Return (nil, nil) when nothing is available; honour ctx.
+//   - Ack, Release: settle a record leased by this store; return an error
+//     wrapping [ErrLeaseLost] when the lease expired or another holder
+//     took the record over (the holder's Lease no longer matches).
+//   - Close: release the driver's resources. Whether it closes a client
+//     the user passed in is the adapter's to document.
+//
+// All methods must be safe for concurrent use.
+type Driver interface {
+	Publish(ctx context.Context, destination string, m *Message) error
+	Fetch(ctx context.Context, destination string, f Filter, max int) ([]*Record, error)
+	Ack(ctx context.Context, r *Record) error
+	Release(ctx context.Context, r *Record) error
+	Close() error
+}
+
+// Optional driver interfaces. A [*Store] exposes each as a method of its
+// own, which returns an error wrapping [errors.ErrUnsupported] when its
+// driver lacks the interface.
+type (
+	// Lister reads records without leasing them. List returns one page of
+	// records of opts.Destination (every destination for "") that match
+	// opts.Filter, oldest first (newest first with opts.Newest), after
+	// the opaque cursor opts.After; Page.Next is the cursor of the next
+	// page, "" after the last. Destinations returns the destinations that
+	// hold records, sorted.
+	Lister interface {
+		List(ctx context.Context, opts ListOptions) (Page, error)
+		Destinations(ctx context.Context) ([]string, error)
+	}
+	// Statser counts records without reading them one by one.
+	Statser interface {
+		Stats(ctx context.Context, opts StatsOptions) ([]Count, error)
+	}
+	// Purger deletes records for good (see [PurgeRequest]). Records under
+	// a live lease are never deleted; selection, deletion and the blob
+	// reference check are atomic with respect to writers of the store.
+	Purger interface {
+		Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error)
+	}
+	// Aser gives access to the driver's native client (see [Store.As]).
+	Aser interface {
+		As(target any) bool
+	}
+)
+
+// MaxFetch is the most records one Fetch returns; a larger max is lowered
+// to it.
+const MaxFetch = 10_000
+
+// MaxDestinationLen is the longest destination name, in bytes.
+const MaxDestinationLen = 255
+
+// ErrInvalidArgument is wrapped by the errors a [*Store] returns for
+// arguments no store accepts: an empty or malformed destination, a nil
+// message or record, a record of another destination.
+var ErrInvalidArgument = errors.New("invalid argument")
+
+// ValidDestination reports whether name is usable as a destination by
+// every store: 1 to [MaxDestinationLen] bytes of valid UTF-8 without
+// control characters. Adapters may refuse more (a Kafka topic allows only
+// [a-zA-Z0-9._-]).
+func ValidDestination(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty destination: %w", ErrInvalidArgument)
+	case len(name) > MaxDestinationLen:
+		return fmt.Errorf("destination of %d bytes (limit %d): %w", len(name), MaxDestinationLen, ErrInvalidArgument)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("destination %q is not valid UTF-8: %w", name, ErrInvalidArgument)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("destination %q holds a control character: %w", name, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// StoreOptions configures the portable part of a [*Store]. Adapters embed
+// it in their own Options, so that these settings have one name in every
+// adapter. The zero value and nil are valid.
+type StoreOptions struct {
+	// LeaseTTL is how long a fetched record stays invisible to other
+	// fetchers before it is redelivered (a lease, a visibility timeout, an
+	// ack deadline). Each adapter documents its default and range.
+	LeaseTTL time.Duration
+	// MaxMessageBytes is the largest message body the store accepts; 0
+	// means the adapter's default, which each adapter documents (its
+	// broker's limit).
+	MaxMessageBytes int
+	// WriteTimeout bounds a Publish or Ack once started. A started write
+	// is not interrupted by its caller's context (its outcome would
+	// become uncertain: written, but reported failed, and then written
+	// again); it ends when the broker answers or WriteTimeout passes.
+	// Default 30s.
+	WriteTimeout time.Duration
+	// CancelGrace is how long a caller whose context ends waits for its
+	// started write to finish before Publish or Ack returns. Within the
+	// grace the caller gets the write's true outcome; after it, an error
+	// wrapping the context's error and [ErrOutcomeUnknown] (the write
+	// goes on in the background, bounded by WriteTimeout). Default 2s.
+	CancelGrace time.Duration
+	// Logger receives the adapter's log records. Nil discards.
+	Logger *slog.Logger
+	// TracerProvider traces geodlq.store.publish, .fetch, .ack, .release,
+	// .list, .stats and .purge. Nil traces nothing.
+	TracerProvider trace.TracerProvider
+}
+
+// ErrOutcomeUnknown is wrapped when a write's outcome is not known: the
+// caller's context ended and the write did not finish within
+// [StoreOptions.CancelGrace], or WriteTimeout passed. The write may have
+// happened.
+var ErrOutcomeUnknown = errors.New("write outcome unknown")
+
+// Store is a dead-letter store: the portable type every adapter returns.
+// It is a [Publisher] (dead-letter writes, replay re-injection), a
+// [DeadLetterSource] (replay), a [Limiter], and, when its driver supports
+// them, a [Lister], [Statser] and [Purger]. It is safe for concurrent use.
+type Store struct {
+	drv    Driver
+	name   string
+	tracer trace.Tracer
+	log    *slog.Logger
+	write  time.Duration
+	grace  time.Duration
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
+	closeErr error
+	closing  chan struct{}
+}
+
+var (
+	_ Publisher        = (*Store)(nil)
+	_ DeadLetterSource = (*Store)(nil)
+	_ Limiter          = (*Store)(nil)
+	_ Lister           = (*Store)(nil)
+	_ Statser          = (*Store)(nil)
+	_ Purger           = (*Store)(nil)
+)
+
+// NewStore returns the portable store over d. name identifies the adapter
+// ("postgis", "sqs") in errors and spans. Adapters call it from their
+// constructors; users call the adapters' constructors (or [OpenStore]).
+func NewStore(name string, d Driver, opts *StoreOptions) *Store {
+	var o StoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.CancelGrace <= 0 {
+		o.CancelGrace = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if name == "" {
+		name = "store"
+	}
+	return &Store{drv: d, name: name, tracer: telemetry.New(nil, o.TracerProvider).Tracer,
+		log: o.Logger, write: o.WriteTimeout, grace: o.CancelGrace, closing: make(chan struct{})}
+}
+
+// Name returns the adapter's name, as given to [NewStore].
+func (s *Store) Name() string { return s.name }
+
+// enter registers a call in flight; it fails once the store is closed.
+func (s *Store) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("%s: %w", s.name, ErrClosed)
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *Store) span(ctx context.Context, op, dest string) (context.Context, trace.Span) {
+	return s.tracer.Start(ctx, "geodlq.store."+op, trace.WithAttributes(
+		attribute.String("geodlq.store", s.name), attribute.String("geodlq.destination", dest)))
+}
+
+func (s *Store) errorf(op string, err error) error {
+	return fmt.Errorf("%s: %s: %w", s.name, op, err)
+}
+
+// settled runs a write so that the caller's cancellation cannot make its
+// outcome uncertain: fn gets a context without ctx's cancellation, bounded
+// by WriteTimeout; if ctx ends first, the caller waits up to CancelGrace
+// for the outcome.
+func (s *Store) settled(ctx context.Context, fn func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err // not started: nothing is uncertain
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.write)
+	done := make(chan error, 1)
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		defer cancel()
+		done <- fn(wctx)
+	}()
+	select {
+	case err := <-done:
+		if err != nil && wctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("no answer within %v: %w: %w", s.write, ErrOutcomeUnknown, err)
+		}
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(s.grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w: %w (the write goes on in the background)", ctx.Err(), ErrOutcomeUnknown)
+	}
+}
+
+// Publish writes m to destination and returns once the store holds it
+// durably (see [Publisher]). A body over [Store.MaxMessageBytes] is
+// refused with a [*classify.TooLargeError]; nothing is stored. A cancelled
+// ctx refuses the write if it has not started, and otherwise waits for its
+// outcome (see [StoreOptions.CancelGrace]).
+func (s *Store) Publish(ctx context.Context, destination string, m *Message) (err error) {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	ctx, span := s.span(ctx, "publish", destination)
+	defer func() { telemetry.End(span, err) }()
+	if err := ValidDestination(destination); err != nil {
+		return s.errorf("publish", err)
+	}
+	if m == nil {
+		return s.errorf("publish", fmt.Errorf("nil message: %w", ErrInvalidArgument))
+	}
+	span.SetAttributes(attribute.Int("geodlq.body_bytes", len(m.Body)))
+	if limit := s.MaxMessageBytes(destination); limit > 0 && len(m.Body) > limit {
+		return &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: limit}
+	}
+	return s.settled(ctx, func(ctx context.Context) error { return s.drv.Publish(ctx, destination, m) })
+}
+
+// Fetch leases up to max records of destination that match f (see
+// [DeadLetterSource]). max is capped at [MaxFetch]; max <= 0 fetches
+// nothing. Records the driver returns that do not match f are released
+// at once and left out, so every filter field holds for every adapter.
+func (s *Store) Fetch(ctx context.Context, destination string, f Filter, max int) (recs []*Record, err error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	ctx, span := s.span(ctx, "fetch", destination)
+	defer func() {
+		span.SetAttributes(attribute.Int("geodlq.records", len(recs)))
+		telemetry.End(span, err)
+	}()
+	if err := ValidDestination(destination); err != nil {
+		return nil, s.errorf("fetch", err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, s.errorf("fetch", err)
+	}
+	if max <= 0 {
+		return nil, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	max = min(max, MaxFetch)
+	// A driver that filters less than f asks for gets the non-matching
+	// records released — after the fetch, so that they are not fetched
+	// again meanwhile. It is asked again while it returns full batches,
+	// up to a bounded scan.
+	var kept, drop []*Record
+	for range fetchRounds {
+		batch, err := s.drv.Fetch(ctx, destination, f, max-len(kept))
+		if err != nil {
+			if len(kept) == 0 {
+				s.releaseAll(ctx, destination, drop)
+				return nil, err
+			}
+			break // return what is leased; the next Fetch reports the error
+		}
+		want := max - len(kept)
+		for _, r := range batch {
+			if r == nil {
+				continue
+			}
+			if r.Destination == "" {
+				r.Destination = destination
+			}
+			if f.IsZero() || f.MatchRecord(r) {
+				kept = append(kept, r)
+			} else {
+				drop = append(drop, r)
+			}
+		}
+		if len(kept) == max || len(batch) < want || len(drop) == 0 {
+			break
+		}
+	}
+	s.releaseAll(ctx, destination, drop)
+	return kept, nil
+}
+
+// fetchRounds bounds how many times one Fetch asks its driver again for
+// records its filter did not match.
+const fetchRounds = 64
+
+func (s *Store) releaseAll(ctx context.Context, destination string, drop []*Record) {
+	if len(drop) > 0 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.write)
+		for _, r := range drop {
+			if rerr := s.drv.Release(rctx, r); rerr != nil {
+				s.log.WarnContext(ctx, "geodlq: releasing a fetched record outside the filter failed; it returns when its lease expires",
+					slog.String("store", s.name), slog.String("destination", destination), slog.String("record", r.ID), slog.Any("error", rerr))
+			}
+		}
+		cancel()
+	}
+}
+
+func (s *Store) checkRecord(op string, r *Record) error {
+	if r == nil {
+		return s.errorf(op, fmt.Errorf("nil record: %w", ErrInvalidArgument))
+	}
+	if err := ValidDestination(r.Destination); err != nil {
+		return s.errorf(op, fmt.Errorf("record %q: %w", r.ID, err))
+	}
+	if r.ID == "" {
+		return s.errorf(op, fmt.Errorf("record without an id: %w", ErrInvalidArgument))
+	}
+	return nil
+}
+
+// Ack removes r for good (see [DeadLetterSource]); it fails with an error
+// wrapping [ErrLeaseLost] when r's lease was lost. Like Publish, a started
+// Ack is not interrupted by ctx.
+func (s *Store) Ack(ctx context.Context, r *Record) (err error) {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := s.checkRecord("ack", r); err != nil {
+		return err
+	}
+	ctx, span := s.span(ctx, "ack", r.Destination)
+	defer func() { telemetry.End(span, err) }()
+	return s.settled(ctx, func(ctx context.Context) error { return s.drv.Ack(ctx, r) })
+}
+
+// Release gives r back at once (see [DeadLetterSource]).
+func (s *Store) Release(ctx context.Context, r *Record) (err error) {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := s.checkRecord("release", r); err != nil {
+		return err
+	}
+	ctx, span := s.span(ctx, "release", r.Destination)
+	defer func() { telemetry.End(span, err) }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.drv.Release(ctx, r)
+}
+
+// MaxMessageBytes implements [Limiter]: the driver's limit, or 0.
+func (s *Store) MaxMessageBytes(destination string) int {
+	if l, ok := s.drv.(Limiter); ok {
+		return l.MaxMessageBytes(destination)
+	}
+	return 0
+}
+
+// As gives access to the adapter's native client or store: each adapter's
+// package doc lists, under "# As", the types target may point to. It
+// reports whether target was set.
+func (s *Store) As(target any) bool {
+	if a, ok := s.drv.(Aser); ok {
+		return a.As(target)
+	}
+	return false
+}
+
+// Driver returns the driver the store wraps, for adapters' own helpers and
+// for conformance tests. Users should not need it.
+func (s *Store) Driver() Driver { return s.drv }
+
+// List returns a page of records without leasing them (see [Lister]). The
+// page's records all match opts.Filter, whatever the driver filters
+// itself. It fails with an error wrapping [errors.ErrUnsupported] when
+// the adapter cannot list.
+func (s *Store) List(ctx context.Context, opts ListOptions) (p Page, err error) {
+	if err := s.enter(); err != nil {
+		return Page{}, err
+	}
+	defer s.inflight.Done()
+	l, ok := s.drv.(Lister)
+	if !ok {
+		return Page{}, s.errorf("list", errors.ErrUnsupported)
+	}
+	if opts.Destination != "" {
+		if err := ValidDestination(opts.Destination); err != nil {
+			return Page{}, s.errorf("list", err)
+		}
+	}
+	if err := opts.Filter.Validate(); err != nil {
+		return Page{}, s.errorf("list", err)
+	}
+	if opts.Limit <= 0 {
+		opts.Limit = DefaultListLimit
+	}
+	opts.Limit = min(opts.Limit, MaxListLimit)
+	ctx, span := s.span(ctx, "list", opts.Destination)
+	defer func() {
+		span.SetAttributes(attribute.Int("geodlq.records", len(p.Entries)))
+		telemetry.End(span, err)
+	}()
+	if err := ctx.Err(); err != nil {
+		return Page{}, err
+	}
+	p, err = l.List(ctx, opts)
+	if err != nil {
+		return Page{}, err
+	}
+	if !opts.Filter.IsZero() {
+		p.Entries = slices.DeleteFunc(p.Entries, func(e Entry) bool { return e.Record == nil || !opts.Filter.MatchRecord(e.Record) })
+	}
+	return p, nil
+}
+
+// Destinations returns the destinations that hold records, sorted (see
+// [Lister]).
+func (s *Store) Destinations(ctx context.Context) ([]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	l, ok := s.drv.(Lister)
+	if !ok {
+		return nil, s.errorf("destinations", errors.ErrUnsupported)
+	}
+	ds, err := l.Destinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ds)
+	return slices.Compact(ds), nil
+}
+
+// Stats counts records (see [Statser]). A store without a native count
+// but with a [Lister] is counted by listing; otherwise the error wraps
+// [errors.ErrUnsupported].
+func (s *Store) Stats(ctx context.Context, opts StatsOptions) (counts []Count, err error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	if err := opts.Filter.Validate(); err != nil {
+		return nil, s.errorf("stats", err)
+	}
+	ctx, span := s.span(ctx, "stats", opts.Destination)
+	defer func() { telemetry.End(span, err) }()
+	if st, ok := s.drv.(Statser); ok {
+		return st.Stats(ctx, opts)
+	}
+	l, ok := s.drv.(Lister)
+	if !ok {
+		return nil, s.errorf("stats", errors.ErrUnsupported)
+	}
+	return countByListing(ctx, l, opts)
+}
+
+// Purge deletes records for good (see [PurgeRequest], [Purger]); it fails
+// with an error wrapping [errors.ErrUnsupported] when the adapter cannot.
+func (s *Store) Purge(ctx context.Context, req PurgeRequest) (res PurgeResult, err error) {
+	if err := s.enter(); err != nil {
+		return PurgeResult{}, err
+	}
+	defer s.inflight.Done()
+	p, ok := s.drv.(Purger)
+	if !ok {
+		return PurgeResult{}, s.errorf("purge", errors.ErrUnsupported)
+	}
+	if err := req.validate(); err != nil {
+		return PurgeResult{}, s.errorf("purge", err)
+	}
+	ctx, span := s.span(ctx, "purge", req.Destination)
+	defer func() {
+		span.SetAttributes(attribute.Int("geodlq.records", len(res.IDs)), attribute.Bool("geodlq.dry_run", req.DryRun))
+		telemetry.End(span, err)
+	}()
+	if err := ctx.Err(); err != nil {
+		return PurgeResult{}, err
+	}
+	return p.Purge(ctx, req)
+}
+
+// Close closes the store: later calls fail with an error wrapping
+// [ErrClosed], calls in flight finish first, and then the driver is
+// closed. Close is idempotent; every call returns the driver's Close
+// error.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.closing
+		return s.closeErr
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	s.closeErr = s.drv.Close()
+	close(s.closing)
+	return s.closeErr
+}
