@@ -78,7 +78,7 @@ func TestCorpusThroughPipeline(t *testing.T) {
 	consume()
 
 	var poison []*envelope.Envelope
-	for _, m := range memory.Messages(b, topic + ".poison.dlt") {
+	for _, m := range memory.Messages(b, topic+".poison.dlt") {
 		env, err := envelope.Decode(m.Body)
 		require.NoError(t, err)
 		poison = append(poison, env)

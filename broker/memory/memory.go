@@ -28,11 +28,11 @@ type Options struct {
 
 // driver is the in-memory [broker.Driver]. It is safe for concurrent use.
 type driver struct {
-	mu     sync.Mutex
-	dests  map[string]*queue
-	ttl    time.Duration
-	limit  int
-	now    func() time.Time
+	mu    sync.Mutex
+	dests map[string]*queue
+	ttl   time.Duration
+	limit int
+	now   func() time.Time
 }
 
 type queue struct {
