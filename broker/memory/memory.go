@@ -463,3 +463,30 @@ func Reopen(s *broker.Store) *broker.Store {
 	}
 	return broker.NewStore("memory", b, nil)
 }
+
+// ConsumerOptions configures [NewConsumer]. The zero value and nil are
+// valid.
+type ConsumerOptions struct {
+	broker.ConsumerOptions
+	// PollInterval is how long the consumer waits after finding the
+	// destination empty. Default 1s.
+	PollInterval time.Duration
+}
+
+// NewConsumer returns a consumer of destination of the store s (made by
+// [New], or any other store: it is [broker.StoreSource]) that processes
+// with proc. A message that is not acknowledged stays leased until its
+// lease expires (Options.LeaseTTL), then comes again.
+func NewConsumer(s *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
+	if s == nil {
+		return nil, fmt.Errorf("memory: NewConsumer: nil store: %w", broker.ErrInvalidArgument)
+	}
+	if err := broker.ValidDestination(destination); err != nil {
+		return nil, fmt.Errorf("memory: NewConsumer: %w", err)
+	}
+	var o ConsumerOptions
+	if opts != nil {
+		o = *opts
+	}
+	return broker.NewConsumer(broker.StoreSource(s, destination, &broker.StoreSourceOptions{PollInterval: o.PollInterval}), proc, &o.ConsumerOptions)
+}
