@@ -250,7 +250,7 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		stage = b.defaultStage
 	}
 	first := in.FirstSeenAt.UTC().Round(0)
-	if first.IsZero() || first.Year() < 1 || first.Year() > 9999 {
+	if first.Year() < 2 || first.Year() > 9999 { // year 1: Go's zero time, unset on the wire
 		first = now
 	}
 	e := &Envelope{

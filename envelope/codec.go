@@ -436,6 +436,10 @@ func Decode(data []byte) (*Envelope, error) {
 	if version != SchemaVersion {
 		return nil, &VersionError{Version: version}
 	}
+	// What encoding/json would hide from the rules: see checkWire.
+	if vs, ok := checkWire(data); ok && len(vs) > 0 {
+		return nil, invalid(vs...)
+	}
 	var w wire
 	if err := json.Unmarshal(data, &w); err != nil {
 		var te *json.UnmarshalTypeError

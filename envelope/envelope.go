@@ -103,7 +103,7 @@ type GeometryError struct {
 	// Kind is the bounded label of Reason ("self_intersection", …).
 	Kind string `json:"kind,omitempty" validate:"max=64"`
 	// Location is the offending vertex [x, y], if known.
-	Location []float64 `json:"location,omitempty" validate:"omitempty,len=2,dive,finite"`
+	Location []float64 `json:"location,omitempty" validate:"omitnil,len=2,dive,finite"`
 	// EPSG is the EPSG code involved in a CRS mismatch (0: unparseable or
 	// without an EPSG code). Present for every crs_mismatch.
 	EPSG *int `json:"epsg,omitempty" validate:"omitnil,min=0"`

@@ -140,14 +140,19 @@ func isHex64(s string) bool {
 //   - destination is "retry" or "poison", and a deterministic class
 //     (invalid_geometry, schema_violation, crs_mismatch,
 //     resource_exhausted) goes only to "poison";
-//   - a crs_mismatch carries geometry_error with epsg present (0 when the
-//     CRS has no known EPSG code);
+//   - an invalid_geometry carries geometry_error, and a crs_mismatch
+//     carries it with epsg present (0 when the CRS has no known EPSG code);
+//   - first_seen_at and dead_lettered_at are set (in years 2–9999: year 1
+//     holds Go's zero time);
+//   - offload_uri and raw_payload_offload_uri are absolute URIs of
+//     printable ASCII;
 //   - the geometry is exactly one of inline and offload_uri; inline
 //     geometry is byte_size bytes long; content_sha256 and payload_sha256
 //     are 64 lowercase hex digits;
 //   - payload_offset is -1 exactly when the geometry is missing, and an
 //     offloaded geometry has a location in the payload;
-//   - raw_payload and raw_payload_offload_uri are not both set, and
+//   - raw_payload and raw_payload_offload_uri are not both set (a non-nil
+//     RawPayload counts as set, even when empty), and
 //     raw_payload is payload_size bytes long (less the offloaded geometry's
 //     byte_size, plus its {"$ref":…} object);
 //   - the encodings named can carry their bytes exactly.
@@ -172,14 +177,25 @@ func (e *Envelope) validate(vs []Violation) error {
 	if e.FailureClass.Deterministic() && e.Route != classify.RoutePoison {
 		add("destination", "destination", fmt.Sprintf("failure_class %s is deterministic and must go to \"poison\", not %q", e.FailureClass, string(e.Route)))
 	}
+	if e.FailureClass == classify.ClassInvalidGeometry && e.GeometryError == nil {
+		add("geometry_error", "required", "an invalid_geometry must record geometry_error")
+	}
 	if e.FailureClass == classify.ClassCRSMismatch && (e.GeometryError == nil || e.GeometryError.EPSG == nil) {
 		add("geometry_error.epsg", "epsg", "a crs_mismatch must record geometry_error.epsg (0 when unknown)")
 	}
-	if e.FirstSeenAt.IsZero() {
-		add("first_seen_at", "required", "first_seen_at is required")
+	// Year 1 holds Go's zero time, which means unset.
+	if e.FirstSeenAt.Year() < 2 {
+		add("first_seen_at", "required", "first_seen_at is required (a time in years 0002–9999)")
 	}
-	if e.DeadLetteredAt.IsZero() {
-		add("dead_lettered_at", "required", "dead_lettered_at is required")
+	if e.DeadLetteredAt.Year() < 2 {
+		add("dead_lettered_at", "required", "dead_lettered_at is required (a time in years 0002–9999)")
+	}
+	for _, u := range []struct{ field, uri string }{
+		{"geometry.offload_uri", e.Geometry.OffloadURI}, {"raw_payload_offload_uri", e.RawPayloadOffloadURI},
+	} {
+		if u.uri != "" && !schemaPatterns().uri.MatchString(u.uri) {
+			add(u.field, "uri", u.field+" is not an absolute URI of printable ASCII")
+		}
 	}
 	g := &e.Geometry
 	switch {
@@ -202,7 +218,7 @@ func (e *Envelope) validate(vs []Violation) error {
 	if g.PayloadOffset < -1 || g.PayloadOffset > e.PayloadSize {
 		add("geometry.payload_offset", "range", fmt.Sprintf("geometry.payload_offset %d outside [-1, payload_size]", g.PayloadOffset))
 	}
-	if e.RawPayloadOffloadURI != "" && len(e.RawPayload) > 0 {
+	if e.RawPayloadOffloadURI != "" && e.RawPayload != nil {
 		add("raw_payload", "exactly_one", "raw_payload and raw_payload_offload_uri are both set")
 	}
 	if e.RawPayloadOffloadURI == "" && g.OffloadURI == "" && int64(len(e.RawPayload)) != e.PayloadSize {
