@@ -197,14 +197,21 @@ func TestFilterValidate(t *testing.T) {
 	require.NoError(t, broker.Filter{Classes: classify.Classes(), ReasonKinds: classify.ReasonKinds(), BBox: bound(-1, -1, 1, 1)}.Validate())
 }
 
+// gotOpts is what the test scheme's opener was last given.
+var (
+	gotOpts    broker.OpenOptions
+	registerMu sync.Once
+)
+
 func TestOpenStore(t *testing.T) {
-	var gotOpts broker.OpenOptions
-	broker.RegisterStore("geodlqtest", func(_ context.Context, u *url.URL, raw string, o broker.OpenOptions) (*broker.Store, error) {
-		gotOpts = o
-		if u.Host == "missing" {
-			return nil, broker.ErrNoStore
-		}
-		return memory.New(nil), nil
+	registerMu.Do(func() {
+		broker.RegisterStore("geodlqtest", func(_ context.Context, u *url.URL, raw string, o broker.OpenOptions) (*broker.Store, error) {
+			gotOpts = o
+			if u.Host == "missing" {
+				return nil, broker.ErrNoStore
+			}
+			return memory.New(nil), nil
+		})
 	})
 	require.Contains(t, broker.StoreSchemes(), "geodlqtest")
 	require.Panics(t, func() { broker.RegisterStore("geodlqtest", nil) })
