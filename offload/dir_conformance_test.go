@@ -34,6 +34,13 @@ func (h *dirHarness) Tamper(_ context.Context, _ offload.Store, key string, muta
 
 func (h *dirHarness) Capabilities() offloadtest.Capabilities { return offloadtest.Capabilities{} }
 
+// Path makes the harness an offloadtest.FileHarness.
+func (h *dirHarness) Path(_ offload.Store, key string) string {
+	return filepath.Join(h.dir, "store", filepath.FromSlash(key))
+}
+
+var _ offloadtest.FileHarness = (*dirHarness)(nil)
+
 func (h *dirHarness) Close() {
 	for _, s := range h.stores {
 		_ = s.Close()

@@ -1,36 +1,39 @@
 package offload
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"sync"
 )
 
 // MemStore is a [Store] in process memory, for tests and for pipelines
-// whose dead-letter store is itself in memory. Objects are immutable byte
-// slices: Get hands out a reader over the stored slice without copying,
-// and Put stores a fresh slice (the store's one copy of the object).
+// whose dead-letter store is itself in memory. Objects are immutable:
+// Put makes the store's one copy of the object, Get hands out a reader
+// over it without copying.
 type MemStore struct {
 	mu      sync.RWMutex
-	objects map[string][]byte
+	objects map[string]string
 }
 
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty in-memory store.
 func NewMemStore() *MemStore {
-	return &MemStore{objects: make(map[string][]byte)}
+	return &MemStore{objects: make(map[string]string)}
 }
 
 // URI returns "mem://geodlq", the default base URI of an [Offloader] over a
 // MemStore.
 func (s *MemStore) URI() string { return "mem://geodlq" }
 
-// Put implements [Store.Put]. The object is read into one allocation of
-// exactly size bytes.
+// Put implements [Store.Put]. The object is read into one allocation. Its
+// size is taken from the reader when it can tell (a Len() int method, as
+// *bytes.Reader, *bytes.Buffer and *strings.Reader have; a mismatch with
+// the declared size fails at once), and never from the declared size
+// alone: otherwise the allocation grows with the bytes that arrive.
 func (s *MemStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := checkKey("put", key); err != nil {
 		return err
@@ -41,7 +44,7 @@ func (s *MemStore) Put(ctx context.Context, key string, r io.Reader, size int64)
 	if size < 0 || size > maxMemObject {
 		return fmt.Errorf("offload: put %q: size %d: %w", key, size, ErrSizeMismatch)
 	}
-	buf, err := readExactly(r, size)
+	obj, err := readExactly(ctx, r, size)
 	if err != nil {
 		return fmt.Errorf("offload: put %q: %w", key, err)
 	}
@@ -49,16 +52,21 @@ func (s *MemStore) Put(ctx context.Context, key string, r io.Reader, size int64)
 		return fmt.Errorf("offload: put %q: %w", key, err)
 	}
 	s.mu.Lock()
-	s.objects[key] = buf
+	s.objects[key] = obj
 	s.mu.Unlock()
 	return nil
 }
 
-// maxMemObject bounds a single in-memory object (it also keeps a bogus
-// size from turning into a huge allocation).
-const maxMemObject = 1 << 34
+// maxMemObject bounds a single in-memory object.
+const maxMemObject = min(1<<34, math.MaxInt)
 
-// Get implements [Store.Get].
+// memReader reads one stored object and reports its size.
+type memReader struct{ *strings.Reader }
+
+// Close does nothing.
+func (memReader) Close() error { return nil }
+
+// Get implements [Store.Get]. The reader never blocks.
 func (s *MemStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey("get", key); err != nil {
 		return nil, err
@@ -72,7 +80,7 @@ func (s *MemStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if !ok {
 		return nil, fmt.Errorf("offload: get %q: %w", key, ErrNotFound)
 	}
-	return io.NopCloser(bytes.NewReader(b)), nil
+	return memReader{strings.NewReader(b)}, nil
 }
 
 // Exists implements [Store.Exists].
@@ -124,61 +132,67 @@ func (s *MemStore) Keys() []string {
 	return keys
 }
 
-// readExactly reads exactly size bytes from r into one new slice. A reader
-// that can write itself out (bytes.Reader, bytes.Buffer, …) is copied
-// straight into it.
-func readExactly(r io.Reader, size int64) ([]byte, error) {
-	if wt, ok := r.(io.WriterTo); ok {
-		w := &appendWriter{limit: size}
-		if _, err := wt.WriteTo(w); err != nil && !errors.Is(err, errTooMuch) {
-			return nil, fmt.Errorf("reading object: %w", err)
-		}
-		if w.over || int64(len(w.buf)) != size {
-			return nil, fmt.Errorf("reader yielded %s bytes, declared %d: %w", countString(int64(len(w.buf)), size, w.over), size, ErrSizeMismatch)
-		}
-		if w.buf == nil {
-			w.buf = []byte{}
-		}
-		return w.buf, nil
-	}
-	// Grow with the data rather than trusting size for the allocation.
-	b := bytes.NewBuffer(make([]byte, 0, min(size, initialBuffer)))
-	if err := copyExactly(b, r, size); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
 const (
-	copyChunk     = 1 << 20
-	initialBuffer = 1 << 26
+	// copyChunk bounds one memmove, which cannot be preempted.
+	copyChunk = 1 << 20
+	// initialBuffer is the first allocation for an object whose reader
+	// does not tell its length.
+	initialBuffer = 64 << 10
 )
 
-var errTooMuch = errors.New("more bytes than declared")
-
-// appendWriter collects at most limit bytes.
-type appendWriter struct {
-	buf   []byte
-	limit int64
-	over  bool
+// readExactly reads exactly size bytes from r into one new string. The
+// allocation is the reader's own length when it tells it (and equals
+// size), else it starts small and grows with the data: a declared size
+// alone never decides an allocation. The copy is made in chunks, each a
+// preemptible step, and stops once ctx is done.
+func readExactly(ctx context.Context, r io.Reader, size int64) (string, error) {
+	var b strings.Builder // grows without zeroing: the bytes are overwritten
+	if l, ok := r.(interface{ Len() int }); ok {
+		if n := int64(l.Len()); n != size {
+			return "", fmt.Errorf("reader yielded %s bytes, declared %d: %w", countString(n, size, n > size), size, ErrSizeMismatch)
+		}
+		b.Grow(int(size))
+		if wt, ok := r.(io.WriterTo); ok {
+			// Straight from the reader's memory: one copy.
+			n, err := wt.WriteTo(&chunkWriter{ctx: ctx, b: &b, limit: size})
+			if err != nil {
+				return "", fmt.Errorf("reading object: %w", err)
+			}
+			if n != size {
+				return "", fmt.Errorf("reader yielded %d bytes, declared %d: %w", n, size, ErrSizeMismatch)
+			}
+			return b.String(), nil
+		}
+	} else {
+		b.Grow(int(min(size, initialBuffer)))
+	}
+	if err := copyExactly(&chunkWriter{ctx: ctx, b: &b, limit: size + 1}, r, size); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
-// Write appends p, failing once more than limit bytes arrive.
-func (w *appendWriter) Write(p []byte) (int, error) {
-	if int64(len(w.buf))+int64(len(p)) > w.limit {
-		w.over = true
-		return 0, errTooMuch
+// chunkWriter appends to a strings.Builder in chunks of at most copyChunk
+// bytes, failing once ctx is done or more than limit bytes arrive.
+type chunkWriter struct {
+	ctx   context.Context
+	b     *strings.Builder
+	limit int64
+}
+
+// Write appends p.
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	if int64(w.b.Len())+int64(len(p)) > w.limit {
+		return 0, ErrSizeMismatch
 	}
-	if w.buf == nil {
-		// Exactly the object when it arrives at once; otherwise grow with
-		// the data rather than trusting the declared size.
-		w.buf = make([]byte, 0, max(int64(len(p)), min(w.limit, initialBuffer)))
+	n := 0
+	for len(p) > 0 {
+		if err := w.ctx.Err(); err != nil {
+			return n, err
+		}
+		c := min(len(p), copyChunk)
+		w.b.Write(p[:c])
+		p, n = p[c:], n+c
 	}
-	// Copy in chunks: one huge memmove cannot be preempted.
-	for q := p; len(q) > 0; {
-		n := min(len(q), copyChunk)
-		w.buf = append(w.buf, q[:n]...)
-		q = q[n:]
-	}
-	return len(p), nil
+	return n, nil
 }

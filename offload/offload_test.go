@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -129,10 +130,95 @@ func TestDirStoreWithSpaceInPath(t *testing.T) {
 }
 
 func TestMaxSize(t *testing.T) {
+	ctx := context.Background()
 	o, err := offload.New(offload.NewMemStore(), &offload.Options{MaxSize: 4})
 	require.NoError(t, err)
-	_, err = o.Put(context.Background(), []byte("12345"), offload.ExtJSON)
-	require.Error(t, err)
+	_, err = o.Put(ctx, []byte("12345"), offload.ExtJSON)
+	require.ErrorIs(t, err, offload.ErrTooLarge)
+	ref, err := o.Put(ctx, []byte("1234"), offload.ExtJSON)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		size     int64
+		tooLarge bool
+	}{{5, true}, {-1, false}, {3, false}} {
+		bad := ref
+		bad.Size = tc.size
+		_, err = o.Fetch(ctx, bad)
+		require.ErrorIs(t, err, offload.ErrIntegrity, "size %d", tc.size)
+		require.Equal(t, tc.tooLarge, errors.Is(err, offload.ErrTooLarge), "size %d: %v", tc.size, err)
+	}
+}
+
+// A store whose reader reports a size other than the object's, and one
+// that reports no progress: Fetch trusts neither.
+type lyingStore struct {
+	offload.Store
+	size  int64
+	stuck bool
+}
+
+type lyingReader struct {
+	io.ReadCloser
+	size  int64
+	stuck bool
+}
+
+func (r lyingReader) Size() int64 { return r.size }
+
+func (r lyingReader) Read(p []byte) (int, error) {
+	if r.stuck {
+		return 0, nil
+	}
+	return r.ReadCloser.Read(p)
+}
+
+func (s lyingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return lyingReader{rc, s.size, s.stuck}, nil
+}
+
+func TestFetchDoesNotTrustTheReaderSize(t *testing.T) {
+	ctx := context.Background()
+	mem := offload.NewMemStore()
+	data := bytes.Repeat([]byte("0123456789"), 100_000)
+	for _, tc := range []struct {
+		name    string
+		store   lyingStore
+		wantErr error
+	}{
+		{"reports fewer bytes", lyingStore{Store: mem, size: 10}, nil},
+		{"reports more bytes", lyingStore{Store: mem, size: 1 << 40}, nil},
+		{"reports a negative size", lyingStore{Store: mem, size: -5}, nil},
+		{"never makes progress", lyingStore{Store: mem, size: 0, stuck: true}, io.ErrNoProgress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := offload.New(tc.store, &offload.Options{BaseURI: "mem://geodlq"})
+			require.NoError(t, err)
+			ref, err := o.Put(ctx, data, offload.ExtJSON)
+			require.NoError(t, err)
+			got, err := o.Fetch(ctx, ref)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, data, got)
+		})
+	}
+}
+
+func TestFetchCanceled(t *testing.T) {
+	o, err := offload.New(offload.NewMemStore(), nil)
+	require.NoError(t, err)
+	ref, err := o.Put(context.Background(), []byte("x"), offload.ExtJSON)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = o.Fetch(ctx, ref)
+	require.ErrorIs(t, err, context.Canceled)
 }
 
 func TestKeyForHostileURIs(t *testing.T) {
@@ -255,8 +341,15 @@ func TestMemStoreDoesNotTrustDeclaredSize(t *testing.T) {
 		func() io.Reader { return bytes.NewReader([]byte("tiny")) },
 		func() io.Reader { return io.LimitReader(strings.NewReader("tiny"), 4) },
 	} {
-		err := m.Put(ctx, "k", r(), 8<<30)
-		require.ErrorIs(t, err, offload.ErrSizeMismatch)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		require.ErrorIs(t, m.Put(ctx, "k", r(), 8<<30), offload.ErrSizeMismatch)
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "Put allocated from the declared size")
 	}
+	require.Zero(t, m.Len())
+	// A reader that yields more than declared is refused too.
+	require.ErrorIs(t, m.Put(ctx, "k", io.LimitReader(strings.NewReader("toolong"), 7), 3), offload.ErrSizeMismatch)
+	require.ErrorIs(t, m.Put(ctx, "k", bytes.NewReader([]byte("toolong")), 3), offload.ErrSizeMismatch)
 	require.Zero(t, m.Len())
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"strings"
 )
 
@@ -226,7 +228,7 @@ func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, erro
 		return Ref{}, err
 	}
 	if int64(len(data)) > o.maxSize {
-		return Ref{}, fmt.Errorf("offload: put: %d bytes exceeds MaxSize %d", len(data), o.maxSize)
+		return Ref{}, fmt.Errorf("offload: put: %d bytes: %w (%d)", len(data), ErrTooLarge, o.maxSize)
 	}
 	hexsum := sha256Hex(data)
 	key := o.Key(hexsum, ext)
@@ -249,7 +251,19 @@ func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, erro
 // exactly ref.Size bytes and hash to ref.SHA256. Fetch reads at most
 // ref.Size+1 bytes and hashes while reading. A blob that is missing yields
 // an error wrapping [ErrNotFound]; one that is truncated, extended or
-// altered, an [*IntegrityError].
+// altered, an [*IntegrityError]; a reference claiming more than MaxSize
+// bytes, an [*IntegrityError] (ProblemBadRef) that also matches
+// [ErrTooLarge], before the store is asked.
+//
+// ref.Size comes from an envelope and is not trusted: Fetch never
+// allocates from it alone. It allocates once for the smaller of ref.Size
+// and the size the store's reader reports (see [Store.Get]); when the
+// reader reports none, the buffer starts small and grows with the bytes
+// that actually arrive, never past ref.Size.
+//
+// Fetch returns when ctx is done, with an error wrapping ctx's error, even
+// if the store is blocked in Get or in a Read of its reader: that call is
+// then abandoned (and the reader closed when it returns).
 func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
 	key, err := o.KeyFor(ref.URI)
 	if err != nil {
@@ -269,27 +283,113 @@ func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
 	if ref.Size < 0 || ref.Size > o.maxSize {
 		ie.Problem = ProblemBadRef
 		ie.Detail = fmt.Sprintf("byte_size %d outside [0, %d]", ref.Size, o.maxSize)
+		ie.Limit = o.maxSize
 		return nil, ie
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+	}
+	if ctx.Done() == nil {
+		// Nothing can end this context: read here.
+		return o.fetch(ctx, key, ref, ie)
+	}
+	// Open and read on another goroutine, so that a store that blocks
+	// without honouring ctx cannot hold the caller past ctx.
+	res := make(chan fetched, 1)
+	go func() {
+		b, err := o.fetch(ctx, key, ref, ie)
+		res <- fetched{b, err}
+	}()
+	select {
+	case r := <-res:
+		return r.b, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-res: // finished meanwhile
+			return r.b, r.err
+		default:
+		}
+		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, ctx.Err())
+	}
+}
+
+// fetch opens the blob under key and reads it verified.
+func (o *Offloader) fetch(ctx context.Context, key string, ref Ref, ie *IntegrityError) ([]byte, error) {
 	rc, err := o.store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
 	}
 	defer rc.Close()
+	return readVerified(ctx, rc, ref, ie)
+}
+
+type fetched struct {
+	b   []byte
+	err error
+}
+
+// fetchInitial is the first allocation of a Fetch whose reader does not
+// report the object's size.
+const fetchInitial = 64 << 10
+
+// maxEmptyReads is how many reads in a row may return no bytes and no
+// error before a Fetch gives up (io.ErrNoProgress).
+const maxEmptyReads = 100
+
+// sizeHint returns the object size rc reports, if it does.
+func sizeHint(rc io.Reader) (int64, bool) {
+	switch r := rc.(type) {
+	case interface{ Size() int64 }:
+		return r.Size(), true
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size(), true
+		}
+	}
+	return 0, false
+}
+
+// readVerified reads the blob from rc into a buffer that grows with the
+// bytes that arrive (see [Offloader.Fetch]) and verifies its size and
+// hash against ref. ie is filled in and returned on an integrity failure.
+func readVerified(ctx context.Context, rc io.Reader, ref Ref, ie *IntegrityError) ([]byte, error) {
+	want := ref.Size
+	initial := min(want, fetchInitial)
+	if n, ok := sizeHint(rc); ok && n >= 0 {
+		initial = min(want, n)
+	}
+	buf := make([]byte, 0, initial)
 	h := sha256.New()
-	buf := make([]byte, ref.Size)
-	// Read and hash in chunks: bounded, preemptible steps.
-	n := 0
-	for n < len(buf) {
-		m, err := io.ReadFull(rc, buf[n:min(len(buf), n+hashChunk)])
-		h.Write(buf[n : n+m])
-		n += m
+	empty := 0
+	for int64(len(buf)) < want {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+		}
+		if len(buf) == cap(buf) {
+			// Grow with the data: double, never past what ref claims.
+			grow := min(want-int64(len(buf)), max(int64(cap(buf)), fetchInitial))
+			buf = slices.Grow(buf, int(grow))
+		}
+		// Read and hash in chunks: bounded, preemptible steps.
+		chunk := buf[len(buf):min(cap(buf), len(buf)+hashChunk, int(want))]
+		m, err := rc.Read(chunk)
+		if m < 0 || m > len(chunk) {
+			return nil, fmt.Errorf("offload: fetch %s: reader returned %d for a %d-byte read", ref.URI, m, len(chunk))
+		}
+		h.Write(chunk[:m])
+		buf = buf[:len(buf)+m]
 		switch {
-		case err == io.ErrUnexpectedEOF || err == io.EOF:
-			ie.Problem, ie.GotSize = ProblemTruncated, int64(n)
+		case err == io.EOF:
+			ie.Problem, ie.GotSize = ProblemTruncated, int64(len(buf))
 			return nil, ie
 		case err != nil:
 			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+		case m == 0:
+			if empty++; empty >= maxEmptyReads {
+				return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, io.ErrNoProgress)
+			}
+		default:
+			empty = 0
 		}
 	}
 	var extra [1]byte
@@ -299,7 +399,7 @@ func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	if got != ref.SHA256 {
-		ie.Problem, ie.GotSize, ie.GotSHA256 = ProblemHash, int64(n), got
+		ie.Problem, ie.GotSize, ie.GotSHA256 = ProblemHash, int64(len(buf)), got
 		return nil, ie
 	}
 	return buf, nil
@@ -405,6 +505,10 @@ type IntegrityError struct {
 	WantSHA256, GotSHA256 string
 	// Detail explains a ProblemBadRef.
 	Detail string
+	// Limit is the Offloader's MaxSize when the reference claims more
+	// (WantSize > Limit); the error then also matches [ErrTooLarge].
+	// Zero otherwise.
+	Limit int64
 }
 
 // Error implements error.
@@ -430,6 +534,12 @@ func (e *IntegrityError) Error() string {
 
 // Unwrap returns [ErrIntegrity].
 func (e *IntegrityError) Unwrap() error { return ErrIntegrity }
+
+// Is reports whether the error matches target: [ErrTooLarge] when the
+// reference claims more than Limit bytes.
+func (e *IntegrityError) Is(target error) bool {
+	return target == ErrTooLarge && e.Limit > 0 && e.WantSize > e.Limit
+}
 
 // hashChunk bounds one call into the hash's assembly, which cannot be
 // preempted: hashing 40 MB in one call would stall a garbage collection

@@ -34,6 +34,23 @@ var (
 	// ErrSizeMismatch is wrapped by the error a [Store] returns from Put when
 	// the reader yields more or fewer bytes than the declared size.
 	ErrSizeMismatch = errors.New("offload: size mismatch")
+	// ErrNotRegular is wrapped by the error a file-backed [Store] returns
+	// when a key names something other than a regular file: a FIFO, a
+	// socket, a device, a directory or a symbolic link. Such a key holds no
+	// object, so Get and Delete wrap [ErrNotFound] too, and Exists reports
+	// false. A store never opens such a file for reading, so a FIFO planted
+	// at a key cannot block a reader.
+	ErrNotRegular = errors.New("offload: not a regular file")
+	// ErrOutsideStore is wrapped by the error a file-backed [Store] returns
+	// when the path of a key goes through a symbolic link that leads
+	// outside the store's directory (or cannot be resolved inside it).
+	// Nothing is read, written or removed through such a link. Get and
+	// Delete wrap [ErrNotFound] too.
+	ErrOutsideStore = errors.New("offload: path leads outside the store")
+	// ErrTooLarge is wrapped by the errors [Offloader.Put] and
+	// [Offloader.Fetch] return for an object larger than Options.MaxSize
+	// (for Fetch: a reference claiming such a size).
+	ErrTooLarge = errors.New("offload: object exceeds MaxSize")
 )
 
 // Store holds immutable blobs under slash-separated keys. It is the small
@@ -44,6 +61,17 @@ var (
 // key that [ValidKey] refuses, with an error wrapping [ErrInvalidKey] and
 // without touching storage, so that no key can address anything outside
 // the store's own namespace.
+//
+// Every method honours its context: a done ctx fails it, and no method,
+// nor a Read from the reader Get returns, may block past the end of ctx.
+//
+// A store kept in a file system holds objects as regular files under one
+// directory (its root). It refuses to treat anything else as an object
+// ([ErrNotRegular]: FIFOs, sockets, devices, directories and symbolic links
+// at a key) and never reads, writes or removes anything through a symbolic
+// link that leads outside its root ([ErrOutsideStore]). Symbolic links to
+// directories that stay inside the root are followed. The conformance
+// suite in package offloadtest holds every store to these rules.
 type Store interface {
 	// Put stores exactly size bytes read from r under key, replacing any
 	// object already there.
@@ -61,7 +89,14 @@ type Store interface {
 	// Get opens the object stored under key for reading. The caller must
 	// close the returned reader. A key holding no object yields an error
 	// wrapping [ErrNotFound]. The reader sees one complete object even if
-	// the key is replaced while it is being read.
+	// the key is replaced while it is being read. A Read that would block
+	// (a stalled network stream) must fail once ctx is done.
+	//
+	// The reader may report the object's size with a Size() int64 method
+	// (as *blob.Reader, *bytes.Reader and *strings.Reader do) or a Stat
+	// method (as *os.File does); [Offloader.Fetch] then allocates once for
+	// the smaller of that size and the size it expects, instead of growing
+	// its buffer as the bytes arrive.
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 
 	// Exists reports whether an object is stored under key. A missing

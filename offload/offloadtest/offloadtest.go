@@ -3,12 +3,68 @@
 // writes a Harness that makes fresh stores, and a ~30-line
 // conformance_test.go that calls [RunConformanceTests].
 //
-// The suite checks every rule of the Store contract (round trip, replace,
-// ErrNotFound, ErrInvalidKey, ErrSizeMismatch, atomic Put, Delete,
-// concurrent writers of the same and of different keys, a 40 MB blob
-// streamed both ways) and, through an [offload.Offloader] over the store,
-// deduplication by hash, integrity failures on tampered objects and the
-// refusal of URIs outside the offloader's prefix.
+// # Requirements
+//
+// Every store must meet each of these; the suite has a test for each.
+//
+// The Store contract (RoundTrip, Replace, GetMissing, Delete,
+// InvalidKeys, SizeMismatch, FailedPutStoresNothing, CanceledContext,
+// CanceledContextEverywhere, ConcurrentSameKey, ConcurrentDifferentKeys,
+// ReadersSeeWholeObjects, LargeBlobStreamed):
+//   - Get returns the exact bytes Put stored; Put replaces an object; a
+//     missing key is [offload.ErrNotFound] for Get and Delete and false
+//     for Exists; a key prefix ("directory") is not an object.
+//   - Every key [offload.ValidKey] refuses ([BadKeys]) is refused by every
+//     method with [offload.ErrInvalidKey], before storage is touched.
+//   - Put of a reader yielding more or fewer bytes than declared fails
+//     with [offload.ErrSizeMismatch]; a failed Put (size, reader error,
+//     done context) stores nothing and leaves the previous object intact.
+//   - Every method fails with the context's error when its context is
+//     already done, and changes nothing.
+//   - Concurrent Puts of one key and of many keys all succeed; a reader
+//     racing a replacement sees the old or the new object, never a mix.
+//   - A 40 MiB object is streamed both ways (skipped, saying so, for a
+//     store declaring a smaller Capabilities.MaxObjectSize or in -short).
+//
+// Through an [offload.Offloader] over the store (OffloaderDedupe,
+// OffloaderIntegrity, OffloaderRefusesForeignURIs):
+//   - identical blobs are written once; a truncated, emptied, extended or
+//     altered blob is an [*offload.IntegrityError] with the right Problem;
+//     a deleted blob is [offload.ErrNotFound]; URIs outside the offloader's
+//     base and prefix never reach the store.
+//
+// Hostile and faulty storage (ClaimedSizeDiffers, FetchBlockedRead,
+// NotRegularFiles, SymlinkEscape):
+//   - A reference claiming 1 GiB for a 1.5 KB blob fails as truncated
+//     after allocating far less than the claim (under 64 MiB), whether or
+//     not the store's reader reports the object's size; a claim one byte
+//     short or long is extended or truncated; a claim past MaxSize is
+//     [offload.ErrTooLarge] (and an IntegrityError) without a Get, and
+//     Offloader.Put past MaxSize is ErrTooLarge.
+//   - A Fetch whose read blocks returns when its context ends (deadline or
+//     cancel) with the context's error, even when the store's reader
+//     ignores the context. When the harness is a [Staller], the store's
+//     own reader, stalled mid-object by the backend, must fail once its
+//     context ends, and so must a Fetch through it.
+//   - File-backed stores (the harness is a [FileHarness]; the tests are
+//     skipped, saying so, for the others): a FIFO, a directory and a
+//     symbolic link at a key are not objects. Get refuses each within 2 s
+//     under a 5 s deadline (so a FIFO is never opened for a blocking
+//     read) with [offload.ErrNotRegular] and ErrNotFound, Exists reports
+//     false, Delete refuses and leaves it, List (when the store is an
+//     [offload.Lister]) does not report it, and Put replaces a FIFO or a
+//     link itself (never writing through it) but fails on a directory. An
+//     Offloader's Fetch of a blob key holding a FIFO is ErrNotFound at
+//     once, and offloading the same bytes heals the key.
+//   - No read, write or removal goes through a symbolic link that leads
+//     outside the store's directory: Get, Put, Delete (and Exists, when it
+//     errs) fail with [offload.ErrOutsideStore] for a key under a
+//     directory link leading outside, and a link at a key is
+//     ErrNotRegular wherever it points; nothing outside is created,
+//     changed or listed. A genuine blob (right name, size and hash) placed
+//     outside and reached by linking the offloader's prefix directory
+//     there is not fetched. Directory links that stay inside the store are
+//     followed.
 //
 // It also offers helpers for tests of code that offloads: [CountingStore]
 // counts writes, [GeometryEvent] generates a large deterministic payload.
@@ -99,6 +155,11 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"OffloaderDedupe", testDedupe},
 		{"OffloaderIntegrity", testIntegrity},
 		{"OffloaderRefusesForeignURIs", testForeignURIs},
+		{"CanceledContextEverywhere", testCanceledEverywhere},
+		{"ClaimedSizeDiffers", testClaimedSize},
+		{"FetchBlockedRead", testFetchBlocked},
+		{"NotRegularFiles", testNotRegular},
+		{"SymlinkEscape", testSymlinkEscape},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
