@@ -1,0 +1,22 @@
+module github.com/geodlq/geodlq/internal/contracttest
+
+go 1.26.8
+
+require (
+	github.com/geodlq/geodlq v0.0.0-00010101000000-000000000000
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/gabriel-vasile/mimetype v1.4.16 // indirect
+	github.com/go-playground/locales v0.14.2 // indirect
+	github.com/go-playground/universal-translator v0.18.2 // indirect
+	github.com/go-playground/validator/v10 v10.30.6 // indirect
+	github.com/leodido/go-urn v1.5.0 // indirect
+	github.com/paulmach/orb v0.14.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
