@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 
@@ -206,6 +207,60 @@ func TestFetchDoesNotTrustTheReaderSize(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, data, got)
+		})
+	}
+}
+
+// shapedStore hands out readers of every legal shape: the last bytes
+// with io.EOF, one byte at a time, half reads, timeouts that are not.
+type shapedStore struct {
+	offload.Store
+	shape func(io.Reader) io.Reader
+}
+
+func (s shapedStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{s.shape(rc), rc}, nil
+}
+
+func TestFetchReaderShapes(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("abcdefghij"), 70_000)
+	mem := offload.NewMemStore()
+	for _, tc := range []struct {
+		name  string
+		shape func(io.Reader) io.Reader
+	}{
+		{"data with EOF", iotest.DataErrReader},
+		{"one byte", iotest.OneByteReader},
+		{"half", iotest.HalfReader},
+		{"data with EOF, one byte", func(r io.Reader) io.Reader { return iotest.DataErrReader(iotest.OneByteReader(r)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := offload.New(shapedStore{mem, tc.shape}, &offload.Options{BaseURI: "mem://geodlq"})
+			require.NoError(t, err)
+			ref, err := o.Put(ctx, data, offload.ExtJSON)
+			require.NoError(t, err)
+			got, err := o.Fetch(ctx, ref)
+			require.NoError(t, err)
+			require.Equal(t, data, got)
+			for _, c := range []struct {
+				size    int64
+				problem offload.Problem
+			}{{ref.Size - 1, offload.ProblemExtended}, {ref.Size + 1, offload.ProblemTruncated}} {
+				bad := ref
+				bad.Size = c.size
+				_, err := o.Fetch(ctx, bad)
+				var ie *offload.IntegrityError
+				require.ErrorAs(t, err, &ie)
+				require.Equal(t, c.problem, ie.Problem)
+			}
 		})
 	}
 }

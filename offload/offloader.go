@@ -361,7 +361,8 @@ func readVerified(ctx context.Context, rc io.Reader, ref Ref, ie *IntegrityError
 	buf := make([]byte, 0, initial)
 	h := sha256.New()
 	empty := 0
-	for int64(len(buf)) < want {
+	eof := false
+	for !eof && int64(len(buf)) < want {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
 		}
@@ -380,8 +381,11 @@ func readVerified(ctx context.Context, rc io.Reader, ref Ref, ie *IntegrityError
 		buf = buf[:len(buf)+m]
 		switch {
 		case err == io.EOF:
-			ie.Problem, ie.GotSize = ProblemTruncated, int64(len(buf))
-			return nil, ie
+			if int64(len(buf)) < want {
+				ie.Problem, ie.GotSize = ProblemTruncated, int64(len(buf))
+				return nil, ie
+			}
+			eof = true // the last bytes came with io.EOF
 		case err != nil:
 			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
 		case m == 0:
@@ -392,10 +396,12 @@ func readVerified(ctx context.Context, rc io.Reader, ref Ref, ie *IntegrityError
 			empty = 0
 		}
 	}
-	var extra [1]byte
-	if m, _ := io.ReadFull(rc, extra[:]); m > 0 {
-		ie.Problem = ProblemExtended
-		return nil, ie
+	if !eof {
+		var extra [1]byte
+		if m, _ := io.ReadFull(rc, extra[:]); m > 0 {
+			ie.Problem = ProblemExtended
+			return nil, ie
+		}
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	if got != ref.SHA256 {

@@ -11,9 +11,9 @@
 //
 //   - s3:// (gocloud.dev/blob/s3blob, AWS SDK for Go v2; see its URLOpener for
 //     region, endpoint, use_path_style, ssetype and the other parameters),
-//   - file:// (gocloud.dev/blob/fileblob; the directory must exist unless
-//     create_dir=1 is given; no_tmp_dir=1 writes temporary files next to
-//     the objects, needed when os.TempDir is on another file system),
+//   - file:// (gocloud.dev/blob/fileblob to open the bucket; the
+//     directory must exist unless create_dir=1 is given; objects are then
+//     read and written by this package, see File buckets),
 //   - mem:// (gocloud.dev/blob/memblob; nothing survives the process).
 //
 // gs:// and azblob:// are opened by the same [Open] once the program
@@ -46,14 +46,14 @@
 // done, the write is aborted by cancelling its context before Close, which
 // every gocloud driver honours, so nothing is stored and a previous object
 // under the key stays intact. S3 and GCS writes are atomic on the service;
-// fileblob writes a temporary file and renames it; memblob swaps a slice.
-// Objects carry Content-Type application/geo+json (.geojson keys),
-// application/json (.json) or application/octet-stream, and, with
-// Options.SHA256Metadata, a "sha256" metadata entry checked while
-// streaming. Content-MD5 is not sent: the MD5 must be known before a
-// streamed write starts, and s3blob no longer supports it; the AWS SDK's
-// default request checksums (CRC32) protect each upload in transit, and
-// [offload.Offloader.Fetch] verifies size and SHA-256 on every read.
+// memblob swaps a slice; file buckets are described below. Objects carry
+// Content-Type application/geo+json (.geojson keys), application/json
+// (.json) or application/octet-stream, and, with Options.SHA256Metadata,
+// a "sha256" metadata entry checked while streaming. Content-MD5 is not
+// sent: the MD5 must be known before a streamed write starts, and s3blob
+// no longer supports it; the AWS SDK's default request checksums (CRC32)
+// protect each upload in transit, and [offload.Offloader.Fetch] verifies
+// size and SHA-256 on every read.
 //
 // On S3, objects above 16 MiB are uploaded in parts (the AWS transfer
 // manager: 8 MiB parts, 5 at a time, unless Options.PartSize and
@@ -63,10 +63,13 @@
 // an AbortIncompleteMultipartUpload lifecycle rule.
 //
 // Get returns a streaming reader: S3 GetObject's body, an open file, a
-// slice. Exists uses the driver's Attributes (S3 HeadObject). Delete of a
-// missing key is [offload.ErrNotFound], which on S3 costs a HeadObject
-// first (DeleteObject itself succeeds for missing keys). Every "not found"
-// is recognised with gcerrors.Code(err) == gcerrors.NotFound and wrapped
+// slice. The reader reports the object's size (Size), so that
+// [offload.Offloader.Fetch] allocates once. On S3 it is tied to Get's
+// context: a Read stalled by the service fails once ctx is done. Exists
+// uses the driver's Attributes (S3 HeadObject). Delete of a missing key is
+// [offload.ErrNotFound], which on S3 costs a HeadObject first
+// (DeleteObject itself succeeds for missing keys). Every "not found" is
+// recognised with gcerrors.Code(err) == gcerrors.NotFound and wrapped
 // with [offload.ErrNotFound]; the driver's error stays in the chain for
 // [Store.ErrorAs].
 //
@@ -74,14 +77,32 @@
 // size and modification time) and [offload.Copier] (server-side Copy), so
 // [offload.Offloader.Sweep] can collect unreferenced blobs.
 //
-// fileblob can keep Content-Type and metadata in a sidecar file named
-// <key>.attrs, but rewrites it in place, so that a Get racing a Put of the
-// same key can fail to decode it (the conformance suite's concurrent
-// readers catch this). [Open] therefore opens file:// URLs with
-// metadata=skip unless the URL chooses a metadata mode: no sidecars, no
-// Content-Type or sha256 metadata on disk. With sidecars (metadata= in
-// the URL, or a bucket given to [New]), keys ending in ".attrs" are
-// refused as well.
+// # File buckets
+//
+// fileblob opens files by path: it follows a symbolic link planted in the
+// bucket directory wherever it leads, opens a FIFO at a key (or at a
+// key's ".attrs" sidecar) for a read that blocks until a writer comes,
+// and rewrites sidecar files in place, so that a Get racing a Put of the
+// same key can fail to decode one. A Store over a file bucket (opened by
+// [Open] or given to [New]) therefore uses fileblob only to open the
+// bucket, and does every object operation itself, through an
+// [offload.DirStore] on the bucket's directory (an [os.Root]), with the
+// bucket's prefix parameter prepended to keys. It has the DirStore's
+// rules: objects are regular files; a FIFO, socket, device, directory or
+// symbolic link at a key is not an object ([offload.ErrNotRegular], never
+// opened for reading); nothing is read, written, listed or removed
+// through a symbolic link leading outside the directory
+// ([offload.ErrOutsideStore]), while directory links that stay inside are
+// followed; Put writes a temporary file (mode 0640, name starting with
+// '.') next to the object and renames it over the key.
+//
+// No sidecar files are written, whatever the URL's metadata parameter
+// says, so file buckets keep no Content-Type or sha256 metadata (with
+// Options.SHA256Metadata the bytes are still verified while streaming);
+// Delete removes a sidecar left by an earlier fileblob write, keys ending
+// in ".attrs" are refused as fileblob refuses them, and List skips
+// sidecars. [New] finds the bucket's directory from its uri, which must
+// be file:// and name the directory (or, with a prefix, a path below it).
 //
 // # As
 //
@@ -92,11 +113,13 @@
 // # Testing
 //
 // The package passes offload/offloadtest's conformance suite against
-// mem://, file:// and Amazon S3's protocol as served in process by
+// mem://, file:// (including its special-file and symbolic-link tests)
+// and Amazon S3's protocol as served in process by
 // github.com/johannesboyne/gofakes3 (memory backend) through the real AWS
 // SDK v2 S3 client (path-style addressing, static credentials, region
-// us-east-1). It has not been run against AWS itself, Google Cloud Storage
-// or Azure Blob Storage.
+// us-east-1), with a server that can stall a GetObject mid-body. It has
+// not been run against AWS itself, Google Cloud Storage or Azure Blob
+// Storage.
 package blobstore
 
 import (
@@ -166,7 +189,10 @@ type Store struct {
 	uri    string
 	opts   Options
 	owned  bool // Close closes the bucket
-	isFile bool // fileblob: Delete must not remove directories
+	// files is set for a file bucket: every object operation goes through
+	// it (an os.Root on the bucket's directory) instead of fileblob.
+	files      *offload.DirStore
+	filePrefix string // the bucket's prefix, prepended to keys in files
 }
 
 var (
@@ -179,8 +205,9 @@ var (
 // any scheme whose driver the program imports works; this package imports
 // s3, file and mem) and returns a store over it whose URI is
 // [URIFromURL](urlstr). A file:// URL without a metadata parameter is
-// opened with metadata=skip (see the package documentation). Close the
-// store to close the bucket.
+// opened with metadata=skip, so that writes through [Store.Bucket] keep no
+// sidecars either (see File buckets in the package documentation). Close
+// the store to close the bucket.
 func Open(ctx context.Context, urlstr string, opts *Options) (*Store, error) {
 	uri, err := URIFromURL(urlstr)
 	if err != nil {
@@ -214,13 +241,21 @@ func New(bucket *blob.Bucket, uri string, opts *Options) (*Store, error) {
 	if s.opts.PartSize < 0 || s.opts.Concurrency < 0 {
 		return nil, errors.New("blobstore: New: negative PartSize or Concurrency")
 	}
-	var fi os.FileInfo
-	s.isFile = bucket.As(&fi)
 	if uri == "" {
 		return nil, errors.New("blobstore: New: uri is required")
 	}
 	if _, err := offload.New(s, nil); err != nil {
 		return nil, fmt.Errorf("blobstore: New: uri %q cannot be an offload base URI: %w", uri, err)
+	}
+	var fi os.FileInfo
+	if bucket.As(&fi) {
+		dir, prefix, err := fileDirFromURI(bucket, s.uri)
+		if err != nil {
+			return nil, fmt.Errorf("blobstore: New: %w", err)
+		}
+		if err := s.openFiles(dir, prefix); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -251,13 +286,7 @@ func URIFromURL(urlstr string) (string, error) {
 	var base string
 	switch scheme := strings.ToLower(u.Scheme); scheme {
 	case "file":
-		p := u.Path
-		if u.Host == "." {
-			p = strings.TrimPrefix(p, "/")
-		} else if u.Host != "" && u.Host != "localhost" {
-			return fail("file URLs take no host")
-		}
-		abs, err := filepath.Abs(filepath.FromSlash(p))
+		abs, err := fileDirOf(u)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -286,7 +315,8 @@ func URIFromURL(urlstr string) (string, error) {
 
 // withFileDefaults adds metadata=skip to a file:// URL that does not choose
 // a metadata mode: fileblob's sidecar files are rewritten in place, so a
-// reader racing a writer of the same key can fail decoding one.
+// reader racing a writer of the same key can fail decoding one. (The
+// store's own operations never use fileblob for objects.)
 func withFileDefaults(urlstr string) string {
 	u, err := url.Parse(urlstr)
 	if err != nil || !strings.EqualFold(u.Scheme, "file") {
@@ -327,10 +357,14 @@ func (s *Store) ErrorAs(err error, i any) bool { return s.bucket.ErrorAs(err, i)
 // Close closes the bucket if [Open] opened it; a store made by [New] leaves
 // the bucket to its owner. The store must not be used after Close.
 func (s *Store) Close() error {
-	if !s.owned {
-		return nil
+	var err error
+	if s.files != nil {
+		err = s.files.Close()
 	}
-	return s.bucket.Close()
+	if s.owned {
+		err = errors.Join(s.bucket.Close(), err)
+	}
+	return err
 }
 
 func checkKey(op, key string) error {
@@ -388,6 +422,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("blobstore: put %q: %w", key, err)
+	}
+	if s.files != nil {
+		return s.putFile(ctx, key, r, size)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -472,6 +509,9 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("blobstore: get %q: %w", key, err)
 	}
+	if s.files != nil {
+		return s.getFile(ctx, key)
+	}
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, wrap("get", key, err)
@@ -486,6 +526,9 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("blobstore: exists %q: %w", key, err)
+	}
+	if s.files != nil {
+		return s.existsFile(ctx, key)
 	}
 	_, err := s.bucket.Attributes(ctx, key)
 	if gcerrors.Code(err) == gcerrors.NotFound {
@@ -505,11 +548,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("blobstore: delete %q: %w", key, err)
 	}
-	if s.isFile {
-		// fileblob would remove an empty directory named key.
-		if _, err := s.bucket.Attributes(ctx, key); err != nil {
-			return wrap("delete", key, err)
-		}
+	if s.files != nil {
+		return s.deleteFile(ctx, key)
 	}
 	if err := s.bucket.Delete(ctx, key); err != nil {
 		return wrap("delete", key, err)
@@ -520,6 +560,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // List implements [offload.Lister] with the bucket's List. Keys that
 // offload.ValidKey refuses are skipped.
 func (s *Store) List(ctx context.Context, prefix string, fn func(offload.ObjectInfo) error) error {
+	if s.files != nil {
+		return s.listFiles(ctx, prefix, fn)
+	}
 	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
@@ -546,6 +589,9 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string) error {
 	}
 	if err := checkKey("copy", srcKey); err != nil {
 		return err
+	}
+	if s.files != nil {
+		return s.copyFile(ctx, dstKey, srcKey)
 	}
 	if err := s.bucket.Copy(ctx, dstKey, srcKey, nil); err != nil {
 		return wrap("copy", srcKey, err)

@@ -67,6 +67,12 @@ func (h *fileHarness) Tamper(_ context.Context, _ offload.Store, key string, mut
 
 func (h *fileHarness) Capabilities() offloadtest.Capabilities { return offloadtest.Capabilities{} }
 
+// Path makes the harness an offloadtest.FileHarness: the suite plants
+// FIFOs and symbolic links in the bucket directory.
+func (h *fileHarness) Path(_ offload.Store, key string) string {
+	return filepath.Join(h.dir, filepath.FromSlash(key))
+}
+
 func (h *fileHarness) Close() {
 	for _, s := range h.stores {
 		_ = s.Close()
@@ -109,7 +115,19 @@ func (h *s3Harness) Tamper(ctx context.Context, st offload.Store, key string, mu
 
 func (h *s3Harness) Capabilities() offloadtest.Capabilities { return offloadtest.Capabilities{} }
 
+// Stall makes the harness an offloadtest.Staller: the fake S3 server sends
+// the headers and the first n bytes of the object, then nothing.
+func (h *s3Harness) Stall(_ context.Context, st offload.Store, key string, n int) (func(), error) {
+	bucket := st.(*blobstore.Store).URI()[len("s3://"):]
+	return h.s3.stall(bucket, key, n), nil
+}
+
 func (h *s3Harness) Close() {}
+
+var (
+	_ offloadtest.FileHarness = (*fileHarness)(nil)
+	_ offloadtest.Staller     = (*s3Harness)(nil)
+)
 
 func TestS3Conformance(t *testing.T) {
 	offloadtest.RunConformanceTests(t, func(_ context.Context, t *testing.T) (offloadtest.Harness, error) {

@@ -2,9 +2,12 @@ package blobstore_test
 
 import (
 	"context"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -26,19 +29,70 @@ type fakeS3 struct {
 	srv     *httptest.Server
 	backend *s3mem.Backend
 	client  *s3.Client
+
+	mu     sync.Mutex
+	stalls map[string]*stalled // by request path, "/bucket/key"
+}
+
+// stalled is a GetObject the server answers with its headers and the
+// first n bytes of the body, then holds until the client goes away or
+// release is closed.
+type stalled struct {
+	n       int
+	release chan struct{}
+}
+
+// stall makes every later GetObject of bucket/key stall after n bytes;
+// the returned func releases the held requests (and may be called more
+// than once).
+func (f *fakeS3) stall(bucket, key string, n int) func() {
+	st := &stalled{n: n, release: make(chan struct{})}
+	f.mu.Lock()
+	f.stalls["/"+bucket+"/"+key] = st
+	f.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(st.release) }) }
+}
+
+// serve answers a request, stalling the GetObjects registered with stall.
+func (f *fakeS3) serve(inner http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		st := f.stalls[r.URL.Path]
+		f.mu.Unlock()
+		if st == nil || r.Method != http.MethodGet {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		inner.ServeHTTP(rec, r)
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		body := rec.Body.Bytes()
+		_, _ = w.Write(body[:min(st.n, len(body))])
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+		case <-st.release:
+		}
+	})
 }
 
 func newFakeS3(t testing.TB) *fakeS3 {
 	t.Helper()
 	backend := s3mem.New()
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	f := &fakeS3{backend: backend, stalls: make(map[string]*stalled)}
+	srv := httptest.NewServer(f.serve(gofakes3.New(backend).Server()))
 	t.Cleanup(srv.Close)
 	client := s3.NewFromConfig(aws.Config{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDGEODLQTEST", "geodlq-test-secret", ""),
 		BaseEndpoint: aws.String(srv.URL),
 	}, func(o *s3.Options) { o.UsePathStyle = true })
-	return &fakeS3{srv: srv, backend: backend, client: client}
+	f.srv, f.client = srv, client
+	return f
 }
 
 var bucketSeq atomic.Int64
