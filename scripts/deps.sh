@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages geodlq's build and tests need, when missing.
-# Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ), rsvg-convert for `geodlq render --png`
+# Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ), rsvg-convert for `geodlq render --png`,
+#                          # python3 and python3-jsonschema for contrib/python's reader (internal/contracttest runs it)
 # (scripts/services.sh installs and starts the integration-test servers.)
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin)
+want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin python3 python3-jsonschema)
 
 missing=()
 for p in "${want[@]}"; do
