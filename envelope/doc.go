@@ -80,4 +80,43 @@
 // default) are offloaded. When the destination has a message limit
 // (Input.MaxBytes), Build offloads further and finally truncates the error
 // message; see [Builder.Build].
+//
+// # The published contract
+//
+// [Schema] returns the JSON Schema (draft 2020-12) of dlq.v1, the file
+// envelope/dlq.v1.schema.json, whose $id is [SchemaID]. Decode accepts
+// exactly the documents the schema accepts that also obey the rules a JSON
+// Schema cannot state, because a validator sees the parsed document and
+// not its bytes:
+//
+//   - the document is UTF-8 JSON text, at most 10,000 levels deep;
+//   - the envelope's own objects (the envelope, geometry, geometry_error,
+//     its fault, source) have no duplicate member names;
+//   - integers are written as integers (1, not 1.0 or 1e0);
+//   - geometry.byte_size is the length of the inline geometry's bytes,
+//     payload_size that of the original payload (so of raw_payload, less
+//     an offloaded geometry's byte_size plus its {"$ref":…}), and
+//     geometry.payload_offset is at most payload_size.
+//
+// internal/contracttest holds Decode, the schema and the Python reader in
+// contrib/python to the same verdicts on every corpus in the repository.
+// [ToCloudEvent] and [FromCloudEvent] bind an envelope to CloudEvents 1.0;
+// docs/asyncapi.yaml describes the dead-letter channels. docs/contract.md
+// has the whole contract.
+//
+// # Versioning
+//
+//   - A v1 reader ignores members it does not know: a later revision of
+//     dlq.v1 may add optional members with lower-case snake_case names, and
+//     keeps schema_version "dlq.v1". Decode skips them (and Encode, which
+//     writes only the members of this revision, drops them); the schema
+//     allows them.
+//   - Anything a v1 reader would misread is a v2: removing, renaming or
+//     retyping a member, making one required, adding a value to an enum
+//     (failure_class, failed_stage, destination, the encodings), relaxing a
+//     byte rule. A v2 has schema_version "dlq.v2" and a schema of its own.
+//   - Decode refuses a schema_version other than "dlq.v1", or none, with a
+//     [*VersionError] (wrapping [ErrUnsupportedVersion]) before reading
+//     anything else; every other defect is a [*ValidationError] (wrapping
+//     [ErrInvalid]).
 package envelope
