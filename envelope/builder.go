@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -41,8 +42,9 @@ const (
 // truncationMarker ends an error message cut to fit the size limit.
 const truncationMarker = "…[truncated by geodlq: %d bytes dropped]"
 
-// parallelHashMin is the payload size from which Build hashes the whole
-// payload on a second goroutine while it scans and offloads the geometry.
+// parallelHashMin is the payload size from which Build, when more than one
+// core is available, hashes the whole payload on a second goroutine, and
+// the geometry on a third, while it scans the payload (see speculate).
 const parallelHashMin = 1 << 20
 
 // BuilderOptions configures a [Builder]. The zero value (and nil) uses the
@@ -118,6 +120,10 @@ type Builder struct {
 	now          func() time.Time
 	classifier   *classify.Classifier
 	defaultStage classify.Stage
+	// geomMembers is GeometryPath as member names, for the speculative
+	// hash of a large geometry (see speculate); nil when the path has an
+	// array index.
+	geomMembers []string
 }
 
 // Indexes into Builder.paths.
@@ -177,6 +183,7 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 		now:          o.Now,
 		classifier:   o.Classifier,
 		defaultStage: o.DefaultStage,
+		geomMembers:  memberTokens(o.GeometryPath),
 	}, nil
 }
 
@@ -217,12 +224,17 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Envelope, []byte, error
 	payload := in.Payload
 	var payloadSum [sha256.Size]byte
 	var wg sync.WaitGroup
-	if len(payload) >= parallelHashMin {
-		wg.Go(func() { payloadSum = sha256Chunked(payload) })
-	} else {
+	switch {
+	case len(payload) < parallelHashMin:
 		payloadSum = sha256.Sum256(payload)
+	case runtime.GOMAXPROCS(0) > 1:
+		wg.Go(func() { payloadSum = sha256Chunked(payload) })
+	default: // one core: no goroutine to pay for
+		payloadSum = sha256Chunked(payload)
 	}
-	e, err := b.build(ctx, in, &payloadSum, &wg)
+	spec := b.speculate(payload)
+	e, err := b.build(ctx, in, &payloadSum, &wg, spec)
+	spec.cancel() // unless it was finished
 	wg.Wait()
 	if err != nil {
 		return nil, nil, err
@@ -232,7 +244,7 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Envelope, []byte, error
 
 // build fills the envelope. It must call wg.Wait before reading
 // *payloadSum.
-func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]byte, wg *sync.WaitGroup) (*Envelope, error) {
+func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]byte, wg *sync.WaitGroup, spec *speculation) (*Envelope, error) {
 	payload := in.Payload
 	now := b.now().UTC().Round(0)
 	class := in.Class
@@ -354,7 +366,7 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 		e.Geometry = GeometryRef{Inline: geom, ByteSize: int64(len(geom)), PayloadOffset: int64(sp[pathGeometry].Start)}
 		e.RawPayload = payload
 		if b.off != nil && len(geom) > b.off.Threshold() {
-			if err := b.offloadGeometry(ctx, e, payload); err != nil {
+			if err := b.offloadGeometry(ctx, e, payload, spec.take(e.Geometry.PayloadOffset)); err != nil {
 				return nil, err
 			}
 		} else {
@@ -433,10 +445,18 @@ func eventID(v []byte) string {
 }
 
 // offloadGeometry stores the inline geometry of e (located in payload)
-// and replaces it by a $ref in the persisted raw payload.
-func (b *Builder) offloadGeometry(ctx context.Context, e *Envelope, payload []byte) error {
+// and replaces it by a $ref in the persisted raw payload. sp, when not
+// nil, is the speculative put of the geometry, hashed while it was
+// located.
+func (b *Builder) offloadGeometry(ctx context.Context, e *Envelope, payload []byte, sp *offload.SpanPut) error {
 	g := &e.Geometry
-	ref, err := b.off.Put(ctx, g.Inline, offload.ExtGeoJSON)
+	var ref offload.Ref
+	var err error
+	if sp != nil {
+		ref, err = sp.Finish(ctx, int(g.PayloadOffset)+len(g.Inline))
+	} else {
+		ref, err = b.off.Put(ctx, g.Inline, offload.ExtGeoJSON)
+	}
 	if err != nil {
 		return fmt.Errorf("envelope: offload geometry: %w", err)
 	}
@@ -475,7 +495,7 @@ func (b *Builder) fit(ctx context.Context, e *Envelope, in Input) (*Envelope, []
 	}
 	// 1. Offload the geometry even under the threshold.
 	if b.off != nil && e.Geometry.OffloadURI == "" && !e.Geometry.Missing {
-		if err := b.offloadGeometry(ctx, e, in.Payload); err != nil {
+		if err := b.offloadGeometry(ctx, e, in.Payload, nil); err != nil {
 			return nil, nil, err
 		}
 		if data, err = e.encodeTrusted(); err != nil {

@@ -1,6 +1,7 @@
 package offload_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,4 +46,29 @@ func ExampleOffloader_Fetch_integrity() {
 	var ie *offload.IntegrityError
 	fmt.Println(errors.As(err, &ie), ie.Problem)
 	// Output: true extended
+}
+
+// A SpanPut hashes a blob inside a larger buffer before its end is known
+// (while another goroutine is still looking for it), then stores it as
+// Put would.
+func ExampleSpanPut() {
+	ctx := context.Background()
+	off, err := offload.New(offload.NewMemStore(), nil)
+	if err != nil {
+		panic(err)
+	}
+	payload := []byte(`{"geometry":{"type":"Point","coordinates":[12.5,41.9]},"id":7}`)
+	p, err := off.NewSpanPut(payload, 12, offload.ExtGeoJSON) // the geometry starts at 12
+	if err != nil {
+		panic(err)
+	}
+	go p.Run()                                        // hash from 12 on…
+	end := bytes.Index(payload, []byte(`},"id"`)) + 1 // …while the end is found
+	ref, err := p.Finish(ctx, end)
+	if err != nil {
+		panic(err)
+	}
+	same, _ := off.Put(ctx, payload[12:end], offload.ExtGeoJSON)
+	fmt.Println(ref == same, ref.Size)
+	// Output: true 42
 }

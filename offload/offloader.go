@@ -230,7 +230,11 @@ func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, erro
 	if int64(len(data)) > o.maxSize {
 		return Ref{}, fmt.Errorf("offload: put: %d bytes: %w (%d)", len(data), ErrTooLarge, o.maxSize)
 	}
-	hexsum := sha256Hex(data)
+	return o.putSum(ctx, data, sha256Hex(data), ext)
+}
+
+// putSum is Put of data whose hex SHA-256 is hexsum.
+func (o *Offloader) putSum(ctx context.Context, data []byte, hexsum, ext string) (Ref, error) {
 	key := o.Key(hexsum, ext)
 	ref := Ref{URI: o.URI(key), Size: int64(len(data)), SHA256: hexsum}
 	exists, err := o.store.Exists(ctx, key)
