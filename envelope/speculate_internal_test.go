@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/internal/jsonscan"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -93,4 +94,34 @@ func TestSpeculateEngages(t *testing.T) {
 	var nilSpec *speculation
 	require.Nil(t, nilSpec.take(12))
 	nilSpec.cancel()
+}
+
+// FuzzLocateMember: the walk reads untrusted payloads. It never panics,
+// and what it locates is never after the value the scan finds (the scan
+// takes the last of duplicate names, the walk the first).
+func FuzzLocateMember(f *testing.F) {
+	for _, s := range []string{
+		`{"geometry":{"type":"Point"}}`, `{"id":1,"geometry":[1],"geometry":2}`, `{"feature":{"geometry":null}}`,
+		`{"geo\u006detry":1}`, `[{"geometry":1}]`, `{"geometry":`, "{\"a\":" + strings.Repeat("[", 20000),
+		`{"a":"\"geometry\":1","geometry":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	paths := []jsonscan.Path{jsonscan.MustCompile("/geometry"), jsonscan.MustCompile("/feature/geometry")}
+	tokens := [][]string{{"geometry"}, {"feature", "geometry"}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for i, path := range paths {
+			at := locateMember(data, tokens[i])
+			if at < -1 || at > len(data) {
+				t.Fatalf("locateMember = %d for %d bytes", at, len(data))
+			}
+			var sp [1]jsonscan.Span
+			if err := jsonscan.FindAll(data, []jsonscan.Path{path}, sp[:]); err != nil || !sp[0].Found() || at < 0 {
+				continue
+			}
+			if at > sp[0].Start {
+				t.Fatalf("%s: walk found %d, after the scan's %d", path, at, sp[0].Start)
+			}
+		}
+	})
 }
