@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/geodlq/geodlq v0.0.0-00010101000000-000000000000
 	github.com/go-sql-driver/mysql v1.10.2
+	github.com/paulmach/orb v0.14.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -16,7 +17,6 @@ require (
 	github.com/go-playground/universal-translator v0.18.2 // indirect
 	github.com/go-playground/validator/v10 v10.30.6 // indirect
 	github.com/leodido/go-urn v1.5.0 // indirect
-	github.com/paulmach/orb v0.14.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
