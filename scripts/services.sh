@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs (when missing) and starts the servers geodlq's integration tests
 # run against, all on loopback: PostgreSQL 15 with PostGIS, Redis, NATS
-# with JetStream, RabbitMQ, and local-aws-sqs for SQS (plus Debian's awscli,
+# with JetStream, RabbitMQ, MariaDB, and local-aws-sqs for SQS (plus Debian's awscli,
 # which the SQS verification test calls as /usr/bin/aws). Kafka (kfake),
 # S3 (gofakes3) and Pub/Sub (pstest) run inside the tests.
 # Idempotent: running servers are left alone.
@@ -12,7 +12,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 
-pkgs=(postgresql postgresql-15-postgis-3 redis-server nats-server rabbitmq-server awscli)
+pkgs=(postgresql postgresql-15-postgis-3 redis-server nats-server rabbitmq-server mariadb-server awscli)
 # local-aws-sqs (broker/sqs's test server) runs on Node.js; use the
 # machine's if it has one.
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
@@ -22,8 +22,8 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "services: installing ${missing[*]}" >&2
-  $SUDO apt-get update -qq || true
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  $SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq || true
+  $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && exec 3>&- 3<&-; }
@@ -86,7 +86,32 @@ if ! port_open 5672; then
 fi
 wait_port RabbitMQ 5672 240
 
+# --- MariaDB (loopback only) ------------------------------------------------
+# broker/mysql's tests connect as root over 127.0.0.1 without a password
+# and use database test. skip-name-resolve makes 127.0.0.1 match the
+# root@127.0.0.1 account (Debian's root@localhost authenticates by unix
+# socket only).
+if ! port_open 3306; then
+  $SUDO mkdir -p /run/mysqld /var/log/mysql
+  $SUDO chown mysql:mysql /run/mysqld /var/log/mysql
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    $SUDO mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db >/dev/null
+  fi
+  $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- \
+    --user=mysql --datadir=/var/lib/mysql --bind-address=127.0.0.1 --port=3306 --skip-name-resolve \
+    --socket=/run/mysqld/mysqld.sock --log-error=/var/log/mysql/error.log
+fi
+wait_port MariaDB 3306
+for _ in $(seq 60); do
+  mariadb -h 127.0.0.1 -u root -e 'select 1' >/dev/null 2>&1 && break
+  # Over the socket as the OS root, which Debian's root@localhost admits.
+  $SUDO mariadb --protocol=socket -u root -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+    GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION" >/dev/null 2>&1 || true
+  sleep 0.5
+done
+mariadb -h 127.0.0.1 -u root -e 'CREATE DATABASE IF NOT EXISTS test'
+
 # --- SQS (local-aws-sqs on Node.js) -------------------------------------------
 "$(dirname "$0")/local-sqs.sh"
 
-echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ and SQS (local-aws-sqs) are up on 127.0.0.1" >&2
+echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ, MariaDB and SQS (local-aws-sqs) are up on 127.0.0.1" >&2
