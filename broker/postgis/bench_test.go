@@ -19,13 +19,14 @@ const benchDest = "spatial.parcels.poison.dlt"
 
 // openBench returns a migrated store in a schema of its own (dropped at
 // the end), with the conformance harness's options, and its pool.
-func openBench(b *testing.B) (*postgis.Store, *pgxpool.Pool) {
+func openBench(b *testing.B) (*broker.Store, *pgxpool.Pool) {
 	b.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPool(b, 4)
-	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: pgtest.Schema(b), LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10})
+	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: pgtest.Schema(b), Migrate: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}})
 	require.NoError(b, err)
-	require.NoError(b, s.Migrate(ctx))
+	b.Cleanup(func() { _ = s.Close() })
 	return s, pool
 }
 
@@ -61,7 +62,7 @@ func BenchmarkBareClientWrite(b *testing.B) {
 	ge := env.GeometryError
 	at := env.DeadLetteredAt
 	geom := string(env.Geometry.Inline)
-	insert := `INSERT INTO ` + s.Table() + ` (destination, msg_key, headers, body, is_envelope, envelope,
+	insert := `INSERT INTO ` + postgis.Table(s) + ` (destination, msg_key, headers, body, is_envelope, envelope,
 		event_id, idempotency_key, failure_class, failed_stage, epsg, reason_kind, reason, source_topic,
 		dead_lettered_at, dead_lettered_ns, geom, geom_status, location)
 	VALUES ($1, $2, $3::jsonb, $4, true, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
@@ -72,7 +73,7 @@ func BenchmarkBareClientWrite(b *testing.B) {
 			return err
 		}
 		_, err = pool.Exec(ctx, insert, benchDest, m.Key, string(hj), m.Body, string(m.Body),
-			env.EventID, m.Headers[broker.HeaderIdempotencyKey], env.FailureClass.String(), env.FailedStage.String(),
+			env.EventID, m.Headers[broker.HeaderIdempotencyKey], string(env.FailureClass), string(env.FailedStage),
 			int64(broker.EPSGOf(env)), ge.Kind, ge.Reason, env.Source.Topic, at, int16(at.Nanosecond()%1000),
 			geom, ge.Location[0], ge.Location[1])
 		return err

@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/postgis"
 	"github.com/geodlq/geodlq/internal/pgtest"
@@ -15,39 +14,70 @@ import (
 // harness gives each conformance test its own schema; every handle is a
 // store on a pool of its own, as another process would have.
 type harness struct {
-	t     *testing.T
-	opts  *postgis.Options
-	pools []*pgxpool.Pool
+	t    *testing.T
+	opts postgis.Options
 }
 
-func (h *harness) MakeStore(ctx context.Context) (brokertest.Store, error) { return h.Reopen(ctx) }
+func (h *harness) MakeStore(ctx context.Context) (*broker.Store, error) { return h.Reopen(ctx) }
 
-func (h *harness) Reopen(ctx context.Context) (brokertest.Store, error) {
-	pool := pgtest.NewPool(h.t, 4)
-	h.pools = append(h.pools, pool)
-	return postgis.New(ctx, pool, h.opts)
+func (h *harness) Reopen(ctx context.Context) (*broker.Store, error) {
+	return postgis.New(ctx, pgtest.NewPool(h.t, 4), &h.opts)
 }
 
 func (h *harness) Capabilities() brokertest.Capabilities {
 	return brokertest.Capabilities{LeaseExpiry: h.opts.LeaseTTL, MaxMessageBytes: h.opts.MaxMessageBytes}
 }
 
-func (h *harness) Close() {
-	for _, p := range h.pools {
-		p.Close()
-	}
-}
+func (h *harness) Close() {}
 
 func TestConformance(t *testing.T) {
 	brokertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (brokertest.Harness, error) {
-		opts := &postgis.Options{Schema: pgtest.Schema(t), LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}
-		s, err := postgis.New(ctx, pgtest.NewPool(t, 2), opts)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.Migrate(ctx); err != nil {
+		opts := postgis.Options{Schema: pgtest.Schema(t), StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}}
+		m := opts
+		m.Migrate = true
+		if _, err := postgis.New(ctx, pgtest.NewPool(t, 1), &m); err != nil {
 			return nil, err
 		}
 		return &harness{t: t, opts: opts}, nil
+	})
+}
+
+// consumerHarness sends to a destination of the table and consumes it
+// with NewConsumer.
+type consumerHarness struct {
+	s    *broker.Store
+	dest string
+}
+
+func (h *consumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
+	for _, m := range msgs {
+		if err := h.s.Publish(ctx, h.dest, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
+	return postgis.NewConsumer(h.s, h.dest, proc, &postgis.ConsumerOptions{PollInterval: 20 * time.Millisecond,
+		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+}
+
+func (h *consumerHarness) ConsumerCapabilities() brokertest.ConsumerCapabilities {
+	// A store source does not hold back a key's later records while an
+	// earlier one waits for redelivery, so it does not promise order.
+	return brokertest.ConsumerCapabilities{DeliveryCount: true, Redelivery: time.Second}
+}
+
+func (h *consumerHarness) Close() { _ = h.s.Close() }
+
+func TestConsumerConformance(t *testing.T) {
+	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
+		s, err := postgis.New(ctx, pgtest.NewPool(t, 8), &postgis.Options{Schema: pgtest.Schema(t), Migrate: true,
+			StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
+		if err != nil {
+			return nil, err
+		}
+		return &consumerHarness{s: s, dest: "source"}, nil
 	})
 }

@@ -36,10 +36,10 @@ type corpusRow struct {
 	body                   []byte
 }
 
-func readCorpusRow(t *testing.T, s *postgis.Store, destination, idemKey string) corpusRow {
+func readCorpusRow(t *testing.T, s *broker.Store, destination, idemKey string) corpusRow {
 	t.Helper()
 	var r corpusRow
-	err := s.Pool().QueryRow(context.Background(), `
+	err := poolOf(t, s).QueryRow(context.Background(), `
 		SELECT r.geom_status, COALESCE(r.geom_error, ''), r.geom IS NOT NULL, COALESCE(ST_SRID(r.geom), 0),
 			d.valid, d.reason, ST_X(d.location), ST_Y(d.location),
 			ST_X(r.location), ST_Y(r.location), COALESCE(ST_SRID(r.location), 0),
@@ -47,7 +47,7 @@ func readCorpusRow(t *testing.T, s *postgis.Store, destination, idemKey string) 
 			CASE WHEN GeometryType(r.geom) = 'POLYGON' AND NOT ST_IsEmpty(r.geom) THEN ST_X(ST_StartPoint(ST_ExteriorRing(r.geom))) END,
 			CASE WHEN GeometryType(r.geom) = 'POLYGON' AND NOT ST_IsEmpty(r.geom) THEN ST_Y(ST_StartPoint(ST_ExteriorRing(r.geom))) END,
 			ST_IsEmpty(r.geom), r.body
-		FROM `+s.Table()+` AS r LEFT JOIN LATERAL ST_IsValidDetail(r.geom) AS d ON r.geom IS NOT NULL
+		FROM `+postgis.Table(s)+` AS r LEFT JOIN LATERAL ST_IsValidDetail(r.geom) AS d ON r.geom IS NOT NULL
 		WHERE r.destination = $1 AND r.idempotency_key = $2`, destination, idemKey).Scan(
 		&r.geomStatus, &r.geomError, &r.hasGeom, &r.srid,
 		&r.valid, &r.reason, &r.detailX, &r.detailY,

@@ -1,11 +1,11 @@
 // Package postgis is a geodlq dead-letter store in a PostgreSQL table with
-// PostGIS, over the caller's *pgxpool.Pool (pgx v5). A [Store] is a
-// [broker.Publisher], a [broker.Limiter] and a [broker.DeadLetterSource],
-// and passes broker/brokertest like every other adapter.
+// PostGIS, over a *pgxpool.Pool (pgx v5). [New] returns the portable
+// [*broker.Store] — a Publisher, a DeadLetterSource, a Limiter, and a
+// Lister, Statser and Purger done in SQL — and the package passes
+// broker/brokertest like every other adapter. [NewConsumer] consumes a
+// destination of the table as a work queue.
 //
 // # Guarantees
-//
-// The sections below give the details.
 //
 //	Property    Guarantee
 //	----------  ------------------------------------------------------------------
@@ -15,16 +15,19 @@
 //	Durability  A write is one INSERT, committed on its own: Publish returns once
 //	            PostgreSQL committed it, as durable as synchronous_commit makes
 //	            commits ("on", the default, waits for the WAL flush and any
-//	            synchronous standbys). PublishBatch: one transaction, all or none.
+//	            synchronous standbys). A caller's cancellation does not abandon
+//	            an INSERT once sent: Publish waits for its outcome (up to
+//	            StoreOptions.CancelGrace, 2 s; then ErrOutcomeUnknown), so a
+//	            write is never reported failed yet committed.
 //	Redelivery  Fetch leases rows with SELECT ... FOR UPDATE SKIP LOCKED and
 //	            lease_until = now() + LeaseTTL (30 s) on the database's clock.
 //	            A replayer that crashes loses nothing: its rows are fetchable
 //	            again once lease_until passes. Ack and Release check the lease
 //	            token: they work after lease_until until another Fetch takes the
-//	            row, then fail with ErrLeaseLost.
-//	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default
-//	            (DefaultMaxMessageBytes; the row holds the body twice, keep it
-//	            well under PostgreSQL's 1 GB field limit). Over it:
+//	            row, then fail with broker.ErrLeaseLost.
+//	Size limit  Body at most MaxMessageBytes, 64 MiB by default (the row holds
+//	            the body twice; keep it well under PostgreSQL's 1 GB field
+//	            limit), reported as the store's broker.Limiter. Over it:
 //	            *classify.TooLargeError and nothing is stored. Never truncated.
 //	Headers     Every header of the message (on a dead-letter write,
 //	            broker.Headers: idempotency-key, dlq-event-id, dlq-class,
@@ -35,7 +38,7 @@
 //	Body        The dlq.v1 envelope, byte for byte, in the bytea column body
 //	            (replay restores from it); again as jsonb in envelope (NULL when
 //	            jsonb refuses it), with triage columns and the geom and location
-//	            geometries.
+//	            geometries. Any other body is stored as it is.
 //	Attempts    The deliveries column, incremented by every Fetch that leases
 //	            the row: Record.Deliveries and Message.DeliveryAttempt.
 //	Duplicates  At most one pending or leased row per destination and
@@ -46,28 +49,33 @@
 //	            makes Ack fail with ErrDeadLetteredAgain (wrapping ErrLeaseLost)
 //	            and returns the row to pending. A replayed row frees its key.
 //
-// Each dead-lettered message is one row: the body byte for byte (bytea —
-// the envelope's exact encoding, which replay restores from; jsonb would
-// not keep the bytes), the envelope again as jsonb for ad-hoc queries,
-// indexed triage columns (failure class, failed stage, EPSG, reason kind,
-// event id, idempotency key, source topic, dead-letter time), the replay
-// state, and two PostGIS columns:
+// # The table
+//
+// Each message is one row: the body byte for byte (bytea — the envelope's
+// exact encoding, which replay restores from; jsonb would not keep the
+// bytes), the envelope again as jsonb for ad-hoc queries, indexed triage
+// columns (failure_class, failed_stage, epsg, reason_kind, event_id,
+// idempotency_key, source_topic, dead_lettered_at), the replay state
+// (status pending, leased or replayed; lease_until, deliveries,
+// replayed_at, duplicates), and two PostGIS columns:
 //
 //   - geom geometry: the envelope's inline geometry as ST_GeomFromGeoJSON
 //     parses it, with the SRID the envelope records (broker.EPSGOf: the
 //     geometry error's EPSG for a CRS mismatch, else source_epsg), 4326
 //     when the payload declared no CRS (RFC 7946's OGC:CRS84), 0 when it
-//     declared one nobody could resolve. Invalid geometries are stored as
-//     they are — PostGIS allows it, and ST_IsValidDetail(geom) then gives
-//     GEOS's own verdict. The column is plain geometry, not
-//     geometry(Geometry): that typmod refuses Z coordinates, which GeoJSON
-//     allows. geom is NULL, and geom_status says why, when the geometry
-//     was offloaded (offload_uri keeps the pointer; the store never
-//     fetches blobs), missing from the event, not UTF-8 text, or refused by
-//     PostGIS (geom_error has its message: wrong nesting, an unknown type).
-//     PostGIS 3.3 does parse bare NaN and Infinity tokens, so such
-//     geometries are stored, and ST_IsValidDetail reports their "Invalid
-//     Coordinate".
+//     declared one nobody could resolve or whose code is beyond PostGIS's
+//     SRIDs. Invalid geometries are stored as they are — PostGIS allows it,
+//     and ST_IsValidDetail(geom) then gives GEOS's own verdict. The column
+//     is plain geometry, not geometry(Geometry): that typmod refuses Z
+//     coordinates, which GeoJSON allows. PostGIS 3.3 parses bare NaN and
+//     Infinity tokens, so such geometries are stored, and ST_IsValidDetail
+//     reports their "Invalid Coordinate".
+//   - geom_status says why geom is set or not: parsed; offloaded (the
+//     geometry was offloaded and offload_uri keeps the pointer — the store
+//     never fetches blobs); missing (the event had none); not_text (not
+//     UTF-8 text); unparseable (PostGIS refused it: geom_error has its
+//     message — wrong nesting, an unknown type); none (the body is not a
+//     dlq.v1 envelope).
 //   - location geometry(Point): the geometry error's location, in the
 //     same SRID.
 //
@@ -76,75 +84,80 @@
 // set: leasing a row changes no indexed column (so PostgreSQL can update it
 // in place, HOT; large values are toasted out of line and the table's
 // fillfactor is 80 to leave room), acknowledging one touches two indexes,
-// and replayed rows are history, kept until [Store.Purge].
+// and replayed rows are history, kept until a purge.
 //
 // # Semantics
-//
-// Durability: a write is one INSERT committed on its own, so Publish
-// returns once PostgreSQL has committed it, as durable as the server's
-// synchronous_commit makes commits ("on", the default, waits for the WAL
-// flush and synchronous standbys). Do not turn it off for this table's
-// database.
-//
-// Duplicates: at most one pending-or-leased record per destination and
-// idempotency key (a unique partial index). Writing a duplicate is a no-op
-// that succeeds — a dead-letter write retried after a timeout stores
-// nothing twice — and counts the duplicate on the existing row. Replayed
-// records free their key, so a later failure of a replayed event is a new
-// record; and a duplicate that arrives while the record is leased makes
-// the replayer's Ack fail with [ErrDeadLetteredAgain] and returns the
-// record to pending, so the new failure is not lost. Bodies that are not
-// envelopes are keyed by their idempotency-key header, if any.
 //
 // Leases: Fetch takes rows with SELECT … FOR UPDATE SKIP LOCKED and marks
 // them leased in the same statement, with a fresh token and lease_until =
 // now() + LeaseTTL on the database's clock, so workers on any number of
-// machines never hold the same row and need no synchronised clocks. A
-// lease that expires makes its row fetchable again (with deliveries
-// incremented); Ack and Release check the token, and fail with an error
-// wrapping [broker.ErrLeaseLost] once another worker fetched the row. Ack
-// marks the row replayed and keeps it ([Store.Purge] deletes old ones).
+// machines never hold the same row and need no synchronised clocks. Ack
+// marks the row replayed and keeps it; Purge deletes old ones.
 //
-// Ordering: Fetch returns the oldest rows (lowest id) first, so records a
-// single publisher wrote with the same key come back in publish order.
+// Duplicates: writing a duplicate of a pending or leased record is a no-op
+// that succeeds — a dead-letter write retried after a timeout stores
+// nothing twice. Replayed records free their key, so a later failure of a
+// replayed event is a new record; and a duplicate that arrives while the
+// record is leased makes the replayer's Ack fail with
+// [ErrDeadLetteredAgain], returning the record to pending, so the new
+// failure is not lost.
 //
-// Filters: every [broker.Filter] field is a SQL condition, matching exactly
-// what Filter.Match accepts: classes, stages, EPSG codes (0 = unknown),
-// event ids, the dead-letter time to the nanosecond, and BBox against the
-// geometry error's location (edges included, coordinates compared whatever
-// the SRID, as Match does): a GiST-indexed && with the box, then exact
-// coordinate comparisons — not ST_Intersects, whose floating-point
-// side-of-edge test counts points just outside tiny or huge boxes as on
-// their boundary. Records that are not envelopes match only the zero
-// filter. To select by the geometry itself, with ST_Intersects, use
-// [ListOptions].Intersects.
+// Filters: every [broker.Filter] field is a SQL condition, matching
+// exactly what Filter.MatchRecord accepts: record ids, classes, stages,
+// reason kinds, EPSG codes (0 = unknown), event ids, the dead-letter time
+// to the nanosecond (dead_lettered_ns keeps what timestamptz cannot), and
+// BBox against the geometry error's location (edges included, coordinates
+// compared whatever the SRID, as Match does): a GiST-indexed && with the
+// box, then exact coordinate comparisons — not ST_Intersects, whose
+// floating-point side-of-edge test counts points just outside tiny or huge
+// boxes as on their boundary. Records that are not envelopes match only
+// filters on IDs alone. To select by the stored geometry itself, with
+// ST_Intersects, use [ListIntersecting].
 //
-// Limits: bodies over MaxMessageBytes (default 64 MiB) are refused with a
-// [*classify.TooLargeError] and nothing is stored.
-//
-// Triage: [Store.List] and [Store.Stats] query without leasing, by the
-// same filters, and Stats counts by class, stage, EPSG, reason kind and
-// time bucket.
+// Triage: List pages by id both ways, with an opaque cursor; Stats counts
+// with one GROUP BY by destination, class, stage, EPSG, reason kind and,
+// with a Bucket, date_bin over dead_lettered_at; Purge selects, deletes
+// and checks blob references in one transaction that holds off writers,
+// never deletes a leased record, and reads only indexes for the check.
 //
 // # Migrations
 //
-// [Store.Migrate] (or Options.Migrate) creates the schema, the table and
-// its indexes, and records each applied step of [Migrations] in
-// {table}_migrations; it is idempotent and safe to run concurrently.
-// PostGIS must be installed in a schema on the connections' search_path
-// (public, by default); Migrate creates the extension when it is missing
-// and the role may.
+// Options.Migrate (or broker.OpenStore with Create) creates the schema,
+// the table and its indexes, and records each applied step of
+// [Migrations] in {table}_migrations; it is idempotent and safe to run
+// concurrently. PostGIS must be installed in a schema on the connections'
+// search_path (public, by default); migrating creates the extension when
+// it is missing and the role may.
+//
+// # URL
+//
+// Importing the package registers the schemes postgres and postgresql
+// with [broker.OpenStore]:
+//
+//	postgres://USER[:PASSWORD]@HOST[:PORT]/DB?geodlq_schema=S&geodlq_table=T&lease_ttl=30s&max_message_bytes=67108864
+//
+// names the table S.T (default geodlq.dead_letters). lease_ttl and
+// max_message_bytes set Options.LeaseTTL and MaxMessageBytes; every other
+// parameter (sslmode, pool_max_conns, connect_timeout, …) goes to pgx. The
+// store owns the pool it opens and closes it on Close. OpenOptions apply:
+// every connection the pool makes gives up after ConnectTimeout (10 s by
+// default; pgx's own default would wait two minutes on a server that
+// accepts and never answers), and the open fails within it. Create
+// migrates. Without Create nothing is written, and a database without the
+// table is refused with an error wrapping [broker.ErrNoStore] (so is a
+// database that does not exist). ReadOnly opens read-only sessions
+// (default_transaction_read_only): the server refuses every write, so
+// Publish, Fetch, Ack, Release and a Purge that is not a dry run fail.
 //
 // # As
 //
-// The store works on the caller's pool, which [Store.Pool] returns and
-// [Store.As] sets through a **pgxpool.Pool; [Store.Table] names the table
-// for your own SQL, for example
+// [broker.Store.As] sets a **pgxpool.Pool to the store's pool, and
+// [Table] names the table for your own SQL, for example
 //
 //	SELECT id, ST_SRID(geom), ST_IsValidReason(geom), ST_AsText(location)
 //	FROM geodlq.dead_letters
 //	WHERE replayed_at IS NULL AND failure_class = 'invalid_geometry' AND NOT ST_IsValid(geom);
 //
 // (The table mixes SRIDs: compare geometries with ST_Intersects only among
-// rows of one SRID, as [ListOptions].Intersects does.)
+// rows of one SRID, as [ListIntersecting] does.)
 package postgis

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/paulmach/orb"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/postgis"
@@ -15,14 +17,15 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// The store's schema is a list of versioned steps that Migrate applies
-// once each; they can be reviewed, or applied by another tool.
+// The store's schema is a list of versioned steps that Options.Migrate
+// applies once each; they can be reviewed, or applied by another tool.
 func ExampleMigrations() {
 	for _, m := range postgis.Migrations() {
 		fmt.Println(m.Version, m.Name)
 	}
 	// Output:
 	// 1 dead-letter table, triage indexes, GiST indexes, safe-parse helpers
+	// 2 indexes for purge's blob reference check
 }
 
 // A pipeline dead-letters into PostGIS, and a replayer leases what it wants
@@ -38,6 +41,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer dlq.Close()
 
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
 	if err != nil {
@@ -57,7 +61,7 @@ func Example() {
 
 	// PostGIS's own verdict on the stored geometry.
 	var reason string
-	if err := pool.QueryRow(ctx, `SELECT ST_IsValidReason(geom) FROM `+dlq.Table()+` WHERE event_id = 'evt-9'`).Scan(&reason); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT ST_IsValidReason(geom) FROM `+postgis.Table(dlq)+` WHERE event_id = 'evt-9'`).Scan(&reason); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(reason)
@@ -71,5 +75,73 @@ func Example() {
 		if err := dlq.Ack(ctx, r); err != nil {
 			log.Print(err)
 		}
+	}
+}
+
+// Operators open the store by URL, read-only for triage: nothing is
+// written, and a database without the table is no store. (Needs a
+// PostgreSQL server with PostGIS.)
+func Example_openStore() {
+	ctx := context.Background()
+	s, err := broker.OpenStore(ctx, "postgres://postgres@127.0.0.1:5432/geodlq_test?sslmode=disable&geodlq_schema=geodlq",
+		&broker.OpenOptions{ReadOnly: true})
+	if errors.Is(err, broker.ErrNoStore) {
+		log.Fatal("no dead letters here yet")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	counts, err := s.Stats(ctx, broker.StatsOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range counts {
+		fmt.Println(c.Destination, c.Class, c.Pending)
+	}
+}
+
+// Records whose stored geometry lies in a region, by ST_Intersects.
+func ExampleListIntersecting() {
+	ctx := context.Background()
+	s, err := broker.OpenStore(ctx, os.Getenv("DATABASE_URL"), &broker.OpenOptions{ReadOnly: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	rome := orb.Bound{Min: orb.Point{12.3, 41.8}, Max: orb.Point{12.6, 42.0}}
+	page, err := postgis.ListIntersecting(ctx, s, broker.ListOptions{Destination: "parcels.poison.dlt"}, rome, 4326)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range page.Entries {
+		fmt.Println(e.Record.ID, e.Status)
+	}
+}
+
+// A destination of the table is a work queue: any number of consumers
+// lease its records and dead-letter the ones that fail.
+func ExampleNewConsumer() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s, err := broker.OpenStore(ctx, os.Getenv("DATABASE_URL"), &broker.OpenOptions{Create: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := postgis.NewConsumer(s, "parcels.inbox", proc, &postgis.ConsumerOptions{
+		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = c.Run(ctx, func(ctx context.Context, m *broker.Message) error {
+		return nil // load the parcel
+	})
+	if !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
 	}
 }

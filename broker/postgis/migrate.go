@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/internal/pgmigrate"
 )
 
@@ -23,10 +24,11 @@ type Migration struct {
 	SQL string
 }
 
-// Migrations returns the store's migrations, oldest first. [Store.Migrate]
-// applies the ones a database lacks; they are listed here so that they can
-// be reviewed, or applied by another migration tool (record each applied
-// version in {table}_migrations, as Migrate does).
+// Migrations returns the store's migrations, oldest first. Options.Migrate
+// (and broker.OpenStore with Create) applies the ones a database lacks;
+// they are listed here so that they can be reviewed, or applied by another
+// migration tool (record each applied version in {table}_migrations, as
+// Options.Migrate does).
 func Migrations() []Migration { return append([]Migration(nil), migrations...) }
 
 var migrations = []Migration{{
@@ -131,14 +133,31 @@ EXCEPTION WHEN OTHERS THEN
 END
 $fn$;
 `,
+}, {
+	Version: 2,
+	Name:    "indexes for purge's blob reference check",
+	SQL: `
+-- Purge reports the blobs no remaining record references: it looks each
+-- up among every row, replayed ones included.
+CREATE INDEX {n}_offload_uri ON {t} (offload_uri) WHERE offload_uri IS NOT NULL;
+CREATE INDEX {n}_raw_offload_uri ON {t} ((envelope->>'raw_payload_offload_uri'))
+	WHERE (envelope->>'raw_payload_offload_uri') IS NOT NULL;
+-- Envelopes jsonb cannot hold (a \u0000, invalid UTF-8) are read from
+-- their bodies.
+CREATE INDEX {n}_opaque ON {t} (id) WHERE is_envelope AND envelope IS NULL;
+`,
 }}
 
-func (s *Store) render(q string) string {
-	return strings.NewReplacer("{s}", s.schemaQ, "{t}", s.table, "{n}", s.name).Replace(q)
+// minVersion is the oldest schema this package's queries work on: version
+// 2 only adds indexes.
+const minVersion = 1
+
+func (d *driver) render(q string) string {
+	return strings.NewReplacer("{s}", d.schemaQ, "{t}", d.table, "{n}", d.name).Replace(q)
 }
 
-func (s *Store) migrationTarget() pgmigrate.Target {
-	return pgmigrate.Target{Prefix: "postgis", Schema: s.schema, Table: s.name, Render: s.render, Prepare: createExtension}
+func (d *driver) migrationTarget() pgmigrate.Target {
+	return pgmigrate.Target{Prefix: "postgis", Schema: d.schema, Table: d.name, Render: d.render, Prepare: createExtension}
 }
 
 // createExtension creates the postgis extension when the database lacks
@@ -156,18 +175,43 @@ func createExtension(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// Migrate brings the store's schema up to date: it creates the PostGIS
+// migrate brings the store's schema up to date: it creates the PostGIS
 // extension if the database lacks it (which needs the privilege to), the
 // schema, the {table}_migrations bookkeeping table, and applies every
 // [Migrations] step not yet recorded there, all in one transaction under
 // an advisory lock. It is idempotent and safe to run concurrently from
 // several processes.
-func (s *Store) Migrate(ctx context.Context) error {
-	return pgmigrate.Migrate(ctx, s.pool, s.migrationTarget(), migrations)
+func (d *driver) migrate(ctx context.Context) error {
+	return pgmigrate.Migrate(ctx, d.pool, d.migrationTarget(), migrations)
 }
 
-// Version returns the schema version the database is at (0 before the
-// first [Store.Migrate]).
-func (s *Store) Version(ctx context.Context) (int, error) {
-	return pgmigrate.Version(ctx, s.pool, s.migrationTarget())
+// version returns the schema version the database is at (0 before the
+// first migration).
+func (d *driver) version(ctx context.Context) (int, error) {
+	return pgmigrate.Version(ctx, d.pool, d.migrationTarget())
+}
+
+// check reports, without writing anything, whether the store's table is
+// there at a schema version this package works with: an error wrapping
+// [broker.ErrNoStore] when the table or its migrations table is missing.
+func (d *driver) check(ctx context.Context) error {
+	var table, book bool
+	if err := d.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
+		d.table, pgx.Identifier{d.schema, d.name + "_migrations"}.Sanitize()).Scan(&table, &book); err != nil {
+		return fmt.Errorf("postgis: looking for the table %s: %w", d.table, err)
+	}
+	if !table || !book {
+		return fmt.Errorf("postgis: no geodlq table %s in this database (create it with Options.Migrate or OpenOptions.Create): %w", d.table, broker.ErrNoStore)
+	}
+	v, err := d.version(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v < minVersion:
+		return fmt.Errorf("postgis: %s has no recorded schema version: %w", d.table, broker.ErrNoStore)
+	case v > len(migrations):
+		return fmt.Errorf("postgis: %s is at schema version %d, newer than this package's %d", d.table, v, len(migrations))
+	}
+	return nil
 }

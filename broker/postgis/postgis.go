@@ -1,6 +1,7 @@
 package postgis
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -19,166 +20,175 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/pgmigrate"
 )
 
 // Defaults of [Options].
 const (
-	DefaultSchema          = "geodlq"
-	DefaultTable           = "dead_letters"
-	DefaultLeaseTTL        = 30 * time.Second
-	DefaultMaxMessageBytes = 64 << 20
-)
-
-// Status values of the status column.
-const (
-	StatusPending  = "pending"
-	StatusLeased   = "leased"
-	StatusReplayed = "replayed"
+	defaultSchema          = "geodlq"
+	defaultTable           = "dead_letters"
+	defaultLeaseTTL        = 30 * time.Second
+	defaultMaxMessageBytes = 64 << 20
 )
 
 // Geometry status values of the geom_status column: why geom is or is not
-// set.
+// set (see the package doc).
 const (
-	// GeomParsed: geom holds the inline geometry as PostGIS parsed it.
-	GeomParsed = "parsed"
-	// GeomUnparseable: ST_GeomFromGeoJSON refused the inline geometry;
-	// geom_error has its message.
-	GeomUnparseable = "unparseable"
-	// GeomNotText: the inline geometry is not UTF-8 text (base64 in the
-	// envelope), so PostGIS cannot be given it.
-	GeomNotText = "not_text"
-	// GeomMissing: the event had no geometry (the envelope's placeholder
-	// is not stored).
-	GeomMissing = "missing"
-	// GeomOffloaded: the geometry was offloaded; offload_uri points at it.
-	GeomOffloaded = "offloaded"
-	// GeomNone: the body is not a dlq.v1 envelope.
-	GeomNone = "none"
+	geomParsed      = "parsed"
+	geomUnparseable = "unparseable"
+	geomNotText     = "not_text"
+	geomMissing     = "missing"
+	geomOffloaded   = "offloaded"
+	geomNone        = "none"
 )
 
-// ErrDeadLetteredAgain is returned (wrapping [broker.ErrLeaseLost]) by
-// [Store.Ack] when a write with the record's idempotency key arrived while
-// the record was leased: the event failed again, perhaps as the very copy
-// the replayer re-injected, so the record is returned to pending instead of
-// being marked replayed.
+// ErrDeadLetteredAgain is wrapped, with [broker.ErrLeaseLost], by the
+// error of an Ack when a write with the record's idempotency key arrived
+// while the record was leased: the event failed again, perhaps as the very
+// copy the replayer re-injected, so the record is returned to pending
+// instead of being marked replayed.
 var ErrDeadLetteredAgain = errors.New("postgis: the event was dead-lettered again while leased; the record is pending again")
 
-// Options configures a [Store]. Nil means defaults.
+// Options configures the store [New] returns. Nil means defaults.
 type Options struct {
+	// StoreOptions: LeaseTTL is how long a fetched record stays invisible
+	// to other fetchers (lease_until = now() + LeaseTTL on the database's
+	// clock, to the microsecond); default 30s. MaxMessageBytes refuses
+	// larger bodies with a [*classify.TooLargeError]; default 64 MiB (a
+	// row holds the body twice, bytea and jsonb, so keep it well under
+	// PostgreSQL's 1 GB field limit). Logger also receives a debug record
+	// per duplicate write absorbed and per geometry PostGIS cannot parse.
+	broker.StoreOptions
 	// Schema is the PostgreSQL schema holding the table (created by
-	// Migrate). Lower-case letters, digits and underscores. Default
-	// "geodlq".
+	// Migrate). Lower-case letters, digits and underscores, at most 63
+	// bytes. Default "geodlq".
 	Schema string
 	// Table is the dead-letter table's name; its indexes, helper functions
 	// and the {Table}_migrations table are named after it. Lower-case
 	// letters, digits and underscores, at most 40 bytes. Default
 	// "dead_letters".
 	Table string
-	// LeaseTTL is how long a fetched record stays invisible to other
-	// fetchers (lease_until = now() + LeaseTTL on the database's clock),
-	// like SQS's visibility timeout. Default 30s.
-	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with [classify.ErrTooLarge]. A
-	// row holds the body twice (bytea and jsonb), so keep it well under
-	// PostgreSQL's 1 GB field limit. Default 64 MiB.
-	MaxMessageBytes int
-	// Migrate runs [Store.Migrate] in New. Default false: run migrations
-	// as a deployment step, as River's rivermigrate does.
+	// Migrate runs the store's [Migrations] in New. Default false: run
+	// them as a deployment step (New with Migrate, or
+	// broker.OpenStore with Create), as River's rivermigrate does.
 	Migrate bool
-	// Logger receives a debug record per duplicate write and per geometry
-	// PostGIS cannot parse. Nil discards.
-	Logger *slog.Logger
 }
 
-// Store is a dead-letter store in one PostGIS table. It is safe for
-// concurrent use, and any number of processes may share the table.
-type Store struct {
-	pool    *pgxpool.Pool
-	schema  string // bare
-	schemaQ string // quoted
-	name    string // bare table name
-	table   string // quoted, schema-qualified
-	ttl     time.Duration
-	limit   int
-	log     *slog.Logger
+// driver is the PostGIS [broker.Driver]. It is safe for concurrent use,
+// and any number of processes may share the table.
+type driver struct {
+	pool     *pgxpool.Pool
+	ownsPool bool   // opened by the URL opener: closed with the store
+	schema   string // bare
+	schemaQ  string // quoted
+	name     string // bare table name
+	table    string // quoted, schema-qualified
+	ttl      time.Duration
+	limit    int
+	log      *slog.Logger
 
 	insertSQL, fetchSQL, ackSQL, releaseSQL string
 }
 
 var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Lister  = (*driver)(nil)
+	_ broker.Statser = (*driver)(nil)
+	_ broker.Purger  = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
 )
 
-// New returns a store on pool, which the caller keeps owning (and
-// closes). It performs no I/O unless opts.Migrate is set.
-func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+// New returns a dead-letter store in a PostGIS table reached through pool,
+// which the caller keeps owning (closing the store does not close it). It
+// performs no I/O unless opts.Migrate is set; ctx bounds the migration.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*broker.Store, error) {
 	if pool == nil {
-		return nil, errors.New("postgis: nil pool")
+		return nil, fmt.Errorf("postgis: nil pool: %w", broker.ErrInvalidArgument)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	d, err := newDriver(pool, &o, false)
+	if err != nil {
+		return nil, err
+	}
+	if o.Migrate {
+		if err := d.migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return broker.NewStore("postgis", d, &o.StoreOptions), nil
+}
+
+// newDriver validates o and fills in its defaults. It does no I/O.
+func newDriver(pool *pgxpool.Pool, o *Options, owns bool) (*driver, error) {
 	if o.Schema == "" {
-		o.Schema = DefaultSchema
+		o.Schema = defaultSchema
 	}
 	if o.Table == "" {
-		o.Table = DefaultTable
+		o.Table = defaultTable
 	}
 	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = DefaultLeaseTTL
+		o.LeaseTTL = defaultLeaseTTL
 	}
 	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := pgmigrate.CheckIdent("postgis", "schema", o.Schema, 63); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", err, broker.ErrInvalidArgument)
 	}
 	if err := pgmigrate.CheckIdent("postgis", "table", o.Table, 40); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", err, broker.ErrInvalidArgument)
 	}
-	s := &Store{
-		pool:    pool,
-		schema:  o.Schema,
-		schemaQ: pgx.Identifier{o.Schema}.Sanitize(),
-		name:    o.Table,
-		table:   pgx.Identifier{o.Schema, o.Table}.Sanitize(),
-		ttl:     o.LeaseTTL,
-		limit:   o.MaxMessageBytes,
-		log:     o.Logger,
+	d := &driver{
+		pool:     pool,
+		ownsPool: owns,
+		schema:   o.Schema,
+		schemaQ:  pgx.Identifier{o.Schema}.Sanitize(),
+		name:     o.Table,
+		table:    pgx.Identifier{o.Schema, o.Table}.Sanitize(),
+		ttl:      o.LeaseTTL,
+		limit:    o.MaxMessageBytes,
+		log:      o.Logger,
 	}
-	s.insertSQL = s.render(insertSQL)
-	s.fetchSQL = s.render(fetchSQL)
-	s.ackSQL = s.render(ackSQL)
-	s.releaseSQL = s.render(releaseSQL)
-	if o.Migrate {
-		if err := s.Migrate(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	d.insertSQL = d.render(insertSQL)
+	d.fetchSQL = d.render(fetchSQL)
+	d.ackSQL = d.render(ackSQL)
+	d.releaseSQL = d.render(releaseSQL)
+	return d, nil
 }
 
-// Pool returns the pool the store uses.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+// driverOf returns the PostGIS driver under s, or nil.
+func driverOf(s *broker.Store) *driver {
+	if s == nil {
+		return nil
+	}
+	d, _ := s.Driver().(*driver)
+	return d
+}
 
-// Table returns the quoted, schema-qualified table name, for your own
-// queries: "geodlq"."dead_letters" by default.
-func (s *Store) Table() string { return s.table }
+// Table returns the quoted, schema-qualified name of the table a store
+// made by [New] or opened by URL keeps its records in —
+// "geodlq"."dead_letters" by default — for your own SQL on the pool
+// [broker.Store.As] gives; "" for any other store.
+func Table(s *broker.Store) string {
+	if d := driverOf(s); d != nil {
+		return d.table
+	}
+	return ""
+}
 
-// As sets *i to the store's pool when i is a **pgxpool.Pool, and reports
-// whether it did.
-func (s *Store) As(i any) bool {
-	if p, ok := i.(**pgxpool.Pool); ok {
-		*p = s.pool
+// As implements [broker.Aser]: a **pgxpool.Pool target is set to the
+// store's pool.
+func (d *driver) As(target any) bool {
+	if p, ok := target.(**pgxpool.Pool); ok {
+		*p = d.pool
 		return true
 	}
 	return false
@@ -186,124 +196,64 @@ func (s *Store) As(i any) bool {
 
 // MaxMessageBytes implements [broker.Limiter]: the same limit for every
 // destination.
-func (s *Store) MaxMessageBytes(string) int { return s.limit }
+func (d *driver) MaxMessageBytes(string) int { return d.limit }
 
-// WriteResult reports what [Store.Write] did.
-type WriteResult struct {
-	// ID is the row id: the new row, or the existing row a duplicate
-	// matched.
-	ID int64
-	// Duplicate is true when a record with the same idempotency key was
-	// already pending or leased in the destination, so nothing was
-	// inserted.
-	Duplicate bool
-	// GeometryStatus is the row's geom_status: whether PostGIS parsed the
-	// geometry (GeomParsed) or why geom is NULL.
-	GeometryStatus string
-	// GeometryError is PostGIS's message when GeometryStatus is
-	// GeomUnparseable.
-	GeometryError string
-}
-
-// scan reads the insert's RETURNING row.
-func (res *WriteResult) scan(row pgx.Row) error {
-	var inserted bool
-	if err := row.Scan(&res.ID, &inserted, &res.GeometryStatus, &res.GeometryError); err != nil {
-		return err
+// Close closes the pool when the URL opener made it; a pool given to
+// [New] stays open.
+func (d *driver) Close() error {
+	if d.ownsPool {
+		d.pool.Close()
 	}
-	res.Duplicate = !inserted
 	return nil
 }
 
-// Publish implements [broker.Publisher] with [Store.Write].
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	_, err := s.Write(ctx, destination, m)
+// writeResult reports what a write did.
+type writeResult struct {
+	// id is the row id: the new row, or the existing row a duplicate
+	// matched.
+	id int64
+	// duplicate is true when a record with the same idempotency key was
+	// already pending or leased in the destination, so nothing was
+	// inserted.
+	duplicate bool
+	// geomStatus is the row's geom_status.
+	geomStatus string
+	// geomError is PostGIS's message when geomStatus is geomUnparseable.
+	geomError string
+}
+
+// Publish writes m as one row in one autocommitted INSERT (a duplicate of
+// a pending or leased record is absorbed: see the package doc). The
+// portable store calls it with a context that the caller's cancellation
+// does not reach, so once the INSERT is sent its outcome is read back: a
+// commit is never reported as a failure.
+func (d *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
+	_, err := d.write(ctx, destination, m)
 	return err
 }
 
-// Write inserts m into destination in one statement (its own transaction)
-// and returns when it is committed: durable as far as the server's
-// synchronous_commit setting makes commits durable ("on", the default,
-// waits for the WAL flush and any synchronous standbys).
-//
-// A message whose idempotency key (the envelope's, else the
-// idempotency-key header) matches a record of destination that is pending
-// or leased is a duplicate: nothing is inserted, the existing row's
-// duplicates count and last_duplicate_at are updated, and Write succeeds,
-// so a dead-letter write retried after a timeout is harmless. Once a
-// record is replayed its key is free again: a later failure of the same
-// event is a new record. A duplicate that arrives while the record is
-// leased also marks it, so that the replayer's Ack fails with
-// [ErrDeadLetteredAgain] rather than losing the new failure.
-func (s *Store) Write(ctx context.Context, destination string, m *broker.Message) (WriteResult, error) {
-	if err := ctx.Err(); err != nil {
-		return WriteResult{}, err
-	}
-	r, err := s.prepare(destination, m)
+// write inserts m and reports what the INSERT did.
+func (d *driver) write(ctx context.Context, destination string, m *broker.Message) (writeResult, error) {
+	r, err := d.prepare(destination, m)
 	if err != nil {
-		return WriteResult{}, err
+		return writeResult{}, err
 	}
-	var res WriteResult
-	if err := res.scan(s.pool.QueryRow(ctx, s.insertSQL, r.args()...)); err != nil {
-		return WriteResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
+	var res writeResult
+	var inserted bool
+	if err := d.pool.QueryRow(ctx, d.insertSQL, r.args()...).Scan(&res.id, &inserted, &res.geomStatus, &res.geomError); err != nil {
+		return writeResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
 	}
-	s.logWrite(ctx, destination, r, res)
-	return res, nil
-}
-
-// PublishBatch writes msgs to destination in one transaction, the inserts
-// pipelined as one pgx batch: all are stored or none. Duplicates are handled as by
-// [Store.Write], also within the batch. A message over the limit fails the
-// whole batch before anything is sent.
-func (s *Store) PublishBatch(ctx context.Context, destination string, msgs []*broker.Message) ([]WriteResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rows := make([]*row, len(msgs))
-	for i, m := range msgs {
-		r, err := s.prepare(destination, m)
-		if err != nil {
-			return nil, fmt.Errorf("postgis: batch message %d: %w", i, err)
-		}
-		rows[i] = r
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	out := make([]WriteResult, len(rows))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		for _, r := range rows {
-			b.Queue(s.insertSQL, r.args()...)
-		}
-		br := tx.SendBatch(ctx, b)
-		for i := range rows {
-			if err := out[i].scan(br.QueryRow()); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("message %d: %w", i, err)
-			}
-		}
-		return br.Close()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgis: publish batch to %q: %w", destination, err)
-	}
-	for i, r := range rows {
-		s.logWrite(ctx, destination, r, out[i])
-	}
-	return out, nil
-}
-
-func (s *Store) logWrite(ctx context.Context, destination string, r *row, res WriteResult) {
+	res.duplicate = !inserted
 	switch {
-	case res.Duplicate:
-		s.log.DebugContext(ctx, "geodlq: duplicate dead-letter write absorbed",
-			slog.String("destination", destination), slog.Int64("id", res.ID), slog.String("idempotency_key", deref(r.idemKey)))
-	case res.GeometryStatus == GeomUnparseable:
-		s.log.DebugContext(ctx, "geodlq: PostGIS cannot parse the geometry; stored without it",
-			slog.String("destination", destination), slog.Int64("id", res.ID), slog.String("event_id", deref(r.eventID)),
-			slog.String("error", res.GeometryError))
+	case res.duplicate:
+		d.log.DebugContext(ctx, "geodlq: duplicate dead-letter write absorbed",
+			slog.String("destination", destination), slog.Int64("id", res.id), slog.String("idempotency_key", deref(r.idemKey)))
+	case res.geomStatus == geomUnparseable:
+		d.log.DebugContext(ctx, "geodlq: PostGIS cannot parse the geometry; stored without it",
+			slog.String("destination", destination), slog.Int64("id", res.id), slog.String("event_id", deref(r.eventID)),
+			slog.String("error", res.geomError))
 	}
+	return res, nil
 }
 
 func deref(p *string) string {
@@ -367,17 +317,11 @@ RETURNING id, (xmax = 0), geom_status, COALESCE(geom_error, '')`
 // with SRID 0 (their code stays in the epsg column).
 const maxSRID = 998999
 
-func (s *Store) prepare(destination string, m *broker.Message) (*row, error) {
-	if m == nil {
-		return nil, errors.New("postgis: nil message")
-	}
-	if destination == "" || !cleanText(destination) {
-		return nil, fmt.Errorf("postgis: destination %q must be non-empty UTF-8 without NUL", destination)
-	}
-	if len(m.Body) > s.limit {
-		return nil, &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
-	}
-	r := &row{destination: destination, key: m.Key, body: m.Body, geomStatus: GeomNone}
+// prepare turns m into the INSERT's parameters. The portable store has
+// checked the destination (valid UTF-8, no control characters, so no NUL)
+// and the body size.
+func (d *driver) prepare(destination string, m *broker.Message) (*row, error) {
+	r := &row{destination: destination, key: m.Key, body: m.Body, geomStatus: geomNone}
 	if r.body == nil {
 		r.body = []byte{}
 	}
@@ -398,8 +342,8 @@ func (s *Store) prepare(destination string, m *broker.Message) (*row, error) {
 	}
 	r.eventID = ptr(keyText(env.EventID))
 	r.idemKey = ptr(keyText(env.IdempotencyKey))
-	r.class = ptr(env.FailureClass.String())
-	r.stage = ptr(env.FailedStage.String())
+	r.class = ptr(lossyText(string(env.FailureClass)))
+	r.stage = ptr(lossyText(string(env.FailedStage)))
 	r.epsg = ptr(int64(broker.EPSGOf(env)))
 	at := env.DeadLetteredAt
 	r.deadAt, r.deadNs = &at, ptr(int16(at.Nanosecond()%1000))
@@ -419,11 +363,11 @@ func (s *Store) prepare(destination string, m *broker.Message) (*row, error) {
 	g := env.Geometry
 	switch {
 	case g.OffloadURI != "":
-		r.geomStatus, r.offloadURI = GeomOffloaded, ptr(lossyText(g.OffloadURI))
+		r.geomStatus, r.offloadURI = geomOffloaded, ptr(lossyText(g.OffloadURI))
 	case g.Missing:
-		r.geomStatus = GeomMissing
+		r.geomStatus = geomMissing
 	case !utf8.Valid(g.Inline) || slices.Contains(g.Inline, 0):
-		r.geomStatus = GeomNotText
+		r.geomStatus = geomNotText
 	default:
 		r.geojson = ptr(string(g.Inline))
 	}
@@ -541,24 +485,16 @@ UPDATE {t} AS d SET status = 'leased', lease_token = gen_random_uuid()::text,
 FROM picked WHERE d.id = picked.id
 RETURNING d.id, d.msg_key, d.headers, d.binary_headers, d.body, d.deliveries, d.lease_token`
 
-// Fetch leases up to max pending records of destination that match f,
+// Fetch leases up to n pending records of destination that match f,
 // oldest (lowest id) first, in one statement: a SELECT … FOR UPDATE SKIP
 // LOCKED picks rows no other transaction holds, and the same statement's
 // UPDATE marks them leased until now() + LeaseTTL on the database's clock,
 // so concurrent fetchers never take the same row. Records whose lease
-// expired are pending again. Bodies that are not envelopes match only the
-// zero filter.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if max <= 0 {
-		return nil, nil
-	}
-	a := &sqlArgs{list: []any{destination, max, s.ttl.Microseconds()}}
-	cond := where(f, a)
-	q := strings.Replace(s.fetchSQL, "{filter}", cond, 1)
-	rows, err := s.pool.Query(ctx, q, a.list...)
+// expired are pending again.
+func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, n int) ([]*broker.Record, error) {
+	a := &sqlArgs{list: []any{destination, n, max(d.ttl.Microseconds(), 1)}}
+	q := strings.Replace(d.fetchSQL, "{filter}", where(f, a), 1)
+	rows, err := d.pool.Query(ctx, q, a.list...)
 	if err != nil {
 		return nil, fmt.Errorf("postgis: fetch from %q: %w", destination, err)
 	}
@@ -591,22 +527,14 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		return nil, fmt.Errorf("postgis: fetch from %q: %w", destination, err)
 	}
 	// RETURNING order is unspecified; restore id order.
-	slices.SortFunc(out, func(a, b *broker.Record) int {
-		x, _ := strconv.ParseInt(a.ID, 10, 64)
-		y, _ := strconv.ParseInt(b.ID, 10, 64)
-		return cmpInt(x, y)
-	})
+	slices.SortFunc(out, func(a, b *broker.Record) int { return cmpID(a.ID, b.ID) })
 	return out, nil
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+func cmpID(a, b string) int {
+	x, _ := strconv.ParseInt(a, 10, 64)
+	y, _ := strconv.ParseInt(b, 10, 64)
+	return cmp.Compare(x, y)
 }
 
 const ackSQL = `
@@ -622,18 +550,18 @@ UPDATE {t} SET status = 'pending', lease_token = NULL, lease_until = NULL, redea
 WHERE id = $1 AND destination = $2 AND lease_token = $3 AND status = 'leased'
 RETURNING status`
 
-// Ack marks r replayed (the row is kept; see [Store.Purge]). It succeeds
-// while r's lease token is still the row's — even after lease_until
-// passed, as long as no one fetched the row since — and otherwise fails
-// with an error wrapping [broker.ErrLeaseLost]. If the event was
-// dead-lettered again during the lease, the row goes back to pending and
-// the error also wraps [ErrDeadLetteredAgain].
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
-	st, err := s.settle(ctx, r, s.ackSQL)
+// Ack marks r replayed (the row is kept until a purge). It succeeds while
+// r's lease token is still the row's — even after lease_until passed, as
+// long as no one fetched the row since — and otherwise fails with an
+// error wrapping [broker.ErrLeaseLost]. If the event was dead-lettered
+// again during the lease, the row goes back to pending and the error also
+// wraps [ErrDeadLetteredAgain].
+func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
+	st, err := d.settle(ctx, r, d.ackSQL)
 	if err != nil {
 		return err
 	}
-	if st != StatusReplayed {
+	if st != string(broker.StatusReplayed) {
 		return fmt.Errorf("postgis: record %s/%s: %w: %w", r.Destination, r.ID, broker.ErrLeaseLost, ErrDeadLetteredAgain)
 	}
 	return nil
@@ -641,24 +569,18 @@ func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
 
 // Release makes r pending again at once. It fails with an error wrapping
 // [broker.ErrLeaseLost] when r's lease was lost.
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
-	_, err := s.settle(ctx, r, s.releaseSQL)
+func (d *driver) Release(ctx context.Context, r *broker.Record) error {
+	_, err := d.settle(ctx, r, d.releaseSQL)
 	return err
 }
 
-func (s *Store) settle(ctx context.Context, r *broker.Record, q string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	if r == nil {
-		return "", errors.New("postgis: nil record")
-	}
+func (d *driver) settle(ctx context.Context, r *broker.Record, q string) (string, error) {
 	id, err := strconv.ParseInt(r.ID, 10, 64)
 	if err != nil || r.Lease == "" {
 		return "", fmt.Errorf("postgis: record %s/%s was not leased from this store: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	var st string
-	err = s.pool.QueryRow(ctx, q, id, r.Destination, r.Lease).Scan(&st)
+	err = d.pool.QueryRow(ctx, q, id, r.Destination, r.Lease).Scan(&st)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("postgis: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
@@ -666,21 +588,4 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, q string) (string,
 		return "", fmt.Errorf("postgis: record %s/%s: %w", r.Destination, r.ID, err)
 	}
 	return st, nil
-}
-
-// Purge deletes the records of destination ("" for all) that were
-// replayed before t, and returns how many. Pending and leased records are
-// never purged.
-func (s *Store) Purge(ctx context.Context, destination string, before time.Time) (int64, error) {
-	q := `DELETE FROM ` + s.table + ` WHERE replayed_at IS NOT NULL AND replayed_at < $1`
-	args := []any{before}
-	if destination != "" {
-		q += ` AND destination = $2`
-		args = append(args, destination)
-	}
-	tag, err := s.pool.Exec(ctx, q, args...)
-	if err != nil {
-		return 0, fmt.Errorf("postgis: purge: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/brokertest"
+	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/broker/postgis"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
@@ -60,35 +61,36 @@ func ids(recs []*broker.Record) []string {
 	return out
 }
 
-func count(t *testing.T, s *postgis.Store, where string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+s.Table()+` WHERE `+where, args...).Scan(&n))
-	return n
-}
-
 func TestNewValidatesArguments(t *testing.T) {
 	ctx := context.Background()
 	_, err := postgis.New(ctx, nil, nil)
-	require.Error(t, err, "a pool is required")
+	require.ErrorIs(t, err, broker.ErrInvalidArgument, "a pool is required")
 	pool := &pgxpool.Pool{} // never used: New does no I/O without Migrate
 	for _, o := range []postgis.Options{
 		{Schema: "Geodlq"}, {Schema: "1abc"}, {Schema: `a"b`}, {Table: "dead-letters"},
 		{Table: "t_" + string(bytes.Repeat([]byte("x"), 40))},
 	} {
 		_, err := postgis.New(ctx, pool, &o)
-		require.Error(t, err, "%+v", o)
+		require.ErrorIs(t, err, broker.ErrInvalidArgument, "%+v", o)
 	}
 	s, err := postgis.New(ctx, pool, nil)
 	require.NoError(t, err)
-	require.Equal(t, `"geodlq"."dead_letters"`, s.Table(), "defaults")
-	require.Equal(t, postgis.DefaultMaxMessageBytes, s.MaxMessageBytes("any"))
+	require.Equal(t, "postgis", s.Name())
+	require.Equal(t, `"geodlq"."dead_letters"`, postgis.Table(s), "defaults")
+	require.Equal(t, 64<<20, s.MaxMessageBytes("any"), "64 MiB by default")
 	var p *pgxpool.Pool
 	require.True(t, s.As(&p))
 	require.Same(t, pool, p)
-	require.Same(t, pool, s.Pool())
 	var other *int
 	require.False(t, s.As(&other))
+	require.Empty(t, postgis.Table(nil))
+	require.Empty(t, postgis.Table(memory.New(nil)), "not a PostGIS store")
+	require.NoError(t, s.Close(), "closing the store leaves the caller's pool alone")
+
+	s, err = postgis.New(ctx, pool, &postgis.Options{Schema: "s1", Table: "t1", StoreOptions: broker.StoreOptions{MaxMessageBytes: 1000}})
+	require.NoError(t, err)
+	require.Equal(t, `"s1"."t1"`, postgis.Table(s))
+	require.Equal(t, 1000, s.MaxMessageBytes("x"))
 }
 
 // TestMigrate: migrations are versioned, idempotent and safe to run
@@ -99,35 +101,39 @@ func TestMigrate(t *testing.T) {
 	pool := pgtest.NewPool(t, 8)
 	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema})
 	require.NoError(t, err)
-	v, err := s.Version(ctx)
+	v, err := postgis.VersionForTest(ctx, s)
 	require.NoError(t, err)
 	require.Zero(t, v, "nothing applied yet")
 
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { errs[i] = s.Migrate(ctx) })
+		wg.Go(func() { _, errs[i] = postgis.New(ctx, pool, &postgis.Options{Schema: schema, Migrate: true}) })
 	}
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err, "concurrent first migrations serialise")
 	}
-	require.NoError(t, s.Migrate(ctx), "migrating again is a no-op")
-	v, err = s.Version(ctx)
+	_, err = postgis.New(ctx, pool, &postgis.Options{Schema: schema, Migrate: true})
+	require.NoError(t, err, "migrating again is a no-op")
+	v, err = postgis.VersionForTest(ctx, s)
 	require.NoError(t, err)
 	ms := postgis.Migrations()
 	require.Equal(t, len(ms), v)
 	for i, m := range ms {
 		require.Equal(t, i+1, m.Version)
 		require.NotEmpty(t, m.Name)
+		require.NotEmpty(t, m.SQL)
 	}
+	ms[0].SQL = "changed"
+	require.NotEqual(t, "changed", postgis.Migrations()[0].SQL, "Migrations returns a copy")
 	var applied int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".dead_letters_migrations`).Scan(&applied))
 	require.Equal(t, len(ms), applied, "each step recorded once")
 
 	types := map[string]string{}
 	rows, err := pool.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname IN ('geom', 'location', 'body', 'envelope', 'headers')`, s.Table())
+		WHERE attrelid = to_regclass($1) AND attname IN ('geom', 'location', 'body', 'envelope', 'headers')`, postgis.Table(s))
 	require.NoError(t, err)
 	for rows.Next() {
 		var n, ty string
@@ -140,15 +146,34 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'dead_letters'
 		AND indexdef LIKE '%USING gist%'`, schema).Scan(&gist))
 	require.Equal(t, 2, gist, "GiST on geom and ST_SetSRID(location, 0)")
+	var purgeIdx int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'dead_letters'
+		AND indexname IN ('dead_letters_offload_uri', 'dead_letters_raw_offload_uri', 'dead_letters_opaque')`, schema).Scan(&purgeIdx))
+	require.Equal(t, 3, purgeIdx, "migration 2: the reference check's indexes")
 
 	// Another table in the same schema has its own version history.
 	other, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Table: "other_dlq", Migrate: true})
 	require.NoError(t, err)
-	v, err = other.Version(ctx)
+	v, err = postgis.VersionForTest(ctx, other)
 	require.NoError(t, err)
 	require.Equal(t, len(ms), v)
 	require.NoError(t, other.Publish(ctx, "d", bowtie(t, "idem:migrate")))
 	require.Zero(t, count(t, s, "true"), "tables are separate")
+}
+
+// TestNoStoredContext: the store keeps no context of New's: cancelling it
+// afterwards changes nothing (pgx would abandon every query on it).
+func TestNoStoredContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := postgis.New(ctx, pgtest.NewPool(t, 2), &postgis.Options{Schema: pgtest.Schema(t), Migrate: true})
+	require.NoError(t, err)
+	cancel()
+	bg := context.Background()
+	require.NoError(t, s.Publish(bg, "d", bowtie(t, "idem:ctx")))
+	recs, err := s.Fetch(bg, "d", broker.Filter{}, 10)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.NoError(t, s.Ack(bg, recs[0]))
 }
 
 // TestSkipLocked: Fetch skips rows another transaction holds instead of
@@ -156,17 +181,18 @@ func TestMigrate(t *testing.T) {
 // same record.
 func TestSkipLocked(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, &postgis.Options{LeaseTTL: time.Minute})
+	schema := pgtest.Schema(t)
+	s := newStore(t, &postgis.Options{Schema: schema, StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
 	const d = "skiplocked"
 
 	t.Run("rows locked elsewhere are skipped, not waited for", func(t *testing.T) {
 		for i := range 10 {
 			require.NoError(t, s.Publish(ctx, d, bowtie(t, "idem:lock:"+strconv.Itoa(i))))
 		}
-		tx, err := s.Pool().Begin(ctx)
+		tx, err := poolOf(t, s).Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		rows, err := tx.Query(ctx, `SELECT id FROM `+s.Table()+` WHERE destination = $1 ORDER BY id LIMIT 3 FOR UPDATE`, d)
+		rows, err := tx.Query(ctx, `SELECT id FROM `+postgis.Table(s)+` WHERE destination = $1 ORDER BY id LIMIT 3 FOR UPDATE`, d)
 		require.NoError(t, err)
 		var locked []string
 		for rows.Next() {
@@ -202,8 +228,7 @@ func TestSkipLocked(t *testing.T) {
 		for i := range msgs {
 			msgs[i] = bowtie(t, "idem:workers:"+strconv.Itoa(i))
 		}
-		_, err := s.PublishBatch(ctx, d, msgs)
-		require.NoError(t, err)
+		publishAll(t, s, d, msgs)
 		var (
 			mu     sync.Mutex
 			holder = map[string]int{}
@@ -212,7 +237,7 @@ func TestSkipLocked(t *testing.T) {
 			wg     sync.WaitGroup
 		)
 		for w := range workers {
-			st, err := postgis.New(ctx, pgtest.NewPool(t, 2), &postgis.Options{Schema: schemaOf(s), LeaseTTL: time.Minute})
+			st, err := postgis.New(ctx, pgtest.NewPool(t, 2), &postgis.Options{Schema: schema, StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
 			require.NoError(t, err)
 			wg.Go(func() {
 				for {
@@ -264,19 +289,12 @@ func TestSkipLocked(t *testing.T) {
 	})
 }
 
-// schemaOf recovers the schema from the quoted table name.
-func schemaOf(s *postgis.Store) string {
-	name := s.Table()
-	i := bytes.IndexByte([]byte(name), '.')
-	return name[1 : i-1]
-}
-
 // TestLeases: leases are timestamps on the database clock; an expired
 // lease makes the record fetchable again, and its old holder has lost it.
 func TestLeases(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 400 * time.Millisecond
-	s := newStore(t, &postgis.Options{LeaseTTL: ttl})
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
 	const d = "leases"
 	require.NoError(t, s.Publish(ctx, d, bowtie(t, "idem:lease:1")))
 	first, err := s.Fetch(ctx, d, broker.Filter{}, 10)
@@ -286,7 +304,7 @@ func TestLeases(t *testing.T) {
 	require.Equal(t, 1, first[0].Message.DeliveryAttempt)
 
 	var left time.Duration
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM lease_until - now()) * 1e9 FROM `+s.Table()+` WHERE id = $1`,
+	require.NoError(t, poolOf(t, s).QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM lease_until - now()) * 1e9 FROM `+postgis.Table(s)+` WHERE id = $1`,
 		mustID(t, first[0])).Scan(&left))
 	require.True(t, left > 0 && left <= ttl, "lease_until = now() + LeaseTTL on the database clock (%v left)", left)
 
@@ -328,13 +346,13 @@ func mustID(t *testing.T, r *broker.Record) int64 {
 // that succeeds; once replayed, the key is free again.
 func TestDuplicatePublish(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, &postgis.Options{LeaseTTL: time.Minute})
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
 	const d = "dups"
 	m := bowtie(t, "idem:dup:1")
-	first, err := s.Write(ctx, d, m)
+	first, err := postgis.WriteForTest(ctx, s, d, m)
 	require.NoError(t, err)
 	require.False(t, first.Duplicate)
-	again, err := s.Write(ctx, d, m)
+	again, err := postgis.WriteForTest(ctx, s, d, m)
 	require.NoError(t, err)
 	require.Equal(t, first.ID, again.ID)
 	require.True(t, again.Duplicate, "the same write retried after a timeout")
@@ -344,18 +362,18 @@ func TestDuplicatePublish(t *testing.T) {
 	rebuilt := message(t, `{"event_id":"evt-x","geometry":{"type":"Point","coordinates":[1,2]}}`, "idem:dup:1",
 		invalid(&orb.Point{1, 2}), time.Now())
 	require.NotEqual(t, m.Body, rebuilt.Body)
-	res, err := s.Write(ctx, d, rebuilt)
+	res, err := postgis.WriteForTest(ctx, s, d, rebuilt)
 	require.NoError(t, err)
 	require.True(t, res.Duplicate)
 	require.Equal(t, 1, count(t, s, "destination = $1", d))
-	list, err := s.List(ctx, d, broker.Filter{}, nil)
+	require.Equal(t, 1, count(t, s, "destination = $1 AND duplicates = 2", d), "both duplicates are counted on the row")
+	list, err := s.List(ctx, broker.ListOptions{Destination: d})
 	require.NoError(t, err)
-	require.Len(t, list, 1)
-	require.Equal(t, 2, list[0].Duplicates)
-	require.Equal(t, m.Body, list[0].Record.Message.Body, "the first write is kept")
+	require.Len(t, list.Entries, 1)
+	require.Equal(t, m.Body, list.Entries[0].Record.Message.Body, "the first write is kept")
 
 	// Another destination is another store.
-	res, err = s.Write(ctx, d+".other", m)
+	res, err = postgis.WriteForTest(ctx, s, d+".other", m)
 	require.NoError(t, err)
 	require.False(t, res.Duplicate)
 
@@ -365,7 +383,7 @@ func TestDuplicatePublish(t *testing.T) {
 	var inserted int
 	for range 8 {
 		wg.Go(func() {
-			r, err := s.Write(ctx, d, bowtie(t, "idem:dup:race"))
+			r, err := postgis.WriteForTest(ctx, s, d, bowtie(t, "idem:dup:race"))
 			if err != nil {
 				t.Errorf("Write: %v", err)
 				return
@@ -381,26 +399,22 @@ func TestDuplicatePublish(t *testing.T) {
 	require.Equal(t, 1, inserted)
 	require.Equal(t, 1, count(t, s, "destination = $1 AND idempotency_key = 'idem:dup:race'", d))
 
-	// Within one batch too.
-	batch, err := s.PublishBatch(ctx, d, []*broker.Message{bowtie(t, "idem:dup:b1"), bowtie(t, "idem:dup:b2"), bowtie(t, "idem:dup:b1")})
-	require.NoError(t, err)
-	require.False(t, batch[0].Duplicate)
-	require.False(t, batch[1].Duplicate)
-	require.Equal(t, batch[0].ID, batch[2].ID)
-	require.True(t, batch[2].Duplicate)
+	// Through the portable store too: Publish succeeds, one row.
+	require.NoError(t, s.Publish(ctx, d, m))
+	require.Equal(t, 1, count(t, s, "destination = $1 AND duplicates = 3", d))
 
 	// Bodies that are not envelopes are keyed by their header, if any.
 	raw := &broker.Message{Body: []byte("not an envelope"), Headers: map[string]string{broker.HeaderIdempotencyKey: "idem:dup:raw"}}
-	r1, err := s.Write(ctx, d, raw)
+	r1, err := postgis.WriteForTest(ctx, s, d, raw)
 	require.NoError(t, err)
-	r2, err := s.Write(ctx, d, raw)
+	r2, err := postgis.WriteForTest(ctx, s, d, raw)
 	require.NoError(t, err)
 	require.Equal(t, r1.ID, r2.ID)
 	require.True(t, r2.Duplicate)
 	bare := &broker.Message{Body: []byte("no key")}
-	b1, err := s.Write(ctx, d, bare)
+	b1, err := postgis.WriteForTest(ctx, s, d, bare)
 	require.NoError(t, err)
-	b2, err := s.Write(ctx, d, bare)
+	b2, err := postgis.WriteForTest(ctx, s, d, bare)
 	require.NoError(t, err)
 	require.NotEqual(t, b1.ID, b2.ID, "without a key nothing is a duplicate")
 
@@ -409,7 +423,7 @@ func TestDuplicatePublish(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.NoError(t, s.Ack(ctx, recs[0]))
-	after, err := s.Write(ctx, d, m)
+	after, err := postgis.WriteForTest(ctx, s, d, m)
 	require.NoError(t, err)
 	require.False(t, after.Duplicate, "a replayed record frees its key")
 	require.NotEqual(t, first.ID, after.ID)
@@ -419,7 +433,7 @@ func TestDuplicatePublish(t *testing.T) {
 	recs, err = s.Fetch(ctx, d, broker.Filter{EventIDs: []string{"evt-idem:dup:1"}}, 10)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	res, err = s.Write(ctx, d, m)
+	res, err = postgis.WriteForTest(ctx, s, d, m)
 	require.NoError(t, err)
 	require.True(t, res.Duplicate)
 	err = s.Ack(ctx, recs[0])
@@ -501,7 +515,7 @@ func TestGeometryColumns(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.msg(t)
-			res, err := s.Write(ctx, "geoms", m)
+			res, err := postgis.WriteForTest(ctx, s, "geoms", m)
 			require.NoError(t, err)
 			require.Equal(t, tc.want.status, res.GeometryStatus)
 			var (
@@ -512,10 +526,10 @@ func TestGeometryColumns(t *testing.T) {
 				lx, ly               *float64
 				lsrid                *int
 			)
-			require.NoError(t, s.Pool().QueryRow(ctx, `SELECT geom_status, COALESCE(geom_error, ''), COALESCE(offload_uri, ''),
+			require.NoError(t, poolOf(t, s).QueryRow(ctx, `SELECT geom_status, COALESCE(geom_error, ''), COALESCE(offload_uri, ''),
 				geom IS NOT NULL, COALESCE(ST_SRID(geom), 0), COALESCE(ST_NDims(geom), 0), ST_IsValid(geom),
 				ST_X(location), ST_Y(location), ST_SRID(location)
-				FROM `+s.Table()+` WHERE id = $1`, res.ID).Scan(&status, &geomErr, &uri, &hasGeom, &srid, &dims, &valid, &lx, &ly, &lsrid))
+				FROM `+postgis.Table(s)+` WHERE id = $1`, res.ID).Scan(&status, &geomErr, &uri, &hasGeom, &srid, &dims, &valid, &lx, &ly, &lsrid))
 			w := tc.want
 			require.Equal(t, w.status, status, geomErr)
 			require.Equal(t, w.status == postgis.GeomParsed, hasGeom)
@@ -548,7 +562,8 @@ func TestGeometryColumns(t *testing.T) {
 
 // TestFilterBBoxMatchesFilterMatch: the BBox filter in SQL selects exactly
 // what broker.Filter.Match selects, edges, huge values, degenerate,
-// inverted, infinite and NaN bounds included, whatever the SRID.
+// inverted, infinite and NaN bounds included, whatever the SRID. It asks
+// the driver itself, so the portable store's filter cannot mask the SQL.
 func TestFilterBBoxMatchesFilterMatch(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, nil)
@@ -570,8 +585,7 @@ func TestFilterBBoxMatchesFilterMatch(t *testing.T) {
 	}
 	msgs = append(msgs, message(t, `{"event_id":"noloc","geometry":{"type":"Point","coordinates":[0.5,0.5]}}`, "idem:bbox:noloc", invalid(nil), time.Time{}))
 	msgs = append(msgs, &broker.Message{Body: []byte("not an envelope")})
-	_, err := s.PublishBatch(ctx, d, msgs)
-	require.NoError(t, err)
+	publishAll(t, s, d, msgs)
 	envs := map[string]*envelope.Envelope{}
 	for _, m := range msgs {
 		if e, err := envelope.Decode(m.Body); err == nil {
@@ -605,10 +619,13 @@ func TestFilterBBoxMatchesFilterMatch(t *testing.T) {
 				want = append(want, id)
 			}
 		}
-		list, err := s.List(ctx, d, f, nil)
+		// The driver's own List: what the SQL selects, with no filter after
+		// it (the portable store's would hide a mistake; it also refuses
+		// the NaN and infinite bounds tested here).
+		list, err := lister(t, s).List(ctx, broker.ListOptions{Destination: d, Filter: f, Limit: 1000})
 		require.NoError(t, err)
 		var got []string
-		for _, e := range list {
+		for _, e := range list.Entries {
 			env, err := envelope.Decode(e.Record.Message.Body)
 			require.NoError(t, err)
 			got = append(got, env.EventID)
@@ -621,13 +638,13 @@ func TestFilterBBoxMatchesFilterMatch(t *testing.T) {
 	// side-of-edge products underflow, and a point outside counts as on
 	// the boundary.
 	var stIntersects bool
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT ST_Intersects('POINT(0 0)'::geometry, ST_MakeEnvelope(5e-324, 0, 1, 5e-324, 0))`).Scan(&stIntersects))
+	require.NoError(t, poolOf(t, s).QueryRow(ctx, `SELECT ST_Intersects('POINT(0 0)'::geometry, ST_MakeEnvelope(5e-324, 0, 1, 5e-324, 0))`).Scan(&stIntersects))
 	require.True(t, stIntersects, "PostGIS's ST_Intersects misjudges this point")
 	require.False(t, b(5e-324, 0, 1, 5e-324).Contains(orb.Point{0, 0}), "Filter.Match does not")
 
 	// Fetch uses the same conditions.
 	f := broker.Filter{BBox: &bounds[0]}
-	recs, err := s.Fetch(ctx, d, f, 1000)
+	recs, err := s.Driver().Fetch(ctx, d, f, 1000)
 	require.NoError(t, err)
 	n := 0
 	for _, e := range envs {
@@ -667,10 +684,13 @@ func TestTimeFiltersAreExact(t *testing.T) {
 				want = append(want, id)
 			}
 		}
-		list, err := s.List(ctx, d, f, nil)
+		// The driver's own List: what the SQL selects, with no filter after
+		// it (the portable store's would hide a mistake; it also refuses
+		// the NaN and infinite bounds tested here).
+		list, err := lister(t, s).List(ctx, broker.ListOptions{Destination: d, Filter: f, Limit: 1000})
 		require.NoError(t, err)
 		var got []string
-		for _, e := range list {
+		for _, e := range list.Entries {
 			env, err := envelope.Decode(e.Record.Message.Body)
 			require.NoError(t, err)
 			got = append(got, env.EventID)
@@ -704,7 +724,7 @@ func TestVerbatim(t *testing.T) {
 	// row is stored with a NULL envelope column and exact body, and its
 	// NUL-bearing key still deduplicates.
 	require.Equal(t, 1, count(t, s, "is_envelope AND envelope IS NULL AND event_id = 'evt-nul'"))
-	res, err := s.Write(ctx, d, withNUL)
+	res, err := postgis.WriteForTest(ctx, s, d, withNUL)
 	require.NoError(t, err)
 	require.True(t, res.Duplicate)
 	got, err := s.Fetch(ctx, d, broker.Filter{}, 100)
@@ -721,15 +741,15 @@ func TestVerbatim(t *testing.T) {
 		}
 	}
 	// Other envelopes are queryable as jsonb.
-	normal, err := s.Write(ctx, d, bowtie(t, "idem:verbatim:jsonb"))
+	normal, err := postgis.WriteForTest(ctx, s, d, bowtie(t, "idem:verbatim:jsonb"))
 	require.NoError(t, err)
 	var eventID string
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT envelope->>'event_id' FROM `+s.Table()+` WHERE id = $1`, normal.ID).Scan(&eventID))
+	require.NoError(t, poolOf(t, s).QueryRow(ctx, `SELECT envelope->>'event_id' FROM `+postgis.Table(s)+` WHERE id = $1`, normal.ID).Scan(&eventID))
 	require.Equal(t, "evt-idem:verbatim:jsonb", eventID)
 	ackAll(t, s, got)
 }
 
-func ackAll(t *testing.T, s *postgis.Store, recs []*broker.Record) {
+func ackAll(t *testing.T, s *broker.Store, recs []*broker.Record) {
 	t.Helper()
 	for _, r := range recs {
 		require.NoError(t, s.Ack(context.Background(), r))
@@ -737,47 +757,157 @@ func ackAll(t *testing.T, s *postgis.Store, recs []*broker.Record) {
 }
 
 // TestTooLarge: a body over the limit is refused with the typed error,
-// alone or in a batch, and nothing is stored.
+// and nothing is stored; the limit is the store's Limiter.
 func TestTooLarge(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, &postgis.Options{MaxMessageBytes: 1024})
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: 1024}})
+	require.Equal(t, 1024, s.MaxMessageBytes("big"))
 	big := &broker.Message{Body: bytes.Repeat([]byte("x"), 1025)}
 	err := s.Publish(ctx, "big", big)
 	var tl *classify.TooLargeError
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, classify.TooLargeError{Destination: "big", Size: 1025, Limit: 1024}, *tl)
-	_, err = s.PublishBatch(ctx, "big", []*broker.Message{{Body: []byte("ok")}, big})
-	require.ErrorIs(t, err, classify.ErrTooLarge)
-	require.Zero(t, count(t, s, "true"), "nothing stored, not even the batch's small message")
+	require.Equal(t, "big", tl.Destination)
+	require.Equal(t, 1025, tl.Size)
+	require.Equal(t, 1024, tl.Limit)
+	require.Zero(t, count(t, s, "true"), "nothing stored")
 	require.NoError(t, s.Publish(ctx, "big", &broker.Message{Body: big.Body[:1024]}))
 }
 
-// TestListStatsPurge: triage queries by the same filters, counts by class,
-// stage, EPSG, kind and time bucket, geometry queries with ST_Intersects,
-// and purging replayed records.
-func TestListStatsPurge(t *testing.T) {
+// TestListPaging: List pages through every record once in both
+// directions, across destinations, replayed ones on request, with the
+// status the row has (an expired lease is pending again).
+func TestListPaging(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, &postgis.Options{LeaseTTL: time.Minute})
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 300 * time.Millisecond}})
+	var want []string // "destination/id", oldest first
+	for i := range 12 {
+		d := "page." + strconv.Itoa(i%3)
+		res := write(t, s, d, bowtie(t, "idem:page:"+strconv.Itoa(i)))
+		want = append(want, d+"/"+strconv.FormatInt(res.ID, 10))
+	}
+	leased, err := s.Fetch(ctx, "page.0", broker.Filter{}, 1)
+	require.NoError(t, err)
+	require.Len(t, leased, 1)
+	replayed, err := s.Fetch(ctx, "page.1", broker.Filter{}, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Ack(ctx, replayed[0]))
+
+	scan := func(opts broker.ListOptions) (keys []string, status map[string]broker.Status) {
+		status = map[string]broker.Status{}
+		require.NoError(t, s.ScanAll(ctx, opts, func(e broker.Entry) error {
+			require.Empty(t, e.Record.Lease)
+			require.False(t, e.PublishedAt.IsZero())
+			k := e.Record.Destination + "/" + e.Record.ID
+			keys = append(keys, k)
+			status[k] = e.Status
+			return nil
+		}))
+		return keys, status
+	}
+	for _, limit := range []int{1, 2, 5, 100} {
+		got, st := scan(broker.ListOptions{IncludeReplayed: true, Limit: limit})
+		require.Equal(t, want, got, "oldest first, pages of %d", limit)
+		require.Equal(t, broker.StatusLeased, st["page.0/"+leased[0].ID])
+		require.Equal(t, broker.StatusReplayed, st["page.1/"+replayed[0].ID])
+		rev, _ := scan(broker.ListOptions{IncludeReplayed: true, Limit: limit, Newest: true})
+		slices.Reverse(rev)
+		require.Equal(t, want, rev, "newest first, pages of %d", limit)
+	}
+	live, _ := scan(broker.ListOptions{Limit: 4})
+	require.Len(t, live, len(want)-1, "replayed records are left out by default")
+	one, _ := scan(broker.ListOptions{Destination: "page.2", Limit: 2, Newest: true})
+	require.Len(t, one, 4)
+	require.True(t, strings.HasPrefix(one[0], "page.2/"))
+
+	p, err := s.List(ctx, broker.ListOptions{Limit: len(want)})
+	require.NoError(t, err)
+	require.Empty(t, p.Next, "the last page has no cursor")
+	_, err = s.List(ctx, broker.ListOptions{After: "not-a-cursor"})
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+
+	time.Sleep(400 * time.Millisecond)
+	_, st := scan(broker.ListOptions{Destination: "page.0"})
+	require.Equal(t, broker.StatusPending, st["page.0/"+leased[0].ID], "an expired lease is pending again")
+
+	ds, err := s.Destinations(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"page.0", "page.1", "page.2"}, ds)
+	// A destination whose every record was replayed still holds records.
+	require.NoError(t, s.Publish(ctx, "page.done", bowtie(t, "idem:page:done")))
+	done, err := s.Fetch(ctx, "page.done", broker.Filter{}, 10)
+	require.NoError(t, err)
+	require.NoError(t, s.Ack(ctx, done[0]))
+	ds, err = s.Destinations(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"page.0", "page.1", "page.2", "page.done"}, ds)
+}
+
+// TestFiltersInSQL: record ids and reason kinds are SQL conditions too,
+// selecting exactly what Filter.MatchRecord does, envelopes or not.
+func TestFiltersInSQL(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	const d = "sqlfilters"
+	msgs := brokertest.Messages(t, brokertest.FilterInputs())
+	msgs = append(msgs, &broker.Message{Body: []byte("not an envelope")}, &broker.Message{Body: []byte{0xff, 0}})
+	var recIDs []string
+	for _, m := range msgs {
+		recIDs = append(recIDs, strconv.FormatInt(write(t, s, d, m).ID, 10))
+	}
+	filters := map[string]broker.Filter{
+		"one id":             {IDs: []string{recIDs[0]}},
+		"ids of any body":    {IDs: []string{recIDs[1], recIDs[len(recIDs)-1], recIDs[len(recIDs)-2]}},
+		"no such id":         {IDs: []string{"abc", "0" + recIDs[0], "+" + recIDs[0], "99999999999999999999"}},
+		"self-intersections": {ReasonKinds: []classify.ReasonKind{classify.KindSelfIntersection}},
+		"crs kinds":          {ReasonKinds: []classify.ReasonKind{classify.KindCRSDiffers, classify.KindSelfIntersection}},
+		"ids and a class":    {IDs: recIDs, Classes: []classify.Class{classify.ClassCRSMismatch}},
+		"kind and epsg":      {ReasonKinds: []classify.ReasonKind{classify.KindSelfIntersection}, EPSG: []int{4326}},
+	}
+	for name, f := range filters {
+		t.Run(name, func(t *testing.T) {
+			require.NoError(t, f.Validate())
+			var want []string
+			for i, m := range msgs {
+				if f.MatchRecord(&broker.Record{ID: recIDs[i], Destination: d, Message: m}) {
+					want = append(want, recIDs[i])
+				}
+			}
+			// The driver's own List and Fetch: what the SQL selects.
+			p, err := lister(t, s).List(ctx, broker.ListOptions{Destination: d, Filter: f, Limit: 1000})
+			require.NoError(t, err)
+			var got []string
+			for _, e := range p.Entries {
+				got = append(got, e.Record.ID)
+			}
+			require.Equal(t, want, got)
+			recs, err := s.Driver().Fetch(ctx, d, f, 1000)
+			require.NoError(t, err)
+			var fetched []string
+			for _, r := range recs {
+				fetched = append(fetched, r.ID)
+			}
+			require.Equal(t, want, fetched, "Fetch selects the same")
+			for _, r := range recs {
+				require.NoError(t, s.Release(ctx, r))
+			}
+		})
+	}
+}
+
+// TestStats: one GROUP BY counts every record by destination, class,
+// stage, EPSG and reason kind, and by status; time buckets start at
+// multiples of the bucket since the Unix epoch.
+func TestStats(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
 	const d = "triage"
 	msgs := brokertest.Messages(t, brokertest.FilterInputs())
-	_, err := s.PublishBatch(ctx, d, msgs)
-	require.NoError(t, err)
+	publishAll(t, s, d, msgs)
 	require.NoError(t, s.Publish(ctx, d+".other", bowtie(t, "idem:triage:other")))
-
-	all, err := s.List(ctx, d, broker.Filter{}, nil)
+	require.NoError(t, s.Publish(ctx, d, &broker.Message{Body: []byte("not an envelope")}))
+	all, err := s.List(ctx, broker.ListOptions{Destination: d, Limit: 1000})
 	require.NoError(t, err)
-	require.Len(t, all, len(msgs))
-	for i, e := range all {
-		require.Equal(t, msgs[i].Body, e.Record.Message.Body)
-		require.Equal(t, postgis.StatusPending, e.Status)
-		require.False(t, e.PublishedAt.IsZero())
-	}
-	page, err := s.List(ctx, "", broker.Filter{}, &postgis.ListOptions{AfterID: mustID(t, all[2].Record), Limit: 3})
-	require.NoError(t, err)
-	require.Equal(t, []string{all[3].Record.ID, all[4].Record.ID, all[5].Record.ID}, []string{page[0].Record.ID, page[1].Record.ID, page[2].Record.ID})
-	everywhere, err := s.List(ctx, "", broker.Filter{}, nil)
-	require.NoError(t, err)
-	require.Len(t, everywhere, len(msgs)+1)
+	require.Len(t, all.Entries, len(msgs)+1)
 
 	// Lease two records and replay one.
 	recs, err := s.Fetch(ctx, d, broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}, 2)
@@ -785,15 +915,15 @@ func TestListStatsPurge(t *testing.T) {
 	require.Len(t, recs, 2)
 	require.NoError(t, s.Ack(ctx, recs[0]))
 
-	stats, err := s.Stats(ctx, d, broker.Filter{}, nil)
+	stats, err := s.Stats(ctx, broker.StatsOptions{Destination: d})
 	require.NoError(t, err)
-	want := map[string][3]int{}
+	want := map[string][3]int{"//0/": {1, 0, 0}} // the body that is not an envelope
 	for i, m := range msgs {
 		e, err := envelope.Decode(m.Body)
 		require.NoError(t, err)
-		k := fmt.Sprintf("%s/%s/%d/%s", e.FailureClass, e.FailedStage, broker.EPSGOf(e), kindOf(e))
+		k := fmt.Sprintf("%s/%s/%d/%s", string(e.FailureClass), string(e.FailedStage), broker.EPSGOf(e), kindOf(e))
 		c := want[k]
-		switch all[i].Record.ID {
+		switch all.Entries[i].Record.ID {
 		case recs[0].ID:
 			c[2]++
 		case recs[1].ID:
@@ -807,56 +937,101 @@ func TestListStatsPurge(t *testing.T) {
 	for _, c := range stats {
 		require.Equal(t, d, c.Destination)
 		require.True(t, c.Bucket.IsZero())
-		got[fmt.Sprintf("%s/%s/%d/%s", c.Class, c.Stage, c.EPSG, c.ReasonKind)] = [3]int{c.Pending, c.Leased, c.Replayed}
+		got[fmt.Sprintf("%s/%s/%d/%s", string(c.Class), string(c.Stage), c.EPSG, string(c.ReasonKind))] = [3]int{c.Pending, c.Leased, c.Replayed}
 	}
 	require.Equal(t, want, got)
 
-	buckets, err := s.Stats(ctx, d, broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}, &postgis.StatsOptions{Bucket: 2 * time.Hour})
+	everywhere, err := s.Stats(ctx, broker.StatsOptions{})
+	require.NoError(t, err)
+	total := 0
+	for _, c := range everywhere {
+		total += c.Total()
+	}
+	require.Equal(t, len(msgs)+2, total, "every record of every destination")
+
+	buckets, err := s.Stats(ctx, broker.StatsOptions{Destination: d, Filter: broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}, Bucket: 2 * time.Hour})
 	require.NoError(t, err)
 	perBucket := map[time.Time]int{}
 	for _, c := range buckets {
-		require.Equal(t, "invalid_geometry", c.Class)
-		perBucket[c.Bucket] += c.Pending + c.Leased + c.Replayed
+		require.Equal(t, classify.ClassInvalidGeometry, c.Class)
+		perBucket[c.Bucket] += c.Total()
 	}
 	t0 := brokertest.FilterBaseTime // 12:00, hours 0, 1, 2 and 8 are invalid_geometry
 	require.Equal(t, map[time.Time]int{t0: 2, t0.Add(2 * time.Hour): 1, t0.Add(8 * time.Hour): 1}, perBucket)
 
-	pending, err := s.List(ctx, d, broker.Filter{}, nil)
+	// A week does not divide the time since year 1 that Go's Truncate
+	// counts from: the buckets start at multiples since the Unix epoch
+	// (a Thursday), as StatsOptions says.
+	week := 7 * 24 * time.Hour
+	weekly, err := s.Stats(ctx, broker.StatsOptions{Destination: d, Bucket: week})
 	require.NoError(t, err)
-	require.Len(t, pending, len(msgs)-1, "replayed records are hidden by default")
-	withReplayed, err := s.List(ctx, d, broker.Filter{}, &postgis.ListOptions{IncludeReplayed: true})
-	require.NoError(t, err)
-	require.Len(t, withReplayed, len(msgs))
-	for _, e := range withReplayed {
-		switch e.Record.ID {
-		case recs[0].ID:
-			require.Equal(t, postgis.StatusReplayed, e.Status)
-			require.False(t, e.ReplayedAt.IsZero())
-		case recs[1].ID:
-			require.Equal(t, postgis.StatusLeased, e.Status)
-			require.True(t, e.LeaseUntil.After(e.PublishedAt))
-			require.Equal(t, 1, e.Deliveries)
+	secs := int64(week / time.Second)
+	epochWeek := time.Unix(t0.Unix()/secs*secs, 0).UTC()
+	require.NotEqual(t, t0.Truncate(week), epochWeek)
+	n := 0
+	for _, c := range weekly {
+		if c.Class != "" {
+			require.Equal(t, epochWeek, c.Bucket)
+			n += c.Total()
 		}
 	}
+	require.Equal(t, len(msgs), n)
+}
 
-	// Geometry queries: every FilterInputs geometry is POINT(0.5 0.5), in
-	// SRID 4326 except the EPSG:3857 one. Mixed SRIDs do not break
-	// ST_Intersects.
-	in4326, err := s.List(ctx, d, broker.Filter{}, &postgis.ListOptions{IncludeReplayed: true, Intersects: &orb.Bound{Max: orb.Point{1, 1}}})
-	require.NoError(t, err)
-	require.Len(t, in4326, len(msgs)-1)
-	in3857, err := s.List(ctx, d, broker.Filter{}, &postgis.ListOptions{Intersects: &orb.Bound{Max: orb.Point{1, 1}}, SRID: 3857})
-	require.NoError(t, err)
+// TestListIntersecting: records whose stored geometry intersects a bound,
+// by ST_Intersects, among geometries of one SRID.
+func TestListIntersecting(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	const d = "intersects"
+	msgs := brokertest.Messages(t, brokertest.FilterInputs())
+	publishAll(t, s, d, msgs)
+	list := func(opts broker.ListOptions, b orb.Bound, srid int) []broker.Entry {
+		t.Helper()
+		var out []broker.Entry
+		for range 100 {
+			p, err := postgis.ListIntersecting(ctx, s, opts, b, srid)
+			require.NoError(t, err)
+			out = append(out, p.Entries...)
+			if p.Next == "" {
+				return out
+			}
+			opts.After = p.Next
+		}
+		t.Fatal("no last page")
+		return nil
+	}
+	// Every FilterInputs geometry is POINT(0.5 0.5), in SRID 4326 except
+	// the EPSG:3857 one. Mixed SRIDs do not break ST_Intersects.
+	unit := orb.Bound{Max: orb.Point{1, 1}}
+	require.Len(t, list(broker.ListOptions{}, unit, 0), len(msgs)-1, "SRID 0 means 4326")
+	require.Len(t, list(broker.ListOptions{Limit: 2}, unit, 4326), len(msgs)-1, "pages")
+	in3857 := list(broker.ListOptions{}, unit, 3857)
 	require.Len(t, in3857, 1)
-	require.Equal(t, 3857, in3857[0].SRID)
-	away, err := s.List(ctx, d, broker.Filter{}, &postgis.ListOptions{Intersects: &orb.Bound{Min: orb.Point{2, 2}, Max: orb.Point{3, 3}}})
+	env, err := envelope.Decode(in3857[0].Record.Message.Body)
 	require.NoError(t, err)
-	require.Empty(t, away)
+	require.Equal(t, 3857, broker.EPSGOf(env))
+	require.Empty(t, list(broker.ListOptions{}, orb.Bound{Min: orb.Point{2, 2}, Max: orb.Point{3, 3}}, 0))
+	classed := list(broker.ListOptions{Filter: broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}}, unit, 0)
+	require.NotEmpty(t, classed)
+	for _, e := range classed {
+		env, err := envelope.Decode(e.Record.Message.Body)
+		require.NoError(t, err)
+		require.Equal(t, classify.ClassInvalidGeometry, env.FailureClass, "the filter applies too")
+	}
 
-	n, err := s.Purge(ctx, d, time.Now().Add(time.Hour))
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n, "only replayed records are purged")
-	require.Equal(t, len(msgs)-1, count(t, s, "destination = $1", d))
+	_, err = postgis.ListIntersecting(ctx, s, broker.ListOptions{}, orb.Bound{Min: orb.Point{1, 1}}, 0)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument, "min beyond max")
+	_, err = postgis.ListIntersecting(ctx, s, broker.ListOptions{}, orb.Bound{Max: orb.Point{math.Inf(1), 1}}, 0)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = postgis.ListIntersecting(ctx, s, broker.ListOptions{}, unit, 999999)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = postgis.ListIntersecting(ctx, memory.New(nil), broker.ListOptions{}, unit, 0)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	closed := newStore(t, nil)
+	require.NoError(t, closed.Close())
+	_, err = postgis.ListIntersecting(ctx, closed, broker.ListOptions{}, unit, 0)
+	require.ErrorIs(t, err, broker.ErrClosed, "through the portable store's List")
 }
 
 // TestLogger: duplicates and geometries PostGIS refuses are logged at
@@ -866,7 +1041,7 @@ func TestLogger(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	h := slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug})
-	s := newStore(t, &postgis.Options{Logger: slog.New(h)})
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{Logger: slog.New(h)}})
 	m := bowtie(t, "idem:log:1")
 	require.NoError(t, s.Publish(ctx, "log", m))
 	require.NoError(t, s.Publish(ctx, "log", m))

@@ -2,6 +2,7 @@ package postgis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/paulmach/orb"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 )
 
 // sqlArgs collects positional parameters.
@@ -23,27 +25,39 @@ func (a *sqlArgs) add(v any) string {
 }
 
 // where renders f as SQL conditions, each starting with " AND", matching
-// exactly what broker.Filter.Match accepts. Rows that are not envelopes
-// match only the zero filter.
+// exactly what broker.Filter.MatchRecord accepts. Every field but IDs is
+// a property of the envelope, so rows that are not envelopes match only a
+// filter without them.
 func where(f broker.Filter, a *sqlArgs) string {
 	if f.IsZero() {
 		return ""
 	}
 	var b strings.Builder
+	if len(f.IDs) > 0 {
+		ids := make([]int64, 0, len(f.IDs))
+		for _, s := range f.IDs {
+			// Record ids are the decimal row ids; anything else names no
+			// record of this store.
+			if id, err := strconv.ParseInt(s, 10, 64); err == nil && strconv.FormatInt(id, 10) == s {
+				ids = append(ids, id)
+			}
+		}
+		b.WriteString(" AND id = ANY(" + a.add(ids) + "::bigint[])")
+	}
+	env := f
+	env.IDs = nil
+	if env.IsZero() {
+		return b.String()
+	}
 	b.WriteString(" AND is_envelope")
 	if len(f.Classes) > 0 {
-		v := make([]string, len(f.Classes))
-		for i, c := range f.Classes {
-			v[i] = c.String()
-		}
-		b.WriteString(" AND failure_class = ANY(" + a.add(v) + "::text[])")
+		b.WriteString(" AND failure_class = ANY(" + a.add(texts(f.Classes)) + "::text[])")
 	}
 	if len(f.Stages) > 0 {
-		v := make([]string, len(f.Stages))
-		for i, s := range f.Stages {
-			v[i] = s.String()
-		}
-		b.WriteString(" AND failed_stage = ANY(" + a.add(v) + "::text[])")
+		b.WriteString(" AND failed_stage = ANY(" + a.add(texts(f.Stages)) + "::text[])")
+	}
+	if len(f.ReasonKinds) > 0 {
+		b.WriteString(" AND reason_kind = ANY(" + a.add(texts(f.ReasonKinds)) + "::text[])")
 	}
 	if len(f.EPSG) > 0 {
 		v := make([]int64, len(f.EPSG))
@@ -75,6 +89,16 @@ func where(f broker.Filter, a *sqlArgs) string {
 	return b.String()
 }
 
+// texts converts string-backed values (classes, stages, reason kinds) for
+// a text[] parameter.
+func texts[S ~string](vs []S) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = lossyText(string(v))
+	}
+	return out
+}
+
 // bboxCond selects rows whose geometry error location lies in bb, edges
 // included, comparing raw coordinates whatever the SRID — exactly
 // orb.Bound.Contains, as broker.Filter.Match uses it.
@@ -86,7 +110,8 @@ func where(f broker.Filter, a *sqlArgs) string {
 // coordinate differences, which underflow for tiny boxes and overflow for
 // huge ones, and it then counts points just outside as on the boundary
 // (the tests found both). A NaN bound value never excludes anything, as in
-// Go.
+// Go (broker.Filter.Validate refuses such bounds before they get here; the
+// store's own tests reach this with them).
 func bboxCond(bb orb.Bound, a *sqlArgs) string {
 	minX, minY, maxX, maxY := bb.Min[0], bb.Min[1], bb.Max[0], bb.Max[1]
 	var conds []string
@@ -109,188 +134,214 @@ func bboxCond(bb orb.Bound, a *sqlArgs) string {
 	return "(" + strings.Join(conds, " AND ") + ")"
 }
 
-// ListOptions narrows [Store.List]. The zero value lists up to 1000
-// pending and leased records.
-type ListOptions struct {
-	// IncludeReplayed lists replayed records too.
-	IncludeReplayed bool
-	// Limit caps the number of records. 0 means 1000.
-	Limit int
-	// AfterID lists records with a larger id only, for paging.
-	AfterID int64
-	// Intersects, when set, keeps the records whose stored geometry
-	// (not the error location: see broker.Filter.BBox for that)
-	// intersects this bound, with ST_Intersects, among the geometries in
-	// SRID. Records without a parsed geometry, or in another SRID, do not
-	// match.
-	Intersects *orb.Bound
-	// SRID is the SRID of Intersects. 0 means 4326.
-	SRID int
+// statusSQL is a row's status as broker.Status reports it: a leased row
+// whose lease ran out is pending.
+const statusSQL = `CASE WHEN status = 'leased' AND lease_until <= now() THEN 'pending' ELSE status END`
+
+// intersects is the geometry selection of [ListIntersecting].
+type intersects struct {
+	bound orb.Bound
+	srid  int32
 }
 
-// Entry is a record as [Store.List] returns it: with its row's state, and
-// without a lease.
-type Entry struct {
-	// Record holds the id, destination and message (the exact body).
-	Record *broker.Record
-	// Status is pending, leased or replayed.
-	Status string
-	// PublishedAt is when the row was written (database clock).
-	PublishedAt time.Time
-	// ReplayedAt is when the record was acknowledged, or zero.
-	ReplayedAt time.Time
-	// LeaseUntil is when a lease ends, or zero.
-	LeaseUntil time.Time
-	// Deliveries is how many times the record was leased.
-	Deliveries int
-	// Duplicates counts writes of the same idempotency key that were
-	// absorbed by this record.
-	Duplicates int
-	// GeometryStatus says why the geometry is or is not stored
-	// (GeomParsed, GeomUnparseable, …).
-	GeometryStatus string
-	// GeometryError is PostGIS's message when it could not parse it.
-	GeometryError string
-	// SRID is the stored geometry's or location's SRID, or 0.
-	SRID int
-	// OffloadURI is the offloaded geometry's pointer, or "".
-	OffloadURI string
-}
+type intersectsKey struct{}
 
-// List returns the records of destination ("" for every destination)
-// matching f, lowest id first, without leasing them.
-func (s *Store) List(ctx context.Context, destination string, f broker.Filter, opts *ListOptions) ([]Entry, error) {
-	var o ListOptions
-	if opts != nil {
-		o = *opts
+// ListIntersecting is [broker.Store.List] restricted to the records whose
+// stored geometry — the geom column, not the geometry error's location,
+// which Filter.BBox selects — intersects bound, by PostGIS's
+// ST_Intersects, among the geometries in SRID srid (0 means 4326). The
+// table mixes SRIDs; records in another SRID, and records without a
+// parsed geometry (offloaded, missing, unparseable), do not match. Every
+// ListOptions field, paging included, works as for List, and the GiST
+// index on geom serves the bound. s must be a PostGIS store; for any other
+// store the error wraps [errors.ErrUnsupported]. A bound that is not
+// finite, or whose min exceeds its max, or an srid outside 0..998999, is
+// refused with an error wrapping [broker.ErrInvalidArgument].
+func ListIntersecting(ctx context.Context, s *broker.Store, opts broker.ListOptions, bound orb.Bound, srid int) (broker.Page, error) {
+	if driverOf(s) == nil {
+		return broker.Page{}, fmt.Errorf("postgis: ListIntersecting on a store that is not a PostGIS store: %w", errors.ErrUnsupported)
 	}
+	if err := (broker.Filter{BBox: &bound}).Validate(); err != nil {
+		return broker.Page{}, fmt.Errorf("postgis: ListIntersecting: %w", err)
+	}
+	if srid < 0 || srid > maxSRID {
+		return broker.Page{}, fmt.Errorf("postgis: ListIntersecting: SRID %d out of range 0..%d: %w", srid, maxSRID, broker.ErrInvalidArgument)
+	}
+	if srid == 0 {
+		srid = 4326
+	}
+	// The selection travels to the driver through the portable store's
+	// List, which keeps its closed-state check, argument checks, filter
+	// and span.
+	return s.List(context.WithValue(ctx, intersectsKey{}, &intersects{bound: bound, srid: int32(srid)}), opts)
+}
+
+// List implements [broker.Lister]: rows in id order (ids increase with
+// every write, across destinations), newest first with opts.Newest. The
+// cursor is the decimal id of the page's last row.
+func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
 	a := &sqlArgs{}
-	q := `SELECT id, destination, msg_key, headers, binary_headers, body, status, published_at, replayed_at,
-		lease_until, deliveries, duplicates, geom_status, COALESCE(geom_error, ''),
-		COALESCE(ST_SRID(geom), ST_SRID(location), 0), COALESCE(offload_uri, '')
-		FROM ` + s.table + ` WHERE id > ` + a.add(o.AfterID) + `::bigint`
-	if destination != "" {
-		q += ` AND destination = ` + a.add(destination) + `::text`
+	q := `SELECT id, destination, msg_key, headers, binary_headers, body, ` + statusSQL + `, published_at, replayed_at, deliveries
+		FROM ` + d.table + ` WHERE true`
+	if opts.Destination != "" {
+		q += ` AND destination = ` + a.add(opts.Destination) + `::text`
 	}
-	if !o.IncludeReplayed {
+	if !opts.IncludeReplayed {
 		q += ` AND replayed_at IS NULL`
 	}
-	q += where(f, a)
-	if o.Intersects != nil {
-		srid := o.SRID
-		if srid == 0 {
-			srid = 4326
+	if opts.After != "" {
+		after, err := strconv.ParseInt(opts.After, 10, 64)
+		if err != nil {
+			return broker.Page{}, fmt.Errorf("postgis: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
 		}
-		bb := *o.Intersects
-		p := a.add(int32(srid))
+		op := ">"
+		if opts.Newest {
+			op = "<"
+		}
+		q += ` AND id ` + op + ` ` + a.add(after) + `::bigint`
+	}
+	q += where(opts.Filter, a)
+	if in, ok := ctx.Value(intersectsKey{}).(*intersects); ok {
+		bb := in.bound
+		p := a.add(in.srid)
 		box := "ST_MakeEnvelope(" + a.add(bb.Min[0]) + "::float8, " + a.add(bb.Min[1]) + "::float8, " +
 			a.add(bb.Max[0]) + "::float8, " + a.add(bb.Max[1]) + "::float8, " + p + "::integer)"
 		// && uses the GiST index and tolerates mixed SRIDs; ST_Intersects
-		// does not, so it runs only on rows of the bound's SRID.
+		// raises on them, so it runs only on rows of the bound's SRID (a
+		// CASE, because AND does not fix the order of evaluation).
 		q += ` AND geom && ` + box + ` AND CASE WHEN ST_SRID(geom) = ` + p + `::integer THEN ST_Intersects(geom, ` + box + `) ELSE false END`
 	}
-	limit := o.Limit
-	if limit <= 0 {
-		limit = 1000
+	order := ` ORDER BY id`
+	if opts.Newest {
+		order += ` DESC`
 	}
-	q += ` ORDER BY id LIMIT ` + a.add(limit) + `::bigint`
-	rows, err := s.pool.Query(ctx, q, a.list...)
+	q += order + ` LIMIT ` + a.add(opts.Limit+1) + `::bigint`
+	rows, err := d.pool.Query(ctx, q, a.list...)
 	if err != nil {
-		return nil, fmt.Errorf("postgis: list: %w", err)
+		return broker.Page{}, fmt.Errorf("postgis: list: %w", err)
 	}
 	defer rows.Close()
-	var out []Entry
+	var page broker.Page
 	for rows.Next() {
 		var (
-			id                   int64
-			dest                 string
-			key, binary, body    []byte
-			headers              map[string]string
-			e                    Entry
-			replayed, leaseUntil *time.Time
+			id                int64
+			dest, status      string
+			key, binary, body []byte
+			headers           map[string]string
+			published         time.Time
+			replayed          *time.Time
+			deliveries        int
 		)
-		if err := rows.Scan(&id, &dest, &key, &headers, &binary, &body, &e.Status, &e.PublishedAt, &replayed,
-			&leaseUntil, &e.Deliveries, &e.Duplicates, &e.GeometryStatus, &e.GeometryError, &e.SRID, &e.OffloadURI); err != nil {
-			return nil, fmt.Errorf("postgis: list: %w", err)
+		if err := rows.Scan(&id, &dest, &key, &headers, &binary, &body, &status, &published, &replayed, &deliveries); err != nil {
+			return broker.Page{}, fmt.Errorf("postgis: list: %w", err)
+		}
+		if len(page.Entries) == opts.Limit {
+			page.Next = page.Entries[len(page.Entries)-1].Record.ID
+			break
 		}
 		h, err := decodeHeaders(headers, binary)
 		if err != nil {
-			return nil, fmt.Errorf("postgis: record %d: %w", id, err)
+			return broker.Page{}, fmt.Errorf("postgis: record %d: %w", id, err)
 		}
-		e.Record = &broker.Record{ID: strconv.FormatInt(id, 10), Destination: dest,
-			Message: &broker.Message{Key: key, Body: body, Headers: h}, Deliveries: e.Deliveries}
-		e.PublishedAt = e.PublishedAt.UTC()
+		e := broker.Entry{
+			Record: &broker.Record{ID: strconv.FormatInt(id, 10), Destination: dest,
+				Message: &broker.Message{Key: key, Body: body, Headers: h}, Deliveries: deliveries},
+			Status:      broker.Status(status),
+			PublishedAt: published.UTC(),
+		}
 		if replayed != nil {
 			e.ReplayedAt = replayed.UTC()
 		}
-		if leaseUntil != nil {
-			e.LeaseUntil = leaseUntil.UTC()
-		}
-		out = append(out, e)
+		page.Entries = append(page.Entries, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgis: list: %w", err)
+		return broker.Page{}, fmt.Errorf("postgis: list: %w", err)
+	}
+	return page, nil
+}
+
+// Destinations implements [broker.Lister]: every destination that holds a
+// row, replayed or not, found by skipping through the two partial indexes
+// on (destination, …) rather than by reading the table.
+func (d *driver) Destinations(ctx context.Context) ([]string, error) {
+	q := `WITH RECURSIVE
+	live(dest) AS (
+		SELECT min(destination) FROM {t} WHERE replayed_at IS NULL
+		UNION ALL
+		SELECT (SELECT min(destination) FROM {t} WHERE replayed_at IS NULL AND destination > live.dest)
+		FROM live WHERE live.dest IS NOT NULL),
+	done(dest) AS (
+		SELECT min(destination) FROM {t} WHERE replayed_at IS NOT NULL
+		UNION ALL
+		SELECT (SELECT min(destination) FROM {t} WHERE replayed_at IS NOT NULL AND destination > done.dest)
+		FROM done WHERE done.dest IS NOT NULL)
+SELECT dest FROM live WHERE dest IS NOT NULL
+UNION
+SELECT dest FROM done WHERE dest IS NOT NULL
+ORDER BY 1`
+	rows, err := d.pool.Query(ctx, d.render(q))
+	if err != nil {
+		return nil, fmt.Errorf("postgis: destinations: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("postgis: destinations: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgis: destinations: %w", err)
 	}
 	return out, nil
 }
 
-// StatsOptions shapes [Store.Stats].
-type StatsOptions struct {
-	// Bucket, when positive, also groups by dead-letter time in buckets of
-	// this width (date_bin, aligned to 2000-01-01T00:00:00Z). Default 0:
-	// no time grouping.
-	Bucket time.Duration
-}
+// bucketOrigin aligns [broker.StatsOptions.Bucket]: multiples of the
+// bucket since the Unix epoch.
+const bucketOrigin = `timestamptz '1970-01-01 00:00:00+00'`
 
-// Count is one row of [Store.Stats].
-type Count struct {
-	Destination string
-	Class       string
-	Stage       string
-	// EPSG is broker.EPSGOf of the envelopes, 0 when unknown.
-	EPSG int
-	// ReasonKind is the geometry error's kind, or "".
-	ReasonKind string
-	// Bucket is the start of the time bucket, when StatsOptions.Bucket is
-	// set.
-	Bucket time.Time
-	// Pending, Leased and Replayed count records by status.
-	Pending, Leased, Replayed int
-}
-
-// Stats counts the envelopes of destination ("" for every destination)
-// matching f by destination, class, stage, EPSG, reason kind and,
-// optionally, time bucket, and by status.
-func (s *Store) Stats(ctx context.Context, destination string, f broker.Filter, opts *StatsOptions) ([]Count, error) {
-	var o StatsOptions
-	if opts != nil {
-		o = *opts
-	}
+// Stats implements [broker.Statser] with one GROUP BY: records by
+// destination, class, stage, EPSG, reason kind and, with opts.Bucket, by
+// dead-letter time in buckets of that width (date_bin, from the Unix
+// epoch, to the microsecond), counted by status. Rows that are not
+// envelopes count with empty fields when the filter allows them.
+func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
 	a := &sqlArgs{}
 	bucket := "NULL::timestamptz"
-	if o.Bucket > 0 {
-		bucket = "date_bin(" + a.add(o.Bucket.Microseconds()) + "::bigint * interval '1 microsecond', dead_lettered_at, timestamptz '2000-01-01 00:00:00+00')"
+	if opts.Bucket > 0 {
+		bucket = "date_bin(" + a.add(max(opts.Bucket.Microseconds(), 1)) + "::bigint * interval '1 microsecond', dead_lettered_at, " + bucketOrigin + ")"
 	}
-	q := `SELECT destination, failure_class, failed_stage, COALESCE(epsg, 0), COALESCE(reason_kind, ''), ` + bucket + `,
-		count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'leased'),
+	q := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''), ` + bucket + `,
+		count(*) FILTER (WHERE status = 'pending' OR (status = 'leased' AND lease_until <= now())),
+		count(*) FILTER (WHERE status = 'leased' AND lease_until > now()),
 		count(*) FILTER (WHERE status = 'replayed')
-		FROM ` + s.table + ` WHERE is_envelope`
-	if destination != "" {
-		q += ` AND destination = ` + a.add(destination) + `::text`
+		FROM ` + d.table + ` WHERE true`
+	if opts.Destination != "" {
+		q += ` AND destination = ` + a.add(opts.Destination) + `::text`
 	}
-	q += where(f, a) + ` GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
-	rows, err := s.pool.Query(ctx, q, a.list...)
+	q += where(opts.Filter, a) + ` GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
+	rows, err := d.pool.Query(ctx, q, a.list...)
 	if err != nil {
 		return nil, fmt.Errorf("postgis: stats: %w", err)
 	}
 	defer rows.Close()
-	var out []Count
+	var out []broker.Count
 	for rows.Next() {
-		var c Count
-		var b *time.Time
-		if err := rows.Scan(&c.Destination, &c.Class, &c.Stage, &c.EPSG, &c.ReasonKind, &b, &c.Pending, &c.Leased, &c.Replayed); err != nil {
+		var (
+			c                   broker.Count
+			class, stage, kind  string
+			epsg                int64
+			b                   *time.Time
+			pending, leased, rp int64
+		)
+		if err := rows.Scan(&c.Destination, &class, &stage, &epsg, &kind, &b, &pending, &leased, &rp); err != nil {
 			return nil, fmt.Errorf("postgis: stats: %w", err)
 		}
+		c.Class, c.Stage, c.ReasonKind = classify.Class(class), classify.Stage(stage), classify.ReasonKind(kind)
+		c.EPSG = int(epsg)
+		c.Pending, c.Leased, c.Replayed = int(pending), int(leased), int(rp)
 		if b != nil {
 			c.Bucket = b.UTC()
 		}
