@@ -54,8 +54,8 @@ func (c *Claims) Migrate(ctx context.Context) error {
 	return pgmigrate.Migrate(ctx, c.pool, c.migrationTarget(), migrations)
 }
 
-// Version returns the schema version the database is at (0 before the
+// version returns the schema version the database is at (0 before the
 // first [Claims.Migrate]).
-func (c *Claims) Version(ctx context.Context) (int, error) {
+func (c *Claims) version(ctx context.Context) (int, error) {
 	return pgmigrate.Version(ctx, c.pool, c.migrationTarget())
 }

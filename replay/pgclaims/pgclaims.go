@@ -23,7 +23,7 @@
 //
 // The token fences: Complete and Release change the row only while its
 // token is still the caller's, so a holder whose lease expired and was
-// taken over gets [broker.ErrLeaseLost]. Complete succeeds after expiry as
+// taken over gets an error wrapping [broker.ErrLeaseLost]. Complete succeeds after expiry as
 // long as nobody took over, as the Claims contract asks. Completion sets
 // done_at, which is final: the key then claims as [replay.StatusDone]
 // forever (or until [Claims.PurgeDone] deletes it — after which the key
@@ -39,9 +39,16 @@
 // records applied [Migrations] in {table}_migrations; it is idempotent and
 // safe to run concurrently.
 //
+// # Connections
+//
+// The store opens no connection of its own: it works on the caller's
+// pool. Give that pool a connect timeout (connect_timeout in the DSN, or
+// ConnConfig.ConnectTimeout): without one, pgxpool waits two minutes for
+// a server that accepts connections and never answers.
+//
 // # As
 //
-// [Claims.Pool] returns the pool, [Claims.As] sets a **pgxpool.Pool, and
+// [Claims.As] sets a **pgxpool.Pool to the store's pool, and
 // [Claims.Table] names the table for your own SQL.
 package pgclaims
 
@@ -64,15 +71,15 @@ import (
 
 // Defaults of [Options].
 const (
-	DefaultSchema = "geodlq"
-	DefaultTable  = "idempotency_claims"
+	defaultSchema = "geodlq"
+	defaultTable  = "idempotency_claims"
 )
 
 // Options configures a [Claims]. Nil means defaults.
 type Options struct {
 	// Schema is the PostgreSQL schema holding the table (created by
-	// Migrate). Lower-case letters, digits and underscores. Default
-	// "geodlq".
+	// Migrate). Lower-case letters, digits and underscores, at most 63
+	// bytes. Default "geodlq".
 	Schema string
 	// Table is the claims table's name; the {Table}_migrations table is
 	// named after it. Lower-case letters, digits and underscores, at most
@@ -97,26 +104,28 @@ type Claims struct {
 var _ replay.Claims = (*Claims)(nil)
 
 // New returns a claims store on pool, which the caller keeps owning. It
-// performs no I/O unless opts.Migrate is set.
+// performs no I/O unless opts.Migrate is set; ctx bounds the migration.
+// Invalid options are refused with an error wrapping
+// [broker.ErrInvalidArgument].
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error) {
 	if pool == nil {
-		return nil, errors.New("pgclaims: nil pool")
+		return nil, fmt.Errorf("pgclaims: nil pool: %w", broker.ErrInvalidArgument)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.Schema == "" {
-		o.Schema = DefaultSchema
+		o.Schema = defaultSchema
 	}
 	if o.Table == "" {
-		o.Table = DefaultTable
+		o.Table = defaultTable
 	}
 	if err := pgmigrate.CheckIdent("pgclaims", "schema", o.Schema, 63); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", err, broker.ErrInvalidArgument)
 	}
 	if err := pgmigrate.CheckIdent("pgclaims", "table", o.Table, 40); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", err, broker.ErrInvalidArgument)
 	}
 	c := &Claims{pool: pool, schema: o.Schema, name: o.Table, table: pgx.Identifier{o.Schema, o.Table}.Sanitize()}
 	r := strings.NewReplacer("{t}", c.table)
@@ -131,9 +140,6 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error
 	}
 	return c, nil
 }
-
-// Pool returns the pool the store uses.
-func (c *Claims) Pool() *pgxpool.Pool { return c.pool }
 
 // Table returns the quoted, schema-qualified table name:
 // "geodlq"."idempotency_claims" by default.
@@ -177,7 +183,7 @@ func (c *Claims) Claim(ctx context.Context, key string, ttl time.Duration) (repl
 		return replay.Lease{}, 0, err
 	}
 	if ttl <= 0 {
-		return replay.Lease{}, 0, fmt.Errorf("pgclaims: claim ttl must be positive, got %v", ttl)
+		return replay.Lease{}, 0, fmt.Errorf("pgclaims: claim ttl must be positive, got %v: %w", ttl, broker.ErrInvalidArgument)
 	}
 	us := max(ttl.Microseconds(), 1)
 	// A key freed between the INSERT and the read is retried; a few rounds
