@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/postgis"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
@@ -55,7 +56,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	p.enrich = tiles.Enrich
 	res := &demoResult{outcomes: map[int]broker.Result{}}
 
-	fmt.Fprintf(out, "geodlq postgis-consumer demo: dead-letter table %s, parcels %s\n\n", p.store.Table(), p.parcels())
+	fmt.Fprintf(out, "geodlq postgis-consumer demo: dead-letter table %s, parcels %s\n\n", postgis.Table(p.store), p.parcels())
 	fmt.Fprintln(out, "1. Loading the sample events (JSON lines):")
 	lines := bytes.Split(sampleEvents, []byte("\n"))
 	st, err := p.readLines(ctx, bytes.NewReader(sampleEvents), "sample.jsonl", func(line int, o broker.Result) {
@@ -106,22 +107,28 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 // on each stored geometry (ST_IsValidReason).
 func printDeadLetters(ctx context.Context, out io.Writer, p *pipeline) error {
 	fmt.Fprintln(out, "2. The dead-letter table, with PostGIS's verdict on each stored geometry:")
-	entries, err := p.store.List(ctx, "", broker.Filter{}, nil)
+	page, err := p.store.List(ctx, broker.ListOptions{Limit: broker.MaxListLimit})
 	if err != nil {
 		return err
 	}
-	verdicts := map[int64]string{}
-	rows, err := p.pool.Query(ctx, `SELECT id, ST_IsValidReason(geom) FROM `+p.store.Table()+` WHERE geom IS NOT NULL`)
+	entries := page.Entries
+	type row struct {
+		verdict, geomStatus string
+		srid                int
+	}
+	verdicts := map[int64]row{}
+	rows, err := p.pool.Query(ctx, `SELECT id, COALESCE(ST_IsValidReason(geom), '-'), geom_status, COALESCE(ST_SRID(geom), ST_SRID(location), 0)
+		FROM `+postgis.Table(p.store))
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var id int64
-		var v string
-		if err := rows.Scan(&id, &v); err != nil {
+		var r row
+		if err := rows.Scan(&id, &r.verdict, &r.geomStatus, &r.srid); err != nil {
 			return err
 		}
-		verdicts[id] = v
+		verdicts[id] = r
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -138,12 +145,9 @@ func printDeadLetters(ctx context.Context, out io.Writer, p *pipeline) error {
 			reason = ge.Reason
 		}
 		id, _ := strconv.ParseInt(e.Record.ID, 10, 64)
-		v, ok := verdicts[id]
-		if !ok {
-			v = "-"
-		}
+		v := verdicts[id]
 		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Record.ID, e.Record.Destination, shorten(env.EventID, 16),
-			env.FailureClass, env.FailedStage, shorten(reason, 40), e.SRID, e.GeometryStatus, v)
+			env.FailureClass, env.FailedStage, shorten(reason, 40), v.srid, v.geomStatus, v.verdict)
 	}
 	return tw.Flush()
 }
@@ -177,11 +181,11 @@ func printParcels(ctx context.Context, out io.Writer, p *pipeline) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	left, err := p.store.List(ctx, "", broker.Filter{}, nil)
+	left, err := p.store.List(ctx, broker.ListOptions{Limit: broker.MaxListLimit})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n   %d records wait in the dead-letter table for a human (no repair applies).\n", len(left))
+	fmt.Fprintf(out, "\n   %d records wait in the dead-letter table for a human (no repair applies).\n", len(left.Entries))
 	if twice > 0 {
 		return fmt.Errorf("%d parcels were written more than once", twice)
 	}

@@ -85,7 +85,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.schema, "schema", "geodlq", "schema of the dead_letters, idempotency_claims and parcels tables")
 	fs.StringVar(&c.topic, "topic", "spatial.events", "pipeline name: idempotency-key namespace and dead-letter destinations <topic>.retry.dlt / <topic>.poison.dlt")
 	fs.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries (replay reads them back)")
-	fs.DurationVar(&c.lease, "lease", postgis.DefaultLeaseTTL, "how long replay leases a dead-letter record")
+	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long replay leases a dead-letter record")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per event before a transient failure is dead-lettered")
 	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff ceiling after the first failed attempt")
 	fs.IntVar(&c.maxLine, "max-line", 64<<20, "longest line (event) accepted, in bytes")
@@ -164,7 +164,7 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 type pipeline struct {
 	c      config
 	pool   *pgxpool.Pool
-	store  *postgis.Store
+	store  *broker.Store
 	claims *pgclaims.Claims
 	chk    *spatial.Checker
 	off    *offload.Offloader
@@ -197,7 +197,8 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 	// Migrate creates the PostGIS extension (when the role may), the
 	// schema and the table with its GiST and B-tree indexes. Run it as a
 	// deployment step instead if the service's role may not.
-	if p.store, err = postgis.New(ctx, pool, &postgis.Options{Schema: c.schema, LeaseTTL: c.lease, Migrate: true, Logger: log}); err != nil {
+	if p.store, err = postgis.New(ctx, pool, &postgis.Options{Schema: c.schema, Migrate: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: c.lease, Logger: log}}); err != nil {
 		return fail(fmt.Errorf("dead-letter table: %w", err))
 	}
 	if p.claims, err = pgclaims.New(ctx, pool, &pgclaims.Options{Schema: c.schema, Migrate: true}); err != nil {

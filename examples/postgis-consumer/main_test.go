@@ -92,7 +92,7 @@ func TestDemo(t *testing.T) {
 	var srid int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT status, ST_IsValidReason(geom), ST_SRID(geom) FROM `+c.schema+`.dead_letters
 		WHERE event_id = 'evt-bowtie' AND destination = $1`, poisonDest).Scan(&status, &pgReason, &srid))
-	require.Equal(t, postgis.StatusReplayed, status)
+	require.Equal(t, string(broker.StatusReplayed), status)
 	require.Equal(t, "Self-intersection[0.5 0.5]", pgReason)
 	require.Equal(t, 4326, srid)
 
@@ -134,9 +134,9 @@ func TestDemo(t *testing.T) {
 	// What no repair applies to is still pending, untouched.
 	store, err := postgis.New(ctx, pool, &postgis.Options{Schema: c.schema})
 	require.NoError(t, err)
-	left, err := store.List(ctx, "", broker.Filter{}, nil)
+	left, err := store.List(ctx, broker.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, left, 2)
+	require.Len(t, left.Entries, 2)
 	require.Contains(t, out.String(), "Every parcel was written exactly once.")
 
 	// The demo's cleanup drops its schema.
@@ -178,10 +178,12 @@ func TestCommandLine(t *testing.T) {
 	require.Equal(t, 1, writes)
 	store, err := postgis.New(ctx, pool, &postgis.Options{Schema: c.schema})
 	require.NoError(t, err)
-	pending, err := store.List(ctx, poisonDest, broker.Filter{}, nil)
+	pending, err := store.List(ctx, broker.ListOptions{Destination: poisonDest})
 	require.NoError(t, err)
-	require.Len(t, pending, 1)
-	require.Equal(t, 1, pending[0].Duplicates)
+	require.Len(t, pending.Entries, 1)
+	var dups int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT duplicates FROM `+postgis.Table(store)+` WHERE id = $1::text::bigint`, pending.Entries[0].Record.ID).Scan(&dups))
+	require.Equal(t, 1, dups, "the second load's write was absorbed as a duplicate")
 
 	require.Contains(t, cmd("", "replay", "-class", "transient"), "replay of spatial.events.poison.dlt: nothing to replay")
 	s = cmd("", "replay", "-dry-run")
