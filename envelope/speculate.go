@@ -56,7 +56,8 @@ func (sp *speculation) take(start int64) *offload.SpanPut {
 	return sp.put
 }
 
-// cancel stops the speculation; it does nothing once it was taken and
+// cancel stops the speculation and returns once nothing reads the
+// payload for it any more; it does nothing once it was taken and
 // finished.
 func (sp *speculation) cancel() {
 	if sp == nil {

@@ -25,8 +25,9 @@ import (
 // same as those of Put(ctx, data[start:end], ext).
 //
 // Run may run on another goroutine, or not at all: Finish hashes what Run
-// has not. A SpanPut is used once, by one Finish or one Cancel. data must
-// not be modified until Finish or Cancel returns.
+// has not. A SpanPut is used once, by one Finish or one Cancel; once
+// either has returned, nothing reads data any more. data must not be
+// modified before that.
 type SpanPut struct {
 	o     *Offloader
 	data  []byte
@@ -36,8 +37,9 @@ type SpanPut struct {
 	// end is spanOpen until Finish (the end) or Cancel (spanCanceled).
 	end     atomic.Int64
 	endSet  chan struct{} // closed with end
-	claimed atomic.Bool   // Run or Finish owns the hashing
+	claimed atomic.Bool   // Run, Finish or Cancel owns the hashing
 	handoff chan *spanHash
+	stopped chan struct{} // closed when a Run that claimed returns
 }
 
 const (
@@ -71,7 +73,8 @@ func (o *Offloader) NewSpanPut(data []byte, start int, ext string) (*SpanPut, er
 	if start < 0 || start > len(data) {
 		return nil, fmt.Errorf("offload: span put: start %d outside [0, %d]", start, len(data))
 	}
-	p := &SpanPut{o: o, data: data, start: start, ext: ext, endSet: make(chan struct{}), handoff: make(chan *spanHash, 1)}
+	p := &SpanPut{o: o, data: data, start: start, ext: ext, endSet: make(chan struct{}),
+		handoff: make(chan *spanHash, 1), stopped: make(chan struct{})}
 	p.end.Store(spanOpen)
 	return p, nil
 }
@@ -84,6 +87,7 @@ func (p *SpanPut) Run() {
 	if !p.claimed.CompareAndSwap(false, true) {
 		return
 	}
+	defer close(p.stopped)
 	st := newSpanHash(p.start)
 	for {
 		switch e := p.end.Load(); {
@@ -171,10 +175,15 @@ func (st *spanHash) finish(data []byte, start, end int) []byte {
 	return st.h.Sum(nil)
 }
 
-// Cancel stops Run (after its current chunk) without storing anything.
-// It does nothing after Finish.
+// Cancel stops Run without storing anything, and returns once Run no
+// longer reads data (at most one chunk of hashing later). It does nothing
+// after Finish or another Cancel.
 func (p *SpanPut) Cancel() {
-	if p.end.CompareAndSwap(spanOpen, spanCanceled) {
-		close(p.endSet)
+	if !p.end.CompareAndSwap(spanOpen, spanCanceled) {
+		return
+	}
+	close(p.endSet)
+	if !p.claimed.CompareAndSwap(false, true) {
+		<-p.stopped // a Run is going: wait for it
 	}
 }

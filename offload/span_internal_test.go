@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -36,4 +37,38 @@ func TestSpanHashResumes(t *testing.T) {
 		st.advance(data, 0)
 	}
 	require.Len(t, st.snaps, 6, "a state saved every spanSnapEvery bytes")
+}
+
+// TestSpanCancelWaitsForRun: Cancel returns only once a Run that claimed
+// the hashing has stopped reading the data, so that the caller may reuse
+// it (the hashing is assembly, which the race detector does not see).
+func TestSpanCancelWaitsForRun(t *testing.T) {
+	o, err := New(NewMemStore(), nil)
+	require.NoError(t, err)
+	p, err := o.NewSpanPut(make([]byte, 10), 0, ExtJSON)
+	require.NoError(t, err)
+	require.True(t, p.claimed.CompareAndSwap(false, true), "a Run in progress")
+	canceled := make(chan struct{})
+	go func() {
+		p.Cancel()
+		close(canceled)
+	}()
+	select {
+	case <-canceled:
+		require.FailNow(t, "Cancel returned while Run was still going")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(p.stopped) // Run returns
+	select {
+	case <-canceled:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "Cancel did not return after Run stopped")
+	}
+
+	// Without a Run, Cancel claims the hashing and returns at once; a Run
+	// started later does nothing.
+	p, err = o.NewSpanPut(make([]byte, 10), 0, ExtJSON)
+	require.NoError(t, err)
+	p.Cancel()
+	p.Run()
 }

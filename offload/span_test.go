@@ -126,8 +126,9 @@ func TestSpanPutMisuse(t *testing.T) {
 func TestSpanPutCancelStopsRun(t *testing.T) {
 	o, err := offload.New(offload.NewMemStore(), nil)
 	require.NoError(t, err)
-	for _, delay := range []time.Duration{0, 50 * time.Millisecond} {
-		p, err := o.NewSpanPut(bytes.Repeat([]byte("x"), 8<<20), 0, offload.ExtJSON)
+	for _, delay := range []time.Duration{0, time.Millisecond, 50 * time.Millisecond} {
+		data := bytes.Repeat([]byte("x"), 8<<20)
+		p, err := o.NewSpanPut(data, 0, offload.ExtJSON)
 		require.NoError(t, err)
 		done := make(chan struct{})
 		go func() {
@@ -141,6 +142,7 @@ func TestSpanPutCancelStopsRun(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			require.FailNow(t, "Run did not stop after Cancel")
 		}
+
 	}
 }
 
