@@ -175,7 +175,7 @@ func Migrate(ctx context.Context, db *sql.DB, t Target, steps []Step, create boo
 		wait = time.Until(dl)
 	}
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, LockName, max(wait.Seconds(), 0)).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, LockName, int64(max(wait.Seconds(), 1))).Scan(&got); err != nil {
 		return fmt.Errorf("%s: migrate: lock: %w", t.Prefix, err)
 	}
 	if !got.Valid || got.Int64 != 1 {
