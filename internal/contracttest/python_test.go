@@ -3,14 +3,18 @@ package contracttest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -52,12 +56,13 @@ func python(t *testing.T) string {
 
 // pyResult is one line of `python3 -m geodlq_reader batch`.
 type pyResult struct {
-	Name         string `json:"name"`
-	Verdict      string `json:"verdict"`
-	Error        string `json:"error"`
-	Restored     string `json:"restored"`
-	SHA256       string `json:"sha256"`
-	RestoreError string `json:"restore_error"`
+	Name         string  `json:"name"`
+	Verdict      string  `json:"verdict"`
+	Error        string  `json:"error"`
+	Restored     string  `json:"restored"`
+	SHA256       string  `json:"sha256"`
+	RestoreError string  `json:"restore_error"`
+	Seconds      float64 `json:"seconds"`
 }
 
 // runPython runs the reader's batch command over docs, one run per blob
@@ -94,8 +99,10 @@ func runPython(t *testing.T, py string, docs []document) map[string]pyResult {
 		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		start := time.Now()
 		out, err := cmd.Output()
 		require.NoError(t, err, "python reader: %s", stderr.String())
+		t.Logf("python: %d documents in %v", len(groups[bs]), time.Since(start).Round(time.Millisecond))
 		sc := bufio.NewScanner(bytes.NewReader(out))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
@@ -106,6 +113,10 @@ func runPython(t *testing.T, py string, docs []document) map[string]pyResult {
 		require.NoError(t, sc.Err())
 	}
 	require.Len(t, results, len(docs))
+	slow := slices.SortedFunc(maps.Values(results), func(a, b pyResult) int { return cmp.Compare(b.Seconds, a.Seconds) })
+	for _, r := range slow[:min(3, len(slow))] {
+		t.Logf("python: %s took %.3fs", r.Name, r.Seconds)
+	}
 	return results
 }
 
@@ -116,7 +127,7 @@ func runPython(t *testing.T, py string, docs []document) map[string]pyResult {
 // payload_sha256.
 func TestPythonReader(t *testing.T) {
 	py := python(t)
-	built := builtCorpus(t)
+	built := builtCorpus(t, true)
 	docs := append(append(append([]document{}, built...), forged(t, built)...), hostileForged(t)...)
 	results := runPython(t, py, docs)
 	restored := 0

@@ -3,7 +3,7 @@
   validate ENVELOPE...            check each file; exit 1 if any is not a valid dlq.v1 envelope
   restore ENVELOPE [-o OUT]       write the original payload, verified, to OUT (default: standard output)
   batch MANIFEST                  for tests: each line of MANIFEST is {"name", "path"}; prints one JSON line
-                                  per envelope: {"name", "verdict", "error", "restored", "sha256", "restore_error"},
+                                  per envelope: {"name", "verdict", "error", "restored", "sha256", "restore_error", "seconds"},
                                   verdict ok | invalid | version; a valid envelope's payload goes to path + ".restored"
 
 Offloaded blobs are read with --blob-dir DIR [--base-uri URI] [--prefix P] (an offload.DirStore).
@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import json
 import sys
+import time
 
 from . import envelope as dlq
 
@@ -77,6 +78,7 @@ def main(argv=None):
         with open(manifest, encoding="utf-8") as lines:
             for line in lines:
                 item = json.loads(line)
+                start = time.monotonic()
                 result = {"name": item["name"], "verdict": "ok", "error": "", "restored": "", "sha256": "",
                           "restore_error": ""}
                 try:
@@ -95,6 +97,7 @@ def main(argv=None):
                         with open(result["restored"], "wb") as out:
                             out.write(payload)
                         result["sha256"] = hashlib.sha256(payload).hexdigest()
+                result["seconds"] = round(time.monotonic() - start, 4)
                 print(json.dumps(result), flush=True)
     return 0
 

@@ -56,15 +56,7 @@ def _reject_constant(name):
     raise JSONTextError("%s is not JSON" % name)
 
 
-def _parse_int(s):
-    # Python refuses to convert integers of more than 4300 digits; such a
-    # number overflows every integer and float field of the format anyway.
-    if len(s) <= 4300:
-        return int(s)
-    return float("-inf") if s.startswith("-") else float("inf")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int, strict=True)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, strict=True)
 _WS = re.compile(r"[ \t\n\r]*")
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
@@ -104,26 +96,30 @@ def _value(text, i, depth, path, name):
     if text[i] == "{" and here in ENVELOPE_OBJECTS and (name is not None or path == ()):
         return _object(text, i, depth, here)
     if (path, name) in VERBATIM:
-        try:
-            _, end = _DECODER.raw_decode(text, i)
-        except RecursionError:
-            end, _ = _skip(text, i, depth)
-        except json.JSONDecodeError as e:
-            raise JSONTextError(str(e)) from None
+        _, end = _decode(text, i, depth)
         string = None
         if text[i] == '"':
             string = go_string(json.loads(text[i:end]))
         return Verbatim(text[i:end], string), end
+    return _decode(text, i, depth)
+
+
+def _decode(text, i, depth):
+    """Decodes the value at text[i] with the C decoder. A value it cannot
+    take (nested deeper than the recursion limit, about 1000, or an integer
+    of more than 4300 digits, which Python refuses to convert) is checked by
+    _skip instead and replaced by a value of its type: {} or [] (or an
+    infinite float for such an integer, which no field of the format
+    accepts). Returns (value, end)."""
     try:
-        value, end = _DECODER.raw_decode(text, i)
-    except RecursionError:
-        end, kind = _skip(text, i, depth)
-        return ({} if kind == "{" else []), end
+        return _DECODER.raw_decode(text, i)
+    except JSONTextError:
+        raise
     except json.JSONDecodeError as e:
         raise JSONTextError(str(e)) from None
-    # raw_decode recursed less deep than the interpreter's recursion limit
-    # (about 1000), so within MAX_DEPTH: deeper values went to _skip.
-    return value, end
+    except (RecursionError, ValueError):
+        end, kind = _skip(text, i, depth)
+        return {"{": {}, "[": []}.get(kind, float("inf")), end
 
 
 def _object(text, i, depth, path):
