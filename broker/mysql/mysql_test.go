@@ -341,3 +341,60 @@ func TestStatsBuckets(t *testing.T) {
 		require.Equal(t, 3, n, "bucket %v", b)
 	}
 }
+
+// TestPurgeReplayedOnly: without IncludePending only acknowledged rows
+// go; a purge across destinations names records "destination/id"; a
+// purge by event id takes exactly those events.
+func TestPurgeReplayedOnly(t *testing.T) {
+	ctx := context.Background()
+	s, err := mysql.New(ctx, mysqltest.NewDB(t), &mysql.Options{Create: true})
+	require.NoError(t, err)
+	defer s.Close()
+	in := brokertest.FilterInputs()
+	for _, d := range []string{"p1", "p2"} {
+		for _, m := range brokertest.Messages(t, in[:3]) {
+			require.NoError(t, s.Publish(ctx, d, m))
+		}
+	}
+	recs, err := s.Fetch(ctx, "p1", broker.Filter{}, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Ack(ctx, recs[0]))
+	future := time.Now().Add(time.Hour)
+
+	res, err := s.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: future}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p1/" + recs[0].ID}, res.IDs, "only the replayed record, named with its destination")
+
+	res, err = s.Purge(ctx, broker.PurgeRequest{Destination: "p2", IncludePending: true,
+		Filter: broker.Filter{EventIDs: []string{"evt-filter-1", "evt-filter-9"}}})
+	require.NoError(t, err)
+	require.Len(t, res.IDs, 1, "one event of p2")
+	p, err := s.List(ctx, broker.ListOptions{IncludeReplayed: true, Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 4, "2 left in p1, 2 in p2")
+}
+
+func TestNewConsumerArguments(t *testing.T) {
+	ctx := context.Background()
+	s, err := mysql.New(ctx, mysqltest.NewDB(t), &mysql.Options{Create: true})
+	require.NoError(t, err)
+	defer s.Close()
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s,
+		Destination: func(*broker.Message, classify.Route) string { return "dlq" }})
+	require.NoError(t, err)
+	other := broker.NewStore("other", nil, nil)
+	for name, call := range map[string]func() error{
+		"nil store":       func() error { _, err := mysql.NewConsumer(nil, "src", proc, nil); return err },
+		"not mysql":       func() error { _, err := mysql.NewConsumer(other, "src", proc, nil); return err },
+		"bad destination": func() error { _, err := mysql.NewConsumer(s, "", proc, nil); return err },
+		"bad filter": func() error {
+			_, err := mysql.NewConsumer(s, "src", proc, &mysql.ConsumerOptions{Filter: broker.Filter{Classes: []classify.Class{"nope"}}})
+			return err
+		},
+	} {
+		require.ErrorIs(t, call(), broker.ErrInvalidArgument, name)
+	}
+	c, err := mysql.NewConsumer(s, "src", proc, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
