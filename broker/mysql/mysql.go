@@ -396,7 +396,8 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 		ids := make([]any, 0, len(out)+2)
 		ids = append(ids, token[:], d.ttl.Microseconds())
 		for _, r := range out {
-			ids = append(ids, r.ID)
+			id, _ := strconv.ParseUint(r.ID, 10, 64) // formatted above
+			ids = append(ids, id)
 		}
 		_, err = tx.ExecContext(ctx, d.render(`UPDATE {t} SET lease_token = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
 			deliveries = deliveries + 1 WHERE id IN (`+placeholders(len(out))+`)`), ids...)
