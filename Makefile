@@ -64,6 +64,8 @@ bench-adapters: test-deps
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./envelope
 	$(GO) test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./envelope
+	$(GO) test -run '^$$' -fuzz FuzzFromCloudEvent -fuzztime 60s ./envelope
+	$(GO) test -run '^$$' -fuzz FuzzSchemaAgreesWithDecode -fuzztime 60s ./internal/contracttest
 	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime 60s ./internal/jsonscan
 	$(GO) test -run '^$$' -fuzz FuzzParseGeometry -fuzztime 60s ./internal/geojson
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 60s ./ingress

@@ -223,3 +223,46 @@ func ExampleToCloudEvent() {
 	// io.github.geodlq.dlq.v1 /geodlq/kafka/parcels evt-9 invalid_geometry poison
 	// evt-9 <nil>
 }
+
+// FuzzFromCloudEvent: any bytes get a typed answer, never a panic; an
+// event that reads carries a valid envelope, which binds again.
+func FuzzFromCloudEvent(f *testing.F) {
+	ctx := context.Background()
+	b, err := envelope.NewBuilder(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i, tc := range payloadCases {
+		env, _, err := b.Build(ctx, envelope.Input{Payload: []byte(tc.body), IdempotencyKey: "k",
+			Err: classify.CRSMismatch(errors.New("x"), 3857), Source: &envelope.Source{System: "kafka", Topic: "t"}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		ce, err := envelope.ToCloudEvent(env, &envelope.CloudEventOptions{Base64Data: i%2 == 1})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(ce)
+	}
+	f.Add([]byte(`{"specversion":"1.0","id":"1","source":"/","type":"io.github.geodlq.dlq.v1","data":null}`))
+	f.Add([]byte(`{"specversion":"1.0","id":"1","source":"/","type":"io.github.geodlq.dlq.v1","data_base64":"e30="}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		env, err := envelope.FromCloudEvent(data)
+		if err != nil {
+			if !errors.Is(err, envelope.ErrCloudEvent) && !errors.Is(err, envelope.ErrInvalid) && !errors.Is(err, envelope.ErrUnsupportedVersion) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			return
+		}
+		if err := env.Validate(); err != nil {
+			t.Fatalf("read an invalid envelope: %v", err)
+		}
+		ce, err := envelope.ToCloudEvent(env, nil)
+		if err != nil {
+			t.Fatalf("ToCloudEvent of a read envelope: %v", err)
+		}
+		if _, err := envelope.FromCloudEvent(ce); err != nil {
+			t.Fatalf("FromCloudEvent(ToCloudEvent(x)): %v", err)
+		}
+	})
+}
