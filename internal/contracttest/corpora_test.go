@@ -225,6 +225,9 @@ type mutation struct {
 var mutations = []mutation{
 	{name: "version missing", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: ``, invalid: "schema"},
 	{name: "version v2", base: "inline/corpus/bowtie", old: `"dlq.v1"`, new: `"dlq.v2"`, invalid: "schema"},
+	{name: "version twice, the last v2", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","schema_version":"dlq.v2",`, invalid: "schema"},
+	{name: "version twice, the last v1", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v2","schema_version":"dlq.v1",`, invalid: "beyond"},
+	{name: "no version, a duplicate", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"x":1,"x":2,`, invalid: "schema"},
 	{name: "version not a string", base: "inline/corpus/bowtie", old: `"dlq.v1"`, new: `1`, invalid: "schema"},
 	{name: "not an object", base: "inline/corpus/bowtie", old: `{"schema_version"`, new: `[{"schema_version"`, invalid: "schema"},
 	{name: "unknown class", base: "inline/corpus/bowtie", old: `"invalid_geometry"`, new: `"cosmic_ray"`, invalid: "schema"},

@@ -27,9 +27,8 @@ VERBATIM = {((), "raw_payload"), (("geometry",), "inline")}
 
 
 class JSONTextError(ValueError):
-    """The document is not a dlq.v1 JSON text: malformed JSON, a NaN or
-    Infinity token, nesting deeper than MAX_DEPTH, or a duplicate member
-    name in one of the envelope's own objects."""
+    """The document is not JSON text: malformed JSON, a NaN or Infinity
+    token, or nesting deeper than MAX_DEPTH."""
 
 
 class Verbatim:
@@ -73,20 +72,23 @@ def go_string(s):
 def parse(text):
     """Parses an envelope document (a str that was valid UTF-8).
 
-    Returns its top-level value. The envelope's objects are dicts (without
-    duplicate names), verbatim members are Verbatim objects, values nested
-    deeper than the interpreter's recursion limit (other than verbatim
-    ones) are replaced by an empty value of their type. Raises
-    JSONTextError."""
+    Returns its top-level value and the duplicate member names found in
+    the envelope's objects (as messages; the last occurrence wins, as in
+    Go, so that a reader can report the version before the duplicates).
+    The envelope's objects are dicts, verbatim members are Verbatim
+    objects, values nested deeper than the interpreter's recursion limit
+    (other than verbatim ones) are replaced by an empty value of their
+    type. Raises JSONTextError for anything that is not JSON text."""
+    duplicates = []
     i = _WS.match(text, 0).end()
-    value, i = _value(text, i, 1, (), None)
+    value, i = _value(text, i, 1, (), None, duplicates)
     i = _WS.match(text, i).end()
     if i != len(text):
         raise JSONTextError("data after the document at offset %d" % i)
-    return value
+    return value, duplicates
 
 
-def _value(text, i, depth, path, name):
+def _value(text, i, depth, path, name, duplicates):
     """Parses the value at text[i] (no leading whitespace), nested in
     depth-1 containers; path is the path of the object holding it and name
     its member name (None at the top). Returns (value, end)."""
@@ -94,7 +96,7 @@ def _value(text, i, depth, path, name):
         raise JSONTextError("unexpected end of input")
     here = path + (name,) if name is not None else path
     if text[i] == "{" and here in ENVELOPE_OBJECTS and (name is not None or path == ()):
-        return _object(text, i, depth, here)
+        return _object(text, i, depth, here, duplicates)
     if (path, name) in VERBATIM:
         _, end = _decode(text, i, depth)
         string = None
@@ -122,7 +124,7 @@ def _decode(text, i, depth):
         return {"{": {}, "[": []}.get(kind, float("inf")), end
 
 
-def _object(text, i, depth, path):
+def _object(text, i, depth, path, duplicates):
     if depth > MAX_DEPTH:
         raise JSONTextError("nested deeper than %d" % MAX_DEPTH)
     out = {}
@@ -135,12 +137,13 @@ def _object(text, i, depth, path):
             raise JSONTextError("expected a member name at offset %d" % i)
         name = json.loads(m.group())
         if name in out:
-            raise JSONTextError("member %r appears more than once in %s" % (name, "/".join(path) or "the envelope"))
+            duplicates.append("member %r appears more than once in %s" % (name, "/".join(path) or "the envelope"))
+            del out[name]  # the last occurrence wins, in its place
         i = _WS.match(text, m.end()).end()
         if not text.startswith(":", i):
             raise JSONTextError("expected ':' at offset %d" % i)
         i = _WS.match(text, i + 1).end()
-        out[name], i = _value(text, i, depth + 1, path, name)
+        out[name], i = _value(text, i, depth + 1, path, name, duplicates)
         i = _WS.match(text, i).end()
         if text.startswith("}", i):
             return out, i + 1

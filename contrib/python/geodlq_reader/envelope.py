@@ -99,9 +99,9 @@ class Reader:
         except UnicodeDecodeError as e:
             raise InvalidEnvelope(["the envelope is not UTF-8 JSON text: %s" % e]) from None
         try:
-            doc = _jsontext.parse(text)
+            doc, duplicates = _jsontext.parse(text)
         except _jsontext.JSONTextError as e:
-            raise InvalidEnvelope(["not a dlq.v1 JSON text: %s" % e]) from None
+            raise InvalidEnvelope(["not JSON text: %s" % e]) from None
         if not isinstance(doc, dict):
             raise InvalidEnvelope(["not a JSON object"])
         version = doc.get("schema_version")
@@ -111,6 +111,8 @@ class Reader:
             raise InvalidEnvelope(["schema_version is not a string"])
         if version != SCHEMA_VERSION:
             raise VersionError(version)
+        if duplicates:
+            raise InvalidEnvelope(duplicates)
 
         errors = sorted(self._validator.iter_errors(_plain(doc)), key=lambda e: list(e.absolute_path))
         if errors:
