@@ -2,12 +2,17 @@ package postgis_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/brokertest"
+	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/broker/postgis"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/pgtest"
 )
 
@@ -80,4 +85,47 @@ func TestConsumerConformance(t *testing.T) {
 		}
 		return &consumerHarness{s: s, dest: "source"}, nil
 	})
+}
+
+// TestNewConsumer: the consumer takes only the records its filter
+// selects, and refuses bad arguments.
+func TestNewConsumer(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: memory.New(nil)})
+	require.NoError(t, err)
+	_, err = postgis.NewConsumer(nil, "d", proc, nil)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = postgis.NewConsumer(s, "", proc, nil)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = postgis.NewConsumer(s, "d", nil, nil)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = postgis.NewConsumer(s, "d", proc, &postgis.ConsumerOptions{Filter: broker.Filter{EPSG: []int{-1}}})
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+
+	const d = "inbox"
+	keep := bowtie(t, "idem:consumer:keep")
+	other := message(t, `{"event_id":"evt-other","geometry":{"type":"Point","coordinates":[1,2]}}`, "idem:consumer:other",
+		classify.SchemaViolation(errors.New("x")), time.Time{})
+	publishAll(t, s, d, []*broker.Message{keep, other})
+	c, err := postgis.NewConsumer(s, d, proc, &postgis.ConsumerOptions{PollInterval: 10 * time.Millisecond,
+		Filter: broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}})
+	require.NoError(t, err)
+	got := make(chan []byte, 10)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(rctx, func(_ context.Context, m *broker.Message) error { got <- m.Body; return nil })
+	}()
+	select {
+	case b := <-got:
+		require.Equal(t, keep.Body, b)
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing consumed")
+	}
+	require.Eventually(t, func() bool { return count(t, s, "status = 'replayed'") == 1 }, 10*time.Second, 20*time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Empty(t, got, "the record outside the filter was not consumed")
+	require.Equal(t, 1, count(t, s, "status = 'pending' AND event_id = 'evt-other'"))
 }

@@ -15,6 +15,9 @@ type ConsumerOptions struct {
 	// moot here: a record given back with a delay stays leased and is
 	// delivered again when its lease (Options.LeaseTTL) runs out.
 	broker.ConsumerOptions
+	// Filter selects the records consumed (in SQL, as Fetch does). Zero:
+	// all.
+	Filter broker.Filter
 	// PollInterval is how long the consumer waits after finding no
 	// pending record. Default 1s.
 	PollInterval time.Duration
@@ -41,5 +44,9 @@ func NewConsumer(store *broker.Store, destination string, proc *broker.Processor
 	if opts != nil {
 		o = *opts
 	}
-	return broker.NewConsumer(broker.StoreSource(store, destination, &broker.StoreSourceOptions{PollInterval: o.PollInterval}), proc, &o.ConsumerOptions)
+	if err := o.Filter.Validate(); err != nil {
+		return nil, fmt.Errorf("postgis: NewConsumer: %w", err)
+	}
+	src := broker.StoreSource(store, destination, &broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
+	return broker.NewConsumer(src, proc, &o.ConsumerOptions)
 }
