@@ -103,6 +103,9 @@ var (
 // New returns a dead-letter store in a PostGIS table reached through pool,
 // which the caller keeps owning (closing the store does not close it). It
 // performs no I/O unless opts.Migrate is set; ctx bounds the migration.
+// Give the pool a connect timeout (connect_timeout in its DSN, or
+// ConnConfig.ConnectTimeout): pgxpool's own waits two minutes for a server
+// that accepts connections and never answers. broker.OpenStore sets one.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*broker.Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("postgis: nil pool: %w", broker.ErrInvalidArgument)
