@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,7 +29,9 @@ func Client(tb testing.TB) *redis.Client {
 
 // Prefix returns a key prefix no other run uses,
 // "geodlqtest:<kind>:<UTC time>:<12 hex digits>", and deletes every key
-// that starts with it when the test ends.
+// that starts with it, or with "{" and it (the keys a store keeps in a
+// stream's hash slot, such as "{<prefix>:<destination>}:dedup:…"), when
+// the test ends.
 func Prefix(tb testing.TB, kind string) string {
 	tb.Helper()
 	var b [6]byte
@@ -39,12 +42,7 @@ func Prefix(tb testing.TB, kind string) string {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
 		ctx := context.Background()
-		iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		require.NoError(tb, iter.Err())
+		keys := Keys(tb, c, p)
 		for len(keys) > 0 {
 			n := min(len(keys), 500)
 			require.NoError(tb, c.Del(ctx, keys[:n]...).Err())
@@ -52,4 +50,32 @@ func Prefix(tb testing.TB, kind string) string {
 		}
 	})
 	return p
+}
+
+// Keys returns every key that starts with prefix, or with "{" and prefix,
+// sorted.
+func Keys(tb testing.TB, c redis.UniversalClient, prefix string) []string {
+	tb.Helper()
+	ctx := context.Background()
+	var keys []string
+	for _, pat := range []string{prefix + "*", `\{` + prefix + "*"} {
+		iter := c.Scan(ctx, 0, pat, 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		require.NoError(tb, iter.Err())
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// URL returns the redis:// URL of the test Redis, database 0, with the
+// given query ("" for none).
+func URL(tb testing.TB, query string) string {
+	tb.Helper()
+	u := "redis://" + testenv.Redis(tb) + "/0"
+	if query != "" {
+		u += "?" + query
+	}
+	return u
 }
