@@ -4,9 +4,8 @@
 //
 // # Keys and semantics
 //
-// Each idempotency key k uses two Redis keys that share a hash tag, so
-// they live in one cluster slot and every operation is one atomic Lua
-// script:
+// Each idempotency key k uses Redis keys that share a hash tag, so they
+// live in one cluster slot and every operation is one atomic Lua script:
 //
 //   - "<Prefix>{:k}:lease" is the lease itself: SET token NX PX ttl. Redis
 //     expires it, so a crashed holder's claim lapses after ttl and the key
@@ -14,6 +13,9 @@
 //   - "<Prefix>{:k}" is the key's state: "t:<token>" for the most recent
 //     claim, kept [Options.StateRetention] beyond the lease, or "done" once
 //     completed.
+//
+// and, for two minutes after a Complete or Release, "<Prefix>{:k}:settled"
+// marks the call that settled the key.
 //
 // Claim sets both or neither. Complete succeeds when the state still names
 // the caller's token, whether or not the lease expired meanwhile, exactly
@@ -28,8 +30,16 @@
 // its side effect a second time, so a DoneTTL must exceed the longest time
 // a duplicate can arrive (source retention plus dead-letter retention).
 //
+// Every operation is one script that a retry of the same call finds done:
+// go-redis retries a command whose connection dropped or whose reply came
+// after its ReadTimeout, and without that a Claim whose first attempt
+// succeeded would report "in progress", and a Complete "lease lost". A
+// Claim recognises its own token in the lease; Complete and Release leave
+// a per-call nonce in the settled mark. A second call with the same lease
+// still fails as [replay.Claims] requires.
+//
 // Keys are used verbatim: any bytes, braces included. The hash tag is the
-// text between the first "{" and the next "}"; both Redis keys of k start
+// text between the first "{" and the next "}"; the Redis keys of k all start
 // with the same "<Prefix>{:k}", and the ":" keeps the tag non-empty even
 // when k starts with "}", so they share a slot whatever k contains. The
 // empty key is refused.
@@ -129,35 +139,59 @@ func (s *Store) Keys(key string) (state, lease string) {
 	return state, state + ":lease"
 }
 
-// claimScript: KEYS = state, lease; ARGV = token, lease ms, state ms.
-// Returns 0 acquired, 1 in progress, 2 done.
+// Every script is idempotent for the call that runs it, so that a retry
+// of a call whose reply was lost (go-redis retries a command whose
+// connection dropped, or whose reply came after ReadTimeout) reports what
+// the first attempt did instead of a false "in progress" or "lease lost".
+
+// claimScript: KEYS = state, lease; ARGV = token (new for every Claim
+// call), lease ms, state ms. Returns 0 acquired, 1 in progress, 2 done. A
+// lease already holding this call's token was acquired by this call.
 var claimScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == 'done' then return 2 end
-if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[2]) == ARGV[1] then return 0 end
+  return 1
+end
 redis.call('SET', KEYS[1], 't:' .. ARGV[1], 'PX', ARGV[3])
 return 0
 `)
 
-// completeScript: KEYS = state, lease; ARGV = token, done ms (0: forever).
-// Returns 1 on success, 0 when the lease was lost.
+// completeScript: KEYS = state, lease, mark; ARGV = token, nonce (new for
+// every Complete call), mark ms, done ms (0: forever). Returns 1 on
+// success, 0 when the lease was lost. On success the mark holds the nonce
+// for mark ms: a retry of the same call finds it.
 var completeScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= 't:' .. ARGV[1] then return 0 end
+if redis.call('GET', KEYS[1]) ~= 't:' .. ARGV[1] then
+  if redis.call('GET', KEYS[3]) == ARGV[2] then return 1 end
+  return 0
+end
 redis.call('DEL', KEYS[2])
-if ARGV[2] == '0' then
+if ARGV[4] == '0' then
   redis.call('SET', KEYS[1], 'done')
 else
-  redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], 'done', 'PX', ARGV[4])
 end
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
 return 1
 `)
 
-// releaseScript: KEYS = state, lease; ARGV = token. Returns 1 on success,
-// 0 when the lease was lost.
+// releaseScript: KEYS = state, lease, mark; ARGV = token, nonce, mark ms.
+// Returns 1 on success, 0 when the lease was lost; marks like
+// completeScript.
 var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= 't:' .. ARGV[1] then return 0 end
+if redis.call('GET', KEYS[1]) ~= 't:' .. ARGV[1] then
+  if redis.call('GET', KEYS[3]) == ARGV[2] then return 1 end
+  return 0
+end
 redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
 return 1
 `)
+
+// markTTL is how long a settled call's mark lives: far longer than
+// go-redis's retries of one command take.
+const markTTL = 2 * time.Minute
 
 func ms(d time.Duration) int64 {
 	m := d.Milliseconds()
@@ -214,7 +248,8 @@ func (s *Store) settle(ctx context.Context, l replay.Lease, verb string, script 
 		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, broker.ErrLeaseLost)
 	}
 	state, lease := s.Keys(l.Key)
-	n, err := script.Run(ctx, s.client, []string{state, lease}, append([]any{l.Token}, args...)...).Int()
+	args = append([]any{l.Token, newToken(), markTTL.Milliseconds()}, args...)
+	n, err := script.Run(ctx, s.client, []string{state, lease, state + ":settled"}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("redisclaims: %s %q: %w", verb, l.Key, err)
 	}

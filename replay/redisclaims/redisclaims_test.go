@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/internal/redistest"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/redisclaims"
 )
@@ -178,4 +180,53 @@ func TestSlotFunction(t *testing.T) {
 	require.Equal(t, slot("{user1000}.following"), slot("{user1000}.followers"))
 	require.Equal(t, slot("foo{}{bar}"), slot("foo{}{bar}"))
 	require.NotEqual(t, slot("foo{}{bar}"), slot("bar"), "an empty tag hashes the whole key")
+}
+
+// A call whose reply is lost after Redis ran it — go-redis then retries
+// it on a new connection — reports what the first attempt did: Claim
+// "acquired" (not "in progress" against itself), Complete and Release
+// success (not "lease lost"); a second call of a settled lease still
+// fails.
+func TestRetriedCallsReportTheirOutcome(t *testing.T) {
+	ctx := context.Background()
+	prefix := uniquePrefix(t)
+	p := redistest.NewFaultProxy(t)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := redisclaims.New(c, &redisclaims.Options{Prefix: prefix})
+	require.NoError(t, err)
+	// Warm up: the scripts in Redis's cache.
+	warm, _, err := s.Claim(ctx, "warm", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, warm))
+	other, _, err := s.Claim(ctx, "warm-2", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, other))
+
+	tests := []struct {
+		name   string
+		settle func(context.Context, replay.Lease) error
+		after  replay.Status
+	}{
+		{"complete", s.Complete, replay.StatusDone},
+		{"release", s.Release, replay.StatusAcquired},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "retried-" + tc.name
+			hits := p.Hits()
+			p.DropReply(key)
+			l, st, err := s.Claim(ctx, key, time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, hits+1, p.Hits(), "the fault was injected")
+			require.Equal(t, replay.StatusAcquired, st, "the retry finds its own token")
+			p.DropReply(key)
+			require.NoError(t, tc.settle(ctx, l), "the retry finds its own mark")
+			require.ErrorIs(t, tc.settle(ctx, l), broker.ErrLeaseLost, "a second call")
+			_, st, err = s.Claim(ctx, key, time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, tc.after, st)
+		})
+	}
+	require.Equal(t, 4, p.Hits())
 }
