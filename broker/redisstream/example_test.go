@@ -21,9 +21,9 @@ func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
 	dlq, err := redisstream.New(client, &redisstream.Options{
-		Group:      "parcel-replayer",
-		LeaseTTL:   time.Minute,
-		MaxEntries: 1_000_000, // refuse writes beyond this; never trim
+		Group:        "parcel-replayer",
+		StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute},
+		MaxEntries:   1_000_000, // refuse writes beyond this; never trim
 	})
 	if err != nil {
 		panic(err)
@@ -48,7 +48,7 @@ func Example() {
 		fmt.Println("leave unacked:", err)
 		return
 	}
-	fmt.Println("ack source:", out.Ack, "parked in", dlq.StreamKey(out.Destination))
+	fmt.Println("ack source:", out.Ack, "parked in", "geodlq:"+out.Destination)
 
 	recs, err := dlq.Fetch(ctx, out.Destination, broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}, 10)
 	if err != nil {
@@ -62,24 +62,33 @@ func Example() {
 	}
 }
 
-// Stream keys are "<prefix>:<destination>". New does no I/O, so this runs
-// without a server.
-func ExampleStore_StreamKey() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	dlq, err := redisstream.New(client, &redisstream.Options{Prefix: "myapp:dlq"})
+// Open the store by URL: importing the package registers redis:// and
+// rediss://. A read-only open writes nothing and fails with
+// broker.ErrNoStore where no store is.
+func Example_openStore() {
+	ctx := context.Background()
+	s, err := broker.OpenStore(ctx, "redis://127.0.0.1:6379/0?geodlq_prefix=myapp:dlq&lease_ttl=1m",
+		&broker.OpenOptions{ReadOnly: true, ConnectTimeout: 2 * time.Second})
+	if errors.Is(err, broker.ErrNoStore) {
+		fmt.Println("no dead letters here yet")
+		return
+	} else if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	err = s.ScanAll(ctx, broker.ListOptions{Filter: broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}},
+		func(e broker.Entry) error {
+			fmt.Println(e.Record.Destination, e.Record.ID, e.Status)
+			return nil
+		})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(dlq.StreamKey("parcels.poison.dlt"))
-	fmt.Println(dlq.Group(), dlq.MaxMessageBytes("parcels.poison.dlt")>>20, "MiB")
-	// Output:
-	// myapp:dlq:parcels.poison.dlt
-	// geodlq-replay 64 MiB
 }
 
-// The store hands out the client it was given.
-func ExampleStore_As() {
+// The store hands out the client it was given. New does no I/O, so this
+// runs without a server.
+func Example_as() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
 	dlq, err := redisstream.New(client, nil)
@@ -90,7 +99,40 @@ func ExampleStore_As() {
 	fmt.Println(dlq.As(&c), c == client)
 	var cc *redis.ClusterClient
 	fmt.Println(dlq.As(&cc))
+	fmt.Println(dlq.MaxMessageBytes("parcels.poison.dlt")>>20, "MiB")
 	// Output:
 	// true true
 	// false
+	// 64 MiB
+}
+
+// A consumer group over a producer's own stream, with the dead-letter
+// path: a RawKeys store reads the stream, and NewConsumer acknowledges
+// each entry once it was processed or dead-lettered.
+func ExampleNewConsumer() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+	src, err := redisstream.New(client, &redisstream.Options{RawKeys: true, KeepAcked: true,
+		Group: "spatial-app", Consumer: "worker-1", StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
+	if err != nil {
+		panic(err)
+	}
+	dlq, err := redisstream.New(client, nil) // dead letters in geodlq:spatial.events.poison.dlt, …
+	if err != nil {
+		panic(err)
+	}
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	if err != nil {
+		panic(err)
+	}
+	c, err := redisstream.NewConsumer(src, "spatial.events", proc, nil)
+	if err != nil {
+		panic(err)
+	}
+	err = c.Run(ctx, func(ctx context.Context, m *broker.Message) error {
+		return nil // validate and use the event
+	})
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 }

@@ -1,6 +1,10 @@
 package redisstream
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,15 +65,19 @@ func entryFields(m *broker.Message) []any {
 	return append(a, fieldBody, m.Body) // []byte: sent as is, not copied
 }
 
-// message rebuilds the message from an entry's field/value pairs.
+// message rebuilds the message from an entry's field/value pairs. An
+// entry without a body field (written by something other than Publish)
+// becomes a message whose body is its fields as a JSON object, so that
+// nothing of it is lost when it is dead-lettered.
 func message(fields []any, deliveries int) *broker.Message {
 	m := &broker.Message{DeliveryAttempt: deliveries}
+	hasBody := false
 	for i := 0; i+1 < len(fields); i += 2 {
 		name, _ := fields[i].(string)
 		value, _ := fields[i+1].(string)
 		switch {
 		case name == fieldBody:
-			m.Body = []byte(value)
+			m.Body, hasBody = []byte(value), true
 		case name == fieldKey:
 			m.Key = []byte(value)
 		case strings.HasPrefix(name, fieldHeader):
@@ -79,11 +87,83 @@ func message(fields []any, deliveries int) *broker.Message {
 			m.Headers[name[len(fieldHeader):]] = value
 		}
 	}
-	if m.Body == nil {
-		m.Body = []byte{}
+	if !hasBody {
+		obj := make(map[string]string, len(fields)/2)
+		for i := 0; i+1 < len(fields); i += 2 {
+			name, _ := fields[i].(string)
+			value, _ := fields[i+1].(string)
+			obj[name] = value
+		}
+		m.Body, _ = json.Marshal(obj) // a map of strings always marshals
 	}
 	return m
 }
+
+// digest identifies a message for deduplication: the SHA-256 of its key
+// (nil and empty differ), its headers in name order and its body, each
+// length-prefixed; 32 hex digits.
+func digest(m *broker.Message) string {
+	h := sha256.New()
+	var n [9]byte
+	put := func(tag byte, b []byte) {
+		n[0] = tag
+		binary.BigEndian.PutUint64(n[1:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	if m.Key != nil {
+		put('k', m.Key)
+	}
+	names := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		put('h', []byte(k))
+		put('v', []byte(m.Headers[k]))
+	}
+	put('b', m.Body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// sameSlotKey returns a key for the store's bookkeeping of stream key
+// (digests, settle marks) that Redis Cluster places in the stream's hash
+// slot, so that one script may touch both. A key's slot is the hash of its
+// hash tag — the text between its first "{" and the next "}", when not
+// empty — or of the whole key. When the stream key has a tag, appending
+// keeps it; otherwise the stream key becomes the tag of "{key}suffix",
+// which works unless the key contains a "}" (then no other key shares its
+// slot, and on Cluster the script fails with CROSSSLOT: the package doc
+// asks for destination names without braces there).
+func sameSlotKey(key, suffix string) string {
+	if start := strings.IndexByte(key, '{'); start >= 0 {
+		if end := strings.IndexByte(key[start+1:], '}'); end > 0 {
+			return key + suffix
+		}
+	}
+	return "{" + key + "}" + suffix
+}
+
+// validID reports whether id has the form of a stream entry id, "ms-seq".
+func validID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return false
+	}
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return err1 == nil && err2 == nil
+}
+
+// The catalog is a hash at the key "<Prefix>": the field "layout" holds
+// the layout version of the store, and one field "d:<destination>" per
+// destination ever published to.
+const (
+	catalogLayout = "layout"
+	catalogDest   = "d:"
+	layoutVersion = "1"
+)
 
 // maxExact bounds the Unix seconds passed to Lua, whose numbers are
 // doubles: clamping keeps every comparison with a stored time (years 0
@@ -101,9 +181,10 @@ func timeArgs(t time.Time) (sec int64, nsec int) {
 	return sec, nsec
 }
 
-// filterArgs encodes f for fetchScript: nil for the zero filter, else
-// tagged groups ("c", n, names…; "s", …; "e", …; "i", …; "ge", s, ns;
-// "lt", s, ns; "bb", minX, minY, maxX, maxY). Values are passed as
+// filterArgs encodes f for fetchScript: nil for the zero filter (or one of
+// reason kinds only, which the script cannot read), else tagged groups
+// ("c", n, names…; "s", …; "e", …; "i", …; "r", n, record ids…; "ge", s,
+// ns; "lt", s, ns; "bb", minX, minY, maxX, maxY). Values are passed as
 // strings, byte for byte.
 func filterArgs(f broker.Filter) []any {
 	if f.IsZero() {
@@ -130,6 +211,7 @@ func filterArgs(f broker.Filter) []any {
 	set("s", strs(len(f.Stages), func(i int) string { return f.Stages[i].String() }))
 	set("e", strs(len(f.EPSG), func(i int) string { return strconv.Itoa(f.EPSG[i]) }))
 	set("i", f.EventIDs)
+	set("r", f.IDs)
 	if !f.Since.IsZero() {
 		s, ns := timeArgs(f.Since)
 		a = append(a, "ge", strconv.FormatInt(s, 10), strconv.Itoa(ns))

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,7 +124,7 @@ func randomFilter(r *rand.Rand) broker.Filter {
 func TestFilterMatchesBrokerFilterMatch(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 2))
-	s, err := redisstream.New(newClient(t), &redisstream.Options{Prefix: uniquePrefix(t), LeaseTTL: time.Minute})
+	s, err := redisstream.New(newClient(t), new(lease(uniquePrefix(t), time.Minute)))
 	require.NoError(t, err)
 	d := "filters"
 	bodies := corpus(t, r, 150)
@@ -142,6 +143,11 @@ func TestFilterMatchesBrokerFilterMatch(t *testing.T) {
 	matchedSome := 0
 	for i := range 150 {
 		f := randomFilter(r)
+		if err := f.Validate(); err != nil {
+			_, ferr := s.Fetch(ctx, d, f, 1000)
+			require.ErrorIs(t, ferr, broker.ErrInvalidArgument, "filter #%d %+v: %v", i, f, err)
+			continue
+		}
 		var want []string
 		for _, b := range bodies {
 			if e := envs[string(b)]; e != nil && f.Match(e) {
@@ -173,7 +179,7 @@ func TestFilterMatchesBrokerFilterMatch(t *testing.T) {
 			"entry %s: passing over an entry is not a delivery; each lease is", rec.ID)
 		require.NoError(t, s.Ack(ctx, rec))
 	}
-	n, err := s.Len(ctx, d)
+	n, err := redisstream.Len(ctx, s, d)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -184,15 +190,15 @@ func TestFilterMatchesBrokerFilterMatch(t *testing.T) {
 func TestFilteredFetchScansPastTheBudget(t *testing.T) {
 	ctx := context.Background()
 	prefix := uniquePrefix(t)
-	s, err := redisstream.New(newClient(t), &redisstream.Options{Prefix: prefix, LeaseTTL: time.Minute})
+	s, err := redisstream.New(newClient(t), new(lease(prefix, time.Minute)))
 	require.NoError(t, err)
 	d := "budget"
-	filler := &broker.Message{Body: []byte("not an envelope")}
 	const n = 2500 // two and a half script budgets
 	var wg errGroup
 	for w := range 4 {
 		wg.Go(func() error {
 			for i := w; i < n; i += 4 {
+				filler := &broker.Message{Body: []byte("not an envelope " + strconv.Itoa(i))}
 				if err := s.Publish(ctx, d, filler); err != nil {
 					return err
 				}
@@ -217,7 +223,7 @@ func TestFilteredFetchScansPastTheBudget(t *testing.T) {
 	require.Equal(t, 2, recs[0].Deliveries)
 	require.NoError(t, s.Ack(ctx, recs[0]))
 
-	other, err := redisstream.New(newClient(t), &redisstream.Options{Prefix: prefix, LeaseTTL: time.Minute})
+	other, err := redisstream.New(newClient(t), new(lease(prefix, time.Minute)))
 	require.NoError(t, err)
 	total := 0
 	for {
@@ -232,4 +238,37 @@ func TestFilteredFetchScansPastTheBudget(t *testing.T) {
 		total += len(recs)
 	}
 	require.Equal(t, n, total, "every passed-over entry is available to another consumer")
+}
+
+// Fetching by record id leases those entries only, filtered in Redis:
+// the others are neither delivered nor counted as delivered, and entries
+// that are not envelopes are found by id too.
+func TestFetchByRecordID(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, lease(uniquePrefix(t), time.Minute))
+	d := "byid"
+	publishN(t, s, d, 5)
+	require.NoError(t, s.Publish(ctx, d, &broker.Message{Body: []byte("not an envelope")}))
+	p, err := s.List(ctx, broker.ListOptions{Destination: d})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 6)
+	want := []string{p.Entries[1].Record.ID, p.Entries[5].Record.ID}
+	recs, err := s.Fetch(ctx, d, broker.Filter{IDs: want}, 10)
+	require.NoError(t, err)
+	require.Equal(t, want, ids(recs))
+	require.Equal(t, "not an envelope", string(recs[1].Message.Body))
+	for _, r := range recs {
+		require.NoError(t, s.Release(ctx, r))
+	}
+	all, err := s.Fetch(ctx, d, broker.Filter{}, 10)
+	require.NoError(t, err)
+	require.Len(t, all, 6)
+	for _, r := range all {
+		wantN := 1
+		if slices.Contains(want, r.ID) {
+			wantN = 2
+		}
+		require.Equal(t, wantN, r.Deliveries, "entry %s", r.ID)
+		require.NoError(t, s.Ack(ctx, r))
+	}
 }

@@ -10,11 +10,11 @@ import (
 )
 
 // newClient connects to the test Redis; the client is closed when t ends.
-func newClient(t *testing.T) *redis.Client { t.Helper(); return redistest.Client(t) }
+func newClient(t testing.TB) *redis.Client { t.Helper(); return redistest.Client(t) }
 
 // uniquePrefix returns a key prefix no other run uses, and deletes every
 // key under it when t ends.
-func uniquePrefix(t *testing.T) string { t.Helper(); return redistest.Prefix(t, "stream") }
+func uniquePrefix(t testing.TB) string { t.Helper(); return redistest.Prefix(t, "stream") }
 
 // errGroup runs functions concurrently and returns the first error.
 type errGroup struct {

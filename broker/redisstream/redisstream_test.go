@@ -20,7 +20,7 @@ import (
 )
 
 // open returns a store on a fresh client, as another process would.
-func open(t *testing.T, o redisstream.Options) *redisstream.Store {
+func open(t *testing.T, o redisstream.Options) *broker.Store {
 	t.Helper()
 	s, err := redisstream.New(newClient(t), &o)
 	require.NoError(t, err)
@@ -28,12 +28,21 @@ func open(t *testing.T, o redisstream.Options) *redisstream.Store {
 	return s
 }
 
-func publishN(t *testing.T, s *redisstream.Store, d string, n int) []*broker.Message {
+// lease returns options with a prefix and a lease.
+func lease(prefix string, ttl time.Duration) redisstream.Options {
+	return redisstream.Options{Prefix: prefix, StoreOptions: broker.StoreOptions{LeaseTTL: ttl}}
+}
+
+// published numbers the messages publishN makes, so that no two are
+// byte-identical (which the store's deduplication would store once).
+var published atomic.Int64
+
+func publishN(t *testing.T, s *broker.Store, d string, n int) []*broker.Message {
 	t.Helper()
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
 		in := brokertest.SampleInputs()[i%len(brokertest.SampleInputs())]
-		in.IdempotencyKey = "idem:test:" + strconv.Itoa(i)
+		in.IdempotencyKey = "idem:test:" + strconv.FormatInt(published.Add(1), 10)
 		msgs[i] = brokertest.Message(t, in)
 		require.NoError(t, s.Publish(context.Background(), d, msgs[i]))
 	}
@@ -49,10 +58,10 @@ func ids(recs []*broker.Record) []string {
 }
 
 // pending returns the owner and delivery count of every pending entry.
-func pending(t *testing.T, s *redisstream.Store, d string) map[string]redis.XPendingExt {
+func pending(t *testing.T, s *broker.Store, d string) map[string]redis.XPendingExt {
 	t.Helper()
-	p, err := s.Client().XPendingExt(context.Background(), &redis.XPendingExtArgs{
-		Stream: s.StreamKey(d), Group: s.Group(), Start: "-", End: "+", Count: 10_000,
+	p, err := redisstream.Client(s).XPendingExt(context.Background(), &redis.XPendingExtArgs{
+		Stream: redisstream.StreamKey(s, d), Group: redisstream.Group(s), Start: "-", End: "+", Count: 10_000,
 	}).Result()
 	require.NoError(t, err)
 	out := map[string]redis.XPendingExt{}
@@ -69,10 +78,10 @@ func pending(t *testing.T, s *redisstream.Store, d string) map[string]redis.XPen
 // acknowledgements fail with ErrLeaseLost.
 func TestCrashedConsumerRecoveredByXAUTOCLAIM(t *testing.T) {
 	ctx := context.Background()
-	const lease = 300 * time.Millisecond
-	o := redisstream.Options{Prefix: uniquePrefix(t), LeaseTTL: lease}
+	const ttl = 300 * time.Millisecond
+	o := lease(uniquePrefix(t), ttl)
 	crashed, survivor := open(t, o), open(t, o)
-	require.NotEqual(t, crashed.Consumer(), survivor.Consumer())
+	require.NotEqual(t, redisstream.Consumer(crashed), redisstream.Consumer(survivor))
 	d := "crash"
 	publishN(t, crashed, d, 6)
 
@@ -84,7 +93,7 @@ func TestCrashedConsumerRecoveredByXAUTOCLAIM(t *testing.T) {
 	require.Len(t, filtered, 1, "SampleInputs()[4] is the one CRS mismatch")
 	for id, p := range pending(t, crashed, d) {
 		if id == held[0].ID || id == held[1].ID || id == held[2].ID || id == filtered[0].ID {
-			require.Equal(t, crashed.Consumer(), p.Consumer)
+			require.Equal(t, redisstream.Consumer(crashed), p.Consumer)
 		} else {
 			require.Equal(t, redisstream.ParkConsumer, p.Consumer, "passed over by the filtered read")
 		}
@@ -98,7 +107,7 @@ func TestCrashedConsumerRecoveredByXAUTOCLAIM(t *testing.T) {
 		require.NoError(t, survivor.Release(ctx, r))
 	}
 
-	time.Sleep(lease + lease/2)
+	time.Sleep(ttl + ttl/2)
 	took, err := survivor.Fetch(ctx, d, broker.Filter{Classes: []classify.Class{classify.ClassCRSMismatch}}, 10)
 	require.NoError(t, err)
 	require.Equal(t, ids(filtered), ids(took), "a filtered fetch takes over the matching expired entry")
@@ -110,7 +119,7 @@ func TestCrashedConsumerRecoveredByXAUTOCLAIM(t *testing.T) {
 	require.Equal(t, ids(held), ids(again[:3]), "the crashed consumer's entries first, oldest first")
 	for i, r := range again {
 		require.Equal(t, 2, r.Deliveries, "record %d", i)
-		require.Equal(t, survivor.Consumer(), pending(t, survivor, d)[r.ID].Consumer)
+		require.Equal(t, redisstream.Consumer(survivor), pending(t, survivor, d)[r.ID].Consumer)
 		if i > 0 {
 			require.Less(t, idLess(again[i-1].ID, r.ID), 0, "ascending ids")
 		}
@@ -122,7 +131,7 @@ func TestCrashedConsumerRecoveredByXAUTOCLAIM(t *testing.T) {
 	for _, r := range append(again, took...) {
 		require.NoError(t, survivor.Ack(ctx, r))
 	}
-	n, err := survivor.Len(ctx, d)
+	n, err := redisstream.Len(ctx, survivor, d)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -153,8 +162,8 @@ func idLess(a, b string) int {
 // that merely expired without a takeover can still be settled.
 func TestLostLease(t *testing.T) {
 	ctx := context.Background()
-	const lease = 200 * time.Millisecond
-	o := redisstream.Options{Prefix: uniquePrefix(t), LeaseTTL: lease}
+	const ttl = 200 * time.Millisecond
+	o := lease(uniquePrefix(t), ttl)
 	a, b := open(t, o), open(t, o)
 	d := "lease"
 	publishN(t, a, d, 4)
@@ -163,7 +172,7 @@ func TestLostLease(t *testing.T) {
 	require.Len(t, recs, 4)
 
 	t.Run("taken over after expiry", func(t *testing.T) {
-		time.Sleep(lease + lease/2)
+		time.Sleep(ttl + ttl/2)
 		took, err := b.Fetch(ctx, d, broker.Filter{}, 1)
 		require.NoError(t, err)
 		require.Equal(t, recs[0].ID, took[0].ID)
@@ -194,7 +203,7 @@ func TestLostLease(t *testing.T) {
 		publishN(t, a, d, 1)
 		r, err := a.Fetch(ctx, d, broker.Filter{}, 1)
 		require.NoError(t, err)
-		for _, l := range []string{"", "x", "1:", "1:" + redisstream.ParkConsumer, "2:" + a.Consumer(), "1:" + b.Consumer(), "-1:" + a.Consumer()} {
+		for _, l := range []string{"", "x", "1:", "1:" + redisstream.ParkConsumer, "2:" + redisstream.Consumer(a), "1:" + redisstream.Consumer(b), "-1:" + redisstream.Consumer(a)} {
 			f := *r[0]
 			f.Lease = l
 			require.ErrorIs(t, a.Ack(ctx, &f), broker.ErrLeaseLost, "lease %q", l)
@@ -225,13 +234,13 @@ func TestNoTrimming(t *testing.T) {
 		})
 	}
 	require.NoError(t, g.Wait())
-	got, err := s.Len(ctx, d)
+	got, err := redisstream.Len(ctx, s, d)
 	require.NoError(t, err)
 	require.EqualValues(t, n, got)
-	first, err := s.Client().XRangeN(ctx, s.StreamKey(d), "-", "+", 1).Result()
+	first, err := redisstream.Client(s).XRangeN(ctx, redisstream.StreamKey(s, d), "-", "+", 1).Result()
 	require.NoError(t, err)
 	require.Len(t, first, 1)
-	info, err := s.Client().XInfoStream(ctx, s.StreamKey(d)).Result()
+	info, err := redisstream.Client(s).XInfoStream(ctx, redisstream.StreamKey(s, d)).Result()
 	require.NoError(t, err)
 	require.Equal(t, first[0].ID, info.FirstEntry.ID)
 	require.EqualValues(t, n, info.EntriesAdded, "every write is still there: nothing was trimmed")
@@ -264,7 +273,7 @@ func TestMaxEntriesRefusesInsteadOfTrimming(t *testing.T) {
 	wg.Wait()
 	require.EqualValues(t, limit, ok.Load(), "exactly the limit was written")
 	require.EqualValues(t, 40, full.Load())
-	n, err := s.Len(ctx, d)
+	n, err := redisstream.Len(ctx, s, d)
 	require.NoError(t, err)
 	require.EqualValues(t, limit, n)
 
@@ -292,8 +301,8 @@ func TestKeepAcked(t *testing.T) {
 	prefix := uniquePrefix(t)
 	for _, keep := range []bool{false, true} {
 		t.Run("keep="+strconv.FormatBool(keep), func(t *testing.T) {
-			const lease = 100 * time.Millisecond
-			s := open(t, redisstream.Options{Prefix: prefix, LeaseTTL: lease, KeepAcked: keep})
+			const ttl = 100 * time.Millisecond
+			s := open(t, redisstream.Options{Prefix: prefix, StoreOptions: broker.StoreOptions{LeaseTTL: ttl}, KeepAcked: keep})
 			d := "keep-" + strconv.FormatBool(keep)
 			publishN(t, s, d, 3)
 			recs, err := s.Fetch(ctx, d, broker.Filter{}, 10)
@@ -301,15 +310,15 @@ func TestKeepAcked(t *testing.T) {
 			for _, r := range recs {
 				require.NoError(t, s.Ack(ctx, r))
 			}
-			n, err := s.Len(ctx, d)
+			n, err := redisstream.Len(ctx, s, d)
 			require.NoError(t, err)
 			if keep {
 				require.EqualValues(t, 3, n, "kept in the stream")
 			} else {
 				require.Zero(t, n, "deleted on ack")
 			}
-			time.Sleep(2 * lease)
-			recs, err = open(t, redisstream.Options{Prefix: prefix, LeaseTTL: lease}).Fetch(ctx, d, broker.Filter{}, 10)
+			time.Sleep(2 * ttl)
+			recs, err = open(t, lease(prefix, ttl)).Fetch(ctx, d, broker.Filter{}, 10)
 			require.NoError(t, err)
 			require.Empty(t, recs, "never redelivered to the group")
 			require.Empty(t, pending(t, s, d))
@@ -322,7 +331,7 @@ func TestKeepAcked(t *testing.T) {
 // delivery.
 func TestReleaseIsImmediate(t *testing.T) {
 	ctx := context.Background()
-	o := redisstream.Options{Prefix: uniquePrefix(t), LeaseTTL: time.Hour}
+	o := lease(uniquePrefix(t), time.Hour)
 	a, b := open(t, o), open(t, o)
 	d := "release"
 	publishN(t, a, d, 2)
@@ -376,8 +385,7 @@ func TestExactBytes(t *testing.T) {
 		require.Equal(t, 1, r.Message.DeliveryAttempt)
 		require.NoError(t, s.Ack(ctx, r))
 	}
-	require.Equal(t, redisstream.DefaultMaxMessageBytes, s.MaxMessageBytes(d))
-	require.Equal(t, 64<<20, redisstream.DefaultMaxMessageBytes)
+	require.Equal(t, 64<<20, s.MaxMessageBytes(d), "the default limit")
 }
 
 // Entries are indexed for filtering, and readable with XRANGE.
@@ -387,7 +395,7 @@ func TestEntryLayout(t *testing.T) {
 	d := "layout"
 	m := brokertest.Message(t, brokertest.SampleInputs()[0])
 	require.NoError(t, s.Publish(ctx, d, m))
-	e, err := s.Client().XRange(ctx, s.StreamKey(d), "-", "+").Result()
+	e, err := redisstream.Client(s).XRange(ctx, redisstream.StreamKey(s, d), "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, e, 1)
 	v := e[0].Values
@@ -402,7 +410,7 @@ func TestEntryLayout(t *testing.T) {
 	require.Equal(t, m.Headers[broker.HeaderIdempotencyKey], v["h:"+broker.HeaderIdempotencyKey])
 	require.Equal(t, "1767323045", v["dlq_at_s"])
 	require.Equal(t, "6000", v["dlq_at_ns"])
-	require.True(t, strings.HasPrefix(s.StreamKey(d), s.StreamKey("")), "stream key is <prefix>:<destination>")
+	require.True(t, strings.HasPrefix(redisstream.StreamKey(s, d), redisstream.StreamKey(s, "")), "stream key is <prefix>:<destination>")
 }
 
 // WAIT and WAITAOF: a write the server cannot confirm fails Publish with
@@ -440,7 +448,7 @@ func TestWaitForDurability(t *testing.T) {
 			} else {
 				require.ErrorIs(t, err, redisstream.ErrDurabilityUnconfirmed)
 			}
-			n, err := s.Len(ctx, d)
+			n, err := redisstream.Len(ctx, s, d)
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n, "the entry is written either way, exactly once")
 		})
@@ -503,14 +511,14 @@ func TestClose(t *testing.T) {
 	require.NoError(t, idle.Close())
 	require.NoError(t, holding.Close())
 	require.NoError(t, holding.Close(), "Close is idempotent")
-	consumers, err := idle.Client().XInfoConsumers(ctx, idle.StreamKey(d), idle.Group()).Result()
+	consumers, err := redisstream.Client(idle).XInfoConsumers(ctx, redisstream.StreamKey(idle, d), redisstream.Group(idle)).Result()
 	require.NoError(t, err)
 	var names []string
 	for _, c := range consumers {
 		names = append(names, c.Name)
 	}
-	require.NotContains(t, names, idle.Consumer())
-	require.Contains(t, names, holding.Consumer())
+	require.NotContains(t, names, redisstream.Consumer(idle))
+	require.Contains(t, names, redisstream.Consumer(holding))
 
 	require.ErrorIs(t, idle.Publish(ctx, d, &broker.Message{}), broker.ErrClosed)
 	_, err = idle.Fetch(ctx, d, broker.Filter{}, 1)
@@ -527,14 +535,14 @@ func TestStreamDeletedAndRecreated(t *testing.T) {
 	recs, err := s.Fetch(ctx, d, broker.Filter{}, 10)
 	require.NoError(t, err)
 	require.Empty(t, recs)
-	exists, err := s.Client().Exists(ctx, s.StreamKey(d)).Result()
+	exists, err := redisstream.Client(s).Exists(ctx, redisstream.StreamKey(s, d)).Result()
 	require.NoError(t, err)
 	require.Zero(t, exists, "fetching an unknown destination creates nothing")
 	publishN(t, s, d, 2)
 	recs, err = s.Fetch(ctx, d, broker.Filter{}, 10)
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
-	require.NoError(t, s.Client().Del(ctx, s.StreamKey(d)).Err())
+	require.NoError(t, redisstream.Client(s).Del(ctx, redisstream.StreamKey(s, d)).Err())
 	require.ErrorIs(t, s.Ack(ctx, recs[0]), broker.ErrLeaseLost, "the entry is gone")
 	publishN(t, s, d, 1)
 	recs, err = s.Fetch(ctx, d, broker.Filter{}, 10)
@@ -549,20 +557,21 @@ func TestOptionsAndArguments(t *testing.T) {
 	_, err := redisstream.New(nil, nil)
 	require.Error(t, err)
 	for _, o := range []redisstream.Options{
-		{Consumer: redisstream.ParkConsumer}, {LeaseTTL: -1}, {LeaseTTL: time.Microsecond},
-		{MaxMessageBytes: -1}, {MaxEntries: -1}, {WaitReplicas: -1}, {WaitTimeout: -1},
+		{Consumer: redisstream.ParkConsumer}, {StoreOptions: broker.StoreOptions{LeaseTTL: -1}},
+		{StoreOptions: broker.StoreOptions{LeaseTTL: time.Microsecond}}, {StoreOptions: broker.StoreOptions{MaxMessageBytes: -1}},
+		{MaxEntries: -1}, {WaitReplicas: -1}, {WaitTimeout: -1}, {DedupWindow: time.Microsecond},
 	} {
 		_, err := redisstream.New(client, &o)
-		require.Error(t, err, "%+v", o)
+		require.ErrorIs(t, err, broker.ErrInvalidArgument, "%+v", o)
 	}
 	s, err := redisstream.New(client, nil)
 	require.NoError(t, err)
-	require.Equal(t, redisstream.DefaultGroup, s.Group())
-	require.Equal(t, "geodlq:x", s.StreamKey("x"))
-	require.NotEmpty(t, s.Consumer())
+	require.Equal(t, redisstream.DefaultGroup, redisstream.Group(s))
+	require.Equal(t, "geodlq:x", redisstream.StreamKey(s, "x"))
+	require.NotEmpty(t, redisstream.Consumer(s))
 	s2, err := redisstream.New(client, nil)
 	require.NoError(t, err)
-	require.NotEqual(t, s.Consumer(), s2.Consumer(), "default consumer names are unique per handle")
+	require.NotEqual(t, redisstream.Consumer(s), redisstream.Consumer(s2), "default consumer names are unique per handle")
 
 	var uc redis.UniversalClient
 	require.True(t, s.As(&uc))
@@ -575,7 +584,7 @@ func TestOptionsAndArguments(t *testing.T) {
 	var r *redis.Ring
 	require.False(t, s.As(&r))
 	require.False(t, s.As(new(int)))
-	require.Same(t, client, s.Client().(*redis.Client))
+	require.Same(t, client, redisstream.Client(s).(*redis.Client))
 
 	s = open(t, redisstream.Options{Prefix: uniquePrefix(t)})
 	require.Error(t, s.Publish(ctx, "", &broker.Message{}), "empty destination")
@@ -586,12 +595,13 @@ func TestOptionsAndArguments(t *testing.T) {
 	require.Empty(t, recs)
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	require.ErrorIs(t, s.Ack(canceled, &broker.Record{Destination: "d"}), context.Canceled)
+	require.ErrorIs(t, s.Ack(canceled, &broker.Record{Destination: "d", ID: "1-1", Lease: "1:x"}), context.Canceled)
 
 	// The size limit is on the body; it is checked before any I/O.
-	small := open(t, redisstream.Options{Prefix: uniquePrefix(t), MaxMessageBytes: 10})
+	small := open(t, redisstream.Options{Prefix: uniquePrefix(t), StoreOptions: broker.StoreOptions{MaxMessageBytes: 10}})
+	require.Equal(t, 10, small.MaxMessageBytes("d"))
 	err = small.Publish(ctx, "d", &broker.Message{Body: make([]byte, 11)})
 	var tl *classify.TooLargeError
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, classify.TooLargeError{Destination: "d", Size: 11, Limit: 10}, *tl)
+	require.Equal(t, classify.TooLargeError{What: "message", Destination: "d", Size: 11, Limit: 10}, *tl)
 }

@@ -18,7 +18,7 @@ import (
 
 // startRedis runs a private redis-server on a free loopback port, with
 // extra arguments, until t ends.
-func startRedis(t *testing.T, args ...string) *redis.Client {
+func startRedis(t testing.TB, args ...string) *redis.Client {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -63,7 +63,7 @@ func TestWaitWithARealReplica(t *testing.T) {
 	s, err := redisstream.New(primary, &redisstream.Options{WaitReplicas: 1, WaitTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, s.Publish(ctx, "d", &broker.Message{Body: []byte("replicated")}))
-	got, err := replica.XRange(ctx, s.StreamKey("d"), "-", "+").Result()
+	got, err := replica.XRange(ctx, redisstream.StreamKey(s, "d"), "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, got, 1, "on the replica when Publish returned")
 	require.Equal(t, "replicated", got[0].Values["body"])
