@@ -139,7 +139,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	}
 	// The first replayer is a process of its own (its own consumer in
 	// the replay group) that dies after re-injecting.
-	crashed, err := redisstream.New(p.rdb, &redisstream.Options{Prefix: c.prefix, Group: c.replayGroup, LeaseTTL: c.lease})
+	crashed, err := redisstream.New(p.rdb, &redisstream.Options{Prefix: c.prefix, Group: c.replayGroup, StoreOptions: broker.StoreOptions{LeaseTTL: c.lease}})
 	if err != nil {
 		return res, err
 	}

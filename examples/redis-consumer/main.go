@@ -101,7 +101,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.claimsPrefix, "claims-prefix", redisclaims.DefaultPrefix, "key prefix of the idempotency claims")
 	fs.DurationVar(&c.claimIdle, "claim-idle", time.Minute, "take over source entries left unacknowledged this long (a crashed consumer's)")
 	fs.DurationVar(&c.block, "block", 2*time.Second, "longest XREADGROUP wait")
-	fs.DurationVar(&c.lease, "lease", redisstream.DefaultLeaseTTL, "how long replay leases a dead-letter entry")
+	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long replay leases a dead-letter entry")
 	fs.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries (replay reads them back)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per event before a transient failure is dead-lettered")
 	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff ceiling after the first failed attempt")
@@ -176,7 +176,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type pipeline struct {
 	c      config
 	rdb    *redis.Client
-	store  *redisstream.Store
+	store  *broker.Store // the Redis Streams dead-letter store
 	claims *redisclaims.Store
 	chk    *spatial.Checker
 	off    *offload.Offloader
@@ -207,7 +207,8 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 	// The dead-letter store: one parked stream per destination, never
 	// trimmed. Run Redis with appendonly yes (and appendfsync always, or
 	// set WaitAOF) so an acknowledged dead-letter write survives a crash.
-	if p.store, err = redisstream.New(p.rdb, &redisstream.Options{Prefix: c.prefix, Group: c.replayGroup, LeaseTTL: c.lease, Logger: log}); err != nil {
+	if p.store, err = redisstream.New(p.rdb, &redisstream.Options{Prefix: c.prefix, Group: c.replayGroup,
+		StoreOptions: broker.StoreOptions{LeaseTTL: c.lease, Logger: log}}); err != nil {
 		return fail(err)
 	}
 	closers = append(closers, func() { _ = p.store.Close() })
@@ -401,7 +402,7 @@ func destinations(stream string) []string {
 func (p *pipeline) deadLetterKeys() []string {
 	var keys []string
 	for _, d := range destinations(p.c.stream) {
-		keys = append(keys, p.store.StreamKey(d))
+		keys = append(keys, p.c.prefix+":"+d) // the store's stream key: <prefix>:<destination>
 	}
 	return keys
 }
