@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,7 +21,7 @@ const benchDest = "spatial.parcels.poison.dlt"
 // does and returns a store with the harness's options on a client with
 // kafka.ProducerOpts (acks=all, idempotent producer), the destination
 // topic created, and the client.
-func openBench(b *testing.B) (*kafka.Store, *kgo.Client) {
+func openBench(b *testing.B) (*broker.Store, *kgo.Client) {
 	b.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	require.NoError(b, err)
@@ -32,7 +33,9 @@ func openBench(b *testing.B) (*kafka.Store, *kgo.Client) {
 	s, err := kafka.New(cl, &o)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
-	require.NoError(b, s.CreateTopics(context.Background(), benchDest))
+	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), o.Topics.Partitions, 1, nil, benchDest)
+	require.NoError(b, err)
+	require.NoError(b, resp.Err)
 	return s, cl
 }
 
@@ -68,4 +71,46 @@ func BenchmarkBareClientWrite(b *testing.B) {
 		}
 		return cl.ProduceSync(ctx, &kgo.Record{Topic: benchDest, Key: m.Key, Value: m.Body, Headers: hs}).FirstErr()
 	})
+}
+
+// BenchmarkList lists b.N envelopes, 100 a page, with the store's direct
+// reader (no group, no leases), and decodes nothing.
+func BenchmarkList(b *testing.B) {
+	set := benchenv.New(b)
+	s, _ := openBench(b)
+	ctx := context.Background()
+	require.NoError(b, set.PublishAll(ctx, s, benchDest, b.N))
+	b.SetBytes(benchenv.EnvelopeBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	err := s.ScanAll(ctx, broker.ListOptions{Destination: benchDest, Limit: benchenv.BatchSize}, func(broker.Entry) error { n++; return nil })
+	b.StopTimer()
+	require.NoError(b, err)
+	require.Equal(b, b.N, n)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "envelopes/s")
+}
+
+// BenchmarkBareClientConsume is List's ceiling: a franz-go direct consumer
+// reading the same b.N records from the start of every partition.
+func BenchmarkBareClientConsume(b *testing.B) {
+	set := benchenv.New(b)
+	s, cl := openBench(b)
+	ctx := context.Background()
+	require.NoError(b, set.PublishAll(ctx, s, benchDest, b.N))
+	b.SetBytes(benchenv.EnvelopeBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(benchDest), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(b, err)
+	defer rd.Close()
+	n := 0
+	for n < b.N {
+		fs := rd.PollFetches(ctx)
+		require.NoError(b, fs.Err0())
+		n += fs.NumRecords()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "envelopes/s")
 }

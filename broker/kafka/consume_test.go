@@ -37,41 +37,71 @@ func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
 	return p
 }
 
-// run runs Consume until stop returns true (checked after every outcome)
-// or the deadline passes, then closes cl: the consumer leaves its group.
+// run runs a consumer of cl until stop returns true (checked after every
+// result) or the deadline passes, then closes cl: the consumer leaves its
+// group.
 func run(t *testing.T, cl *kgo.Client, proc *broker.Processor, h broker.Handler, maxPoll int, stop func(r *kgo.Record, out broker.Result, err error) bool) {
 	t.Helper()
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stopped atomic.Bool
-	err := kafka.Consume(ctx, cl, proc, h, &kafka.ConsumeOptions{
-		RetryBackoff:   50 * time.Millisecond,
-		MaxPollRecords: maxPoll,
-		OnOutcome: func(r *kgo.Record, out broker.Result, err error) {
-			if stop(r, out, err) {
+	c, err := kafka.NewConsumer(cl, proc, &kafka.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{
+		NackDelay: 50 * time.Millisecond,
+		MaxBatch:  maxPoll,
+		OnResult: func(d *broker.Delivery, out broker.Result, err error) {
+			if stop(d.Handle.(*kgo.Record), out, err) {
 				stopped.Store(true)
 				cancel()
 			}
 		},
-	})
-	require.ErrorIs(t, err, context.Canceled)
-	require.True(t, stopped.Load(), "Consume stopped on its deadline, not on the test's condition")
+	}})
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Run(ctx, h), context.Canceled)
+	require.True(t, stopped.Load(), "the consumer stopped on its deadline, not on the test's condition")
+	require.NoError(t, c.Close())
 }
 
-func TestConsumeRequiresManualCommits(t *testing.T) {
+func TestNewConsumerRequiresManualCommits(t *testing.T) {
 	c := newCluster(t)
 	proc := processor(t, publisherFunc(func(context.Context, string, *broker.Message) error { return nil }))
-	h := func(context.Context, *broker.Message) error { return nil }
 	for name, opts := range map[string][]kgo.Opt{
 		"no group":          {kgo.ConsumeTopics("t")},
 		"autocommit":        {kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t")},
 		"rebalance on poll": {kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.DisableAutoCommit()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.Error(t, kafka.Consume(context.Background(), c.client(opts...), proc, h, nil))
+			_, err := kafka.NewConsumer(c.client(opts...), proc, nil)
+			require.ErrorIs(t, err, broker.ErrInvalidArgument)
 		})
 	}
+	_, err := kafka.NewConsumer(nil, proc, nil)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = kafka.NewConsumer(c.client(kafka.ConsumerOpts("g", "t")...), nil, nil)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+}
+
+// Close stops a Run that waits for records; the client stays open.
+func TestConsumerClose(t *testing.T) {
+	c := newCluster(t)
+	src := unique("src")
+	c.createTopic(src, 1)
+	cl := c.client(kafka.ConsumerOpts(unique("app"), src)...)
+	cons, err := kafka.NewConsumer(cl, processor(t, publisherFunc(func(context.Context, string, *broker.Message) error { return nil })), nil)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		done <- cons.Run(context.Background(), func(context.Context, *broker.Message) error { return nil })
+	}()
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, cons.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, broker.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	require.NoError(t, cl.Ping(context.Background()), "the client is the caller's: still open")
 }
 
 // The source offset is committed only after the dead-letter write is
@@ -85,7 +115,7 @@ func TestConsumeCommitsAfterDeadLetterAck(t *testing.T) {
 	for i := range 5 {
 		c.produce(&kgo.Record{Topic: src, Key: []byte("k"), Value: []byte(`{"n":` + strconv.Itoa(i) + `}`)})
 	}
-	var during []int64
+	var during []int64 // one partition: results come one at a time
 	gate := publisherFunc(func(ctx context.Context, d string, m *broker.Message) error {
 		during = append(during, c.committed(group, src, 0))
 		if err := s.Publish(ctx, d, m); err != nil {
@@ -133,7 +163,7 @@ func TestConsumeFailedDeadLetterIsNotCommitted(t *testing.T) {
 		writes.Add(1)
 		return errors.New("kafka: dead-letter cluster unavailable")
 	})
-	seen := map[int64]int{}
+	seen := map[int64]int{} // one partition: results come one at a time
 	cl := c.client(kafka.ConsumerOpts(group, src)...)
 	run(t, cl, processor(t, down), h, 0, func(r *kgo.Record, out broker.Result, err error) bool {
 		seen[r.Offset]++
@@ -164,7 +194,7 @@ func TestConsumeFailedDeadLetterIsNotCommitted(t *testing.T) {
 	require.Equal(t, []byte(bowtie), mustRestore(t, recs[0]))
 }
 
-// Consume keeps per-key order: a partition's records are processed one at
+// The consumer keeps per-key order: a partition's records are processed one at
 // a time, and their envelopes land in the dead-letter topic in order.
 func TestConsumeKeyOrder(t *testing.T) {
 	c := newCluster(t)
@@ -215,4 +245,73 @@ func mustRestore(t *testing.T, r *broker.Record) []byte {
 	b, err := env.Restore(context.Background(), nil)
 	require.NoError(t, err)
 	return b
+}
+
+// Rebalances never make a record processed twice: a member commits what
+// it acknowledged before it lets a rebalance take its partitions, so the
+// member that gets them starts after it.
+func TestConsumerRebalance(t *testing.T) {
+	c := newCluster(t)
+	src, group := unique("src"), unique("app")
+	c.createTopic(src, 6)
+	const n = 300
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: src, Key: []byte("entity-" + strconv.Itoa(i%23)), Value: []byte(`{"seq":` + strconv.Itoa(i) + `}`)})
+	}
+	c.produce(rs...)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	per := map[int]int{} // records processed per consumer
+	handler := func(i int) broker.Handler {
+		return func(ctx context.Context, m *broker.Message) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
+			mu.Lock()
+			calls[string(m.Body)]++
+			per[i]++
+			mu.Unlock()
+			return nil
+		}
+	}
+	distinct := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls)
+	}
+	proc := processor(t, publisherFunc(func(context.Context, string, *broker.Message) error { return nil }))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := func(i int) (*broker.Consumer, chan error) {
+		// An eager balancer with fast heartbeats hands partitions over
+		// at once: a commit made after the rebalance was allowed would
+		// come too late for the new owner, which would process the
+		// records again.
+		cl := c.client(append(kafka.ConsumerOpts(group, src), kgo.FetchMaxWait(100*time.Millisecond),
+			kgo.Balancers(kgo.StickyBalancer()), kgo.HeartbeatInterval(100*time.Millisecond))...)
+		cons, err := kafka.NewConsumer(cl, proc, &kafka.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{MaxBatch: 20}})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- cons.Run(ctx, handler(i)) }()
+		return cons, done
+	}
+	_, done1 := start(1)
+	require.Eventually(t, func() bool { return distinct() >= n/6 }, 30*time.Second, 10*time.Millisecond)
+	_, done2 := start(2) // joins: the group rebalances while the first member processes
+	require.Eventually(t, func() bool { return distinct() >= n/2 }, 30*time.Second, 10*time.Millisecond)
+	_, done3 := start(3)
+	require.Eventually(t, func() bool { return distinct() == n }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	for _, d := range []chan error{done1, done2, done3} {
+		require.ErrorIs(t, <-d, context.Canceled)
+	}
+	for body, k := range calls {
+		require.Equal(t, 1, k, "%s processed once across rebalances", body)
+	}
+	for i := 1; i <= 3; i++ {
+		require.Positive(t, per[i], "consumer %d got partitions in a rebalance and processed records (%v)", i, per)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,12 +38,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: store.Destination})
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	// A record as Consume hands it to the Processor.
+	// A record as the consumer hands it to the Processor.
 	in := &kgo.Record{
 		Topic: "spatial.events", Partition: 1, Offset: 42, Key: []byte("parcel-7"),
 		Value:     []byte(`{"event_id":"evt-9","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`),
@@ -84,7 +85,7 @@ func Example() {
 
 // A consumer of a source topic: every record goes through the Processor,
 // and its offset is committed only once the outcome says Ack.
-func ExampleConsume() {
+func ExampleNewConsumer() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	seeds := kgo.SeedBrokers("localhost:9092")
@@ -99,7 +100,7 @@ func ExampleConsume() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: store.Destination})
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -109,11 +110,62 @@ func ExampleConsume() {
 		log.Fatal(err)
 	}
 	defer src.Close()
-	err = kafka.Consume(ctx, src, proc, func(ctx context.Context, m *broker.Message) error {
+	c, err := kafka.NewConsumer(src, proc, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	err = c.Run(ctx, func(ctx context.Context, m *broker.Message) error {
 		// parse, reproject, validate, join, persist…
 		return nil
-	}, nil)
+	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Fatal(err)
 	}
+}
+
+// Listing a dead-letter topic reads it directly: no consumer group, no
+// leases, nothing written. Here the store is opened by URL, read-only.
+func Example_list() {
+	ctx := context.Background()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	url := "kafka://" + strings.Join(c.ListenAddrs(), ",") + "?partitions=2"
+	w, err := broker.OpenStore(ctx, url, &broker.OpenOptions{Create: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 3 {
+		m := &broker.Message{Key: []byte("parcel-7"), Body: fmt.Appendf(nil, `{"n":%d}`, i)}
+		if err := w.Publish(ctx, "spatial.events.poison.dlt", m); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	ro, err := broker.OpenStore(ctx, url, &broker.OpenOptions{ReadOnly: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ro.Close()
+	dests, err := ro.Destinations(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(dests)
+	err = ro.ScanAll(ctx, broker.ListOptions{Destination: dests[0], Limit: 2}, func(e broker.Entry) error {
+		fmt.Println(e.Record.ID, e.Status, string(e.Record.Message.Body))
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// [spatial.events.poison.dlt]
+	// 1/0 pending {"n":0}
+	// 1/1 pending {"n":1}
+	// 1/2 pending {"n":2}
 }

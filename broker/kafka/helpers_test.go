@@ -40,12 +40,12 @@ func (c *cluster) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// store returns a Store on a new client, with short test timings.
-func (c *cluster) store(opts *kafka.Options) *kafka.Store {
+// store returns a store on a new client, with short test timings.
+func (c *cluster) store(opts *kafka.Options) *broker.Store {
 	c.t.Helper()
 	o := kafka.Options{
+		StoreOptions: broker.StoreOptions{LeaseTTL: 3 * time.Second},
 		Topics:       &kafka.TopicOptions{Partitions: 3},
-		LeaseTTL:     3 * time.Second,
 		JoinWait:     2 * time.Second,
 		ConsumerOpts: []kgo.Opt{kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(100 * time.Millisecond)},
 	}
@@ -102,7 +102,7 @@ func unique(name string) string {
 }
 
 // drain fetches and acknowledges everything in destination.
-func drain(t *testing.T, s *kafka.Store, destination string) []*broker.Record {
+func drain(t *testing.T, s *broker.Store, destination string) []*broker.Record {
 	t.Helper()
 	ctx := context.Background()
 	var all []*broker.Record
@@ -145,6 +145,16 @@ func (c *cluster) consumeAll(topic string, want int) []*kgo.Record {
 		out = append(out, fs.Records()...)
 	}
 	return out
+}
+
+// headerBytes returns the bytes of header keys and values, what
+// Options.HeaderBudget bounds.
+func headerBytes(hs []kgo.RecordHeader) int {
+	n := 0
+	for _, h := range hs {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 var poison = &classify.Error{Class: classify.ClassInvalidGeometry, Stage: classify.StageTopologyValidation, Err: errSelfIntersection}

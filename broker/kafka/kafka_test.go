@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/geodlq/geodlq/broker"
@@ -32,11 +33,12 @@ func TestNewChecksTheClient(t *testing.T) {
 		wantErr string
 		limit   int
 	}{
-		{name: "kgo defaults", limit: 1_000_012 - kafka.DefaultHeaderBudget - kafka.RecordOverhead},
-		{name: "ProducerOpts", client: kafka.ProducerOpts(nil), limit: kafka.TopicMaxMessageBytes - kafka.DefaultHeaderBudget - kafka.RecordOverhead},
-		{name: "ProducerOpts sized for a limit", client: kafka.ProducerOpts(&kafka.Options{MaxMessageBytes: 4 << 20}), opts: &kafka.Options{MaxMessageBytes: 4 << 20}, limit: 4 << 20},
-		{name: "explicit limit", opts: &kafka.Options{MaxMessageBytes: 100 << 10}, limit: 100 << 10},
-		{name: "limit over the batch size", opts: &kafka.Options{MaxMessageBytes: 1 << 20}, wantErr: "exceed the client's ProducerBatchMaxBytes"},
+		{name: "kgo defaults", limit: 990_796}, // kgo's 1,000,012-byte batches - 8 KiB headers - 1 KiB framing
+		{name: "ProducerOpts", client: kafka.ProducerOpts(nil), limit: 1_039_372},
+		{name: "ProducerOpts sized for a limit", client: kafka.ProducerOpts(limitOpts(4 << 20)), opts: limitOpts(4 << 20), limit: 4 << 20},
+		{name: "explicit limit", opts: limitOpts(100 << 10), limit: 100 << 10},
+		{name: "header budget counts", opts: &kafka.Options{HeaderBudget: 64 << 10}, client: kafka.ProducerOpts(nil), limit: 1048588 - 64<<10 - 1024},
+		{name: "limit over the batch size", opts: limitOpts(1 << 20), wantErr: "exceed the client's ProducerBatchMaxBytes"},
 		{name: "leader acks", client: []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}, wantErr: "acks=all"},
 		{name: "no idempotence", client: []kgo.Opt{kgo.DisableIdempotentWrite()}, wantErr: "idempotent"},
 		{name: "transactional", client: []kgo.Opt{kgo.TransactionalID("tx")}, wantErr: "transactional"},
@@ -54,34 +56,62 @@ func TestNewChecksTheClient(t *testing.T) {
 		})
 	}
 	_, err := kafka.New(nil, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
 }
 
-func TestNaming(t *testing.T) {
-	require.Equal(t, "spatial.events.retry.dlt", kafka.DefaultNaming("spatial.events", classify.RouteRetry))
-	require.Equal(t, "spatial.events.poison.dlt", kafka.DefaultNaming("spatial.events", classify.RoutePoison))
+func limitOpts(n int) *kafka.Options {
+	return &kafka.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: n}}
+}
 
+func TestDestination(t *testing.T) {
+	from := func(topic string) *broker.Message {
+		return &broker.Message{Source: &envelope.Source{System: "kafka", Topic: topic}}
+	}
+	long := strings.Repeat("t", 245)
+	tests := []struct {
+		name string
+		m    *broker.Message
+		r    classify.Route
+		want string
+	}{
+		{"poison", from("spatial.events"), classify.RoutePoison, "spatial.events.poison.dlt"},
+		{"retry", from("spatial.events"), classify.RouteRetry, "spatial.events.retry.dlt"},
+		{"no source", &broker.Message{}, classify.RouteRetry, "geodlq.retry.dlt"},
+		{"nil message", nil, classify.RoutePoison, "geodlq.poison.dlt"},
+		{"NATS subject", from("geo.events.>"), classify.RoutePoison, "geo.events._-"},
+		{"queue URL", from("https://sqs.eu-west-1.amazonaws.com/1/parcels"), classify.RouteRetry, "https___sqs.eu-west-1.amazonaws.com_1_parcels-"},
+		{"too long", from(long), classify.RoutePoison, strings.Repeat("t", 249-len("-01234567.poison.dlt")) + "-"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := kafka.Destination(tc.m, tc.r)
+			require.True(t, strings.HasPrefix(got, tc.want), "%q does not start with %q", got, tc.want)
+			require.LessOrEqual(t, len(got), 249, "a Kafka topic name is at most 249 bytes")
+			require.Regexp(t, `^[a-zA-Z0-9._-]+$`, got)
+			require.True(t, strings.HasSuffix(got, "."+tc.r.String()+".dlt"), "%q keeps the route suffix", got)
+		})
+	}
+	// Made-valid names keep distinct sources apart.
+	require.NotEqual(t, kafka.Destination(from("a/b"), classify.RoutePoison), kafka.Destination(from("a_b"), classify.RoutePoison))
+	require.NotEqual(t, kafka.Destination(from("a/b"), classify.RoutePoison), kafka.Destination(from("a:b"), classify.RoutePoison))
+	require.Equal(t, broker.DefaultDestination(from("spatial.events"), classify.RouteRetry), kafka.Destination(from("spatial.events"), classify.RouteRetry),
+		"valid names are the Processor's default names")
+
+	// As the Processor's Destination, on a Kafka store.
 	c := newCluster(t)
 	ctx := context.Background()
-	o := kafka.Options{
-		Topics: &kafka.TopicOptions{Partitions: 2},
-		Naming: func(topic string, d classify.Route) string { return topic + "-" + d.String() + "-dlt" },
-	}
-	s := c.store(&o)
+	s := c.store(&kafka.Options{Topics: &kafka.TopicOptions{Partitions: 2}})
 	src := unique("parcels")
-	require.Equal(t, src+"-poison-dlt", s.Topic(src, classify.RoutePoison))
-	require.Equal(t, "geodlq-retry-dlt", s.Destination(&broker.Message{}, classify.RouteRetry), "no source topic")
-
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
-		Publisher: s, Destination: s.Destination, Policy: classify.Policy{MaxAttempts: 1},
+		Publisher: s, Destination: kafka.Destination, Policy: classify.Policy{MaxAttempts: 1},
 	})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		err  error
 		dest string
 	}{
-		{poison, src + "-poison-dlt"},
-		{classify.Transient(errors.New("503")), src + "-retry-dlt"},
+		{poison, src + ".poison.dlt"},
+		{classify.Transient(errors.New("503")), src + ".retry.dlt"},
 	} {
 		out, err := proc.Process(ctx, &broker.Message{Body: []byte(bowtie), Source: &envelope.Source{System: "kafka", Topic: src}},
 			func(context.Context, *broker.Message) error { return tc.err })
@@ -89,8 +119,50 @@ func TestNaming(t *testing.T) {
 		require.Equal(t, tc.dest, out.Destination)
 		recs := c.consumeAll(tc.dest, 1)
 		require.Len(t, recs, 1)
-		require.Equal(t, tc.dest, recs[0].Topic, "the envelope is in the topic the naming function chose")
+		require.Equal(t, tc.dest, recs[0].Topic, "the envelope is in the topic Destination chose")
 	}
+}
+
+// Topic names Kafka refuses are refused before anything is sent, and a
+// topic that does not exist is "no store here" for a store that does not
+// create topics.
+func TestTopics(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	s, err := kafka.New(c.client(), nil) // creates nothing
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	m := &broker.Message{Body: []byte(bowtie)}
+	for _, bad := range []string{"a/b", "..", strings.Repeat("x", 250), "geo.events.>"} {
+		require.ErrorIs(t, s.Publish(ctx, bad, m), broker.ErrInvalidArgument, "%q", bad)
+		_, err := s.Fetch(ctx, bad, broker.Filter{}, 1)
+		require.ErrorIs(t, err, broker.ErrInvalidArgument, "%q", bad)
+	}
+	missing := unique("missing")
+	start := time.Now()
+	require.ErrorIs(t, s.Publish(ctx, missing, m), broker.ErrNoStore)
+	require.Less(t, time.Since(start), 5*time.Second, "refused at once, not after the producer's retries")
+	_, err = s.Fetch(ctx, missing, broker.Filter{}, 1)
+	require.ErrorIs(t, err, broker.ErrNoStore)
+	_, err = s.List(ctx, broker.ListOptions{Destination: missing})
+	require.ErrorIs(t, err, broker.ErrNoStore)
+	ok, err := topicExists(c, missing)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing created")
+
+	existing := unique("existing")
+	c.createTopic(existing, 1)
+	require.NoError(t, s.Publish(ctx, existing, m))
+	require.Len(t, drain(t, s, existing), 1)
+
+	var kc *kgo.Client
+	require.True(t, s.As(&kc))
+	require.NotNil(t, kc)
+	var adm *kadm.Client
+	require.True(t, s.As(&adm))
+	require.NotNil(t, adm)
+	var other *int
+	require.False(t, s.As(&other))
 }
 
 // A record dead-lettered from a Kafka source carries the source key and
@@ -108,7 +180,7 @@ func TestDeadLetterRecord(t *testing.T) {
 	require.Equal(t, "kafka", msg.Source.System)
 	require.Equal(t, int64(4711), *msg.Source.Offset)
 
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Destination: s.Destination})
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Destination: kafka.Destination})
 	require.NoError(t, err)
 	out, err := proc.Process(ctx, msg, func(context.Context, *broker.Message) error { return poison })
 	require.NoError(t, err)
@@ -134,7 +206,7 @@ func TestDeadLetterRecord(t *testing.T) {
 	require.WithinDuration(t, time.Now(), pub, time.Minute)
 	require.Len(t, h[kafka.HeaderPublishedAt], len("2006-01-02T15:04:05.000000000Z"), "fixed width")
 	require.NotContains(t, h, kafka.HeaderHeadersDropped)
-	require.LessOrEqual(t, kafka.HeaderBytes(r.Headers), s.HeaderBudget())
+	require.LessOrEqual(t, headerBytes(r.Headers), 8<<10, "the default header budget")
 }
 
 // Headers stay within the budget, the envelope's and provenance headers
@@ -145,7 +217,7 @@ func TestHeaderBudget(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	const budget = 1024
-	o := kafka.Options{Topics: &kafka.TopicOptions{Partitions: 1}, HeaderBudget: budget, LeaseTTL: 3 * time.Second}
+	o := kafka.Options{Topics: &kafka.TopicOptions{Partitions: 1}, HeaderBudget: budget, StoreOptions: broker.StoreOptions{LeaseTTL: 3 * time.Second}}
 	s := c.store(&o)
 
 	m := brokertest.Message(t, brokertest.SampleInputs()[0]) // Kafka provenance: spatial.events/3/42
@@ -161,7 +233,7 @@ func TestHeaderBudget(t *testing.T) {
 	require.NoError(t, s.Publish(ctx, retry, m))
 	first := c.consumeAll(retry, 1)[0]
 	h := headers(t, first.Headers)
-	require.LessOrEqual(t, kafka.HeaderBytes(first.Headers), budget)
+	require.LessOrEqual(t, headerBytes(first.Headers), budget)
 	for k, v := range m.Headers {
 		if strings.HasPrefix(k, "dlq-") || k == broker.HeaderIdempotencyKey {
 			if k == kafka.HeaderOriginalTopic || k == kafka.HeaderHeadersDropped {
@@ -180,7 +252,7 @@ func TestHeaderBudget(t *testing.T) {
 	require.Less(t, dropped, 10)
 
 	// Re-dead-letter what the reader returns, several hops.
-	size := kafka.HeaderBytes(first.Headers)
+	size := headerBytes(first.Headers)
 	from := retry
 	for hop := range 4 {
 		recs := drain(t, s, from)
@@ -189,12 +261,12 @@ func TestHeaderBudget(t *testing.T) {
 		require.NoError(t, s.Publish(ctx, to, recs[0].Message))
 		next := c.consumeAll(to, 1)[0]
 		nh := headers(t, next.Headers)
-		require.LessOrEqual(t, kafka.HeaderBytes(next.Headers), size, "hop %d: headers never grow", hop)
+		require.LessOrEqual(t, headerBytes(next.Headers), size, "hop %d: headers never grow", hop)
 		require.Equal(t, "spatial.events", nh[kafka.HeaderOriginalTopic], "hop %d: the original stays the original", hop)
 		require.Equal(t, "42", nh[kafka.HeaderOriginalOffset])
 		require.Equal(t, h[broker.HeaderIdempotencyKey], nh[broker.HeaderIdempotencyKey])
 		require.Equal(t, first.Value, next.Value)
-		size = kafka.HeaderBytes(next.Headers)
+		size = headerBytes(next.Headers)
 		from = to
 	}
 }
@@ -202,7 +274,7 @@ func TestHeaderBudget(t *testing.T) {
 func TestTooLarge(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
-	s := c.store(&kafka.Options{MaxMessageBytes: 32 << 10})
+	s := c.store(&kafka.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: 32 << 10}, Topics: &kafka.TopicOptions{Partitions: 1}})
 	topic := unique("toolarge")
 
 	// Over the Store's limit: refused before producing.

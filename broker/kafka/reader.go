@@ -25,7 +25,7 @@ import (
 )
 
 // errRetired is returned by a member that left its group while a Fetch was
-// under way; the Store retries with a new member.
+// under way; the store retries with a new member.
 var errRetired = errors.New("kafka: replay group member retired")
 
 // commitDelay is how long the committer lets acknowledgements gather
@@ -39,11 +39,11 @@ const (
 	stateAcked
 )
 
-// member is a Store's membership in the replay group of one destination:
+// member is a store's membership in the replay group of one destination:
 // a consumer client, the records it read and has not committed, and their
 // leases.
 type member struct {
-	s     *Store
+	d     *driver
 	dest  string
 	group string
 	id    string // prefix of every lease token this member hands out
@@ -82,6 +82,8 @@ type part struct {
 	committed int64    // last offset this member committed; -1 none
 	meta      string   // metadata of that commit
 	epoch     int32    // leader epoch of the last acknowledged record
+	acks      uint64   // acknowledgements made by this member
+	commAcks  uint64   // acks covered by this member's last commit
 	revoking  bool
 }
 
@@ -107,36 +109,36 @@ func newToken() string {
 
 // memberFor returns the live member for destination, joining its group if
 // needed. It returns nil, nil when the topic does not exist.
-func (s *Store) memberFor(ctx context.Context, destination string) (*member, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+func (d *driver) memberFor(ctx context.Context, destination string) (*member, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		return nil, broker.ErrClosed
 	}
-	if m := s.members[destination]; m != nil {
-		s.mu.Unlock()
+	if m := d.members[destination]; m != nil {
+		d.mu.Unlock()
 		return m, nil
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 
 	// Join only groups of existing topics: a member of a missing topic
 	// would see it appear only at its next metadata refresh.
-	if ok, err := s.topicExists(ctx, destination); err != nil || !ok {
+	if ok, err := d.topicExists(ctx, destination); err != nil || !ok {
 		return nil, err
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
 		return nil, broker.ErrClosed
 	}
-	if m := s.members[destination]; m != nil {
+	if m := d.members[destination]; m != nil {
 		return m, nil
 	}
 	m := &member{
-		s:        s,
+		d:        d,
 		dest:     destination,
-		group:    s.group(destination),
+		group:    d.group(destination),
 		id:       newToken(),
 		changed:  make(chan struct{}),
 		parts:    map[int32]*part{},
@@ -147,13 +149,20 @@ func (s *Store) memberFor(ctx context.Context, destination string) (*member, err
 		pollDone: make(chan struct{}),
 	}
 	m.pollCtx, m.pollCancel = context.WithCancel(context.Background())
-	opts := slices.Clone(s.base)
+	opts := slices.Clone(d.base)
 	opts = append(opts,
-		kgo.Balancers(kgo.StickyBalancer()),
-		kgo.RebalanceTimeout(s.lease+30*time.Second),
+		// Cooperative: a rebalance moves only the partitions that change
+		// owner, so members keep fetching (and holding leases in) the
+		// partitions they keep, and a member leaving never makes the
+		// others give up theirs.
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		// A partition newly assigned is fetched from only once the
+		// fetch in flight returns: keep that wait short.
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.RebalanceTimeout(d.lease+30*time.Second),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
-	opts = append(opts, s.copts...)
+	opts = append(opts, d.copts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(m.group),
 		kgo.ConsumeTopics(destination),
@@ -170,23 +179,30 @@ func (s *Store) memberFor(ctx context.Context, destination string) (*member, err
 		return nil, fmt.Errorf("kafka: consumer for %q: %w", destination, err)
 	}
 	m.cl = cl
-	s.members[destination] = m
+	d.members[destination] = m
 	go m.poller()
 	go m.watch()
 	go m.committer()
 	return m, nil
 }
 
+// memberOf returns the live member for destination, or nil.
+func (d *driver) memberOf(destination string) *member {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.members[destination]
+}
+
 // topicExists asks the cluster, bypassing the client's metadata cache
 // (which remembers a missing topic for MetadataMinAge), whether topic
 // exists. The response refreshes the cache for the offset listings that
 // follow.
-func (s *Store) topicExists(ctx context.Context, topic string) (bool, error) {
+func (d *driver) topicExists(ctx context.Context, topic string) (bool, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, s.cl)
+	resp, err := req.RequestWith(ctx, d.cl)
 	if err != nil {
 		return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, err)
 	}
@@ -206,13 +222,13 @@ func (s *Store) topicExists(ctx context.Context, topic string) (bool, error) {
 	return false, nil
 }
 
-// retire removes m from the Store and leaves its group.
-func (s *Store) retire(m *member, why string) {
-	s.mu.Lock()
-	if s.members[m.dest] == m {
-		delete(s.members, m.dest)
+// retire removes m from the store and leaves its group.
+func (d *driver) retire(m *member, why string) {
+	d.mu.Lock()
+	if d.members[m.dest] == m {
+		delete(d.members, m.dest)
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 	m.shutdown(why)
 }
 
@@ -221,29 +237,41 @@ func (s *Store) retire(m *member, why string) {
 // [HeaderPublishedAt] (else the record timestamp) across partitions.
 //
 // The first Fetch of a destination joins its replay group and waits up to
-// JoinWait for partitions. Each Fetch then reads the partitions this Store
+// JoinWait for partitions. Each Fetch then reads the partitions this store
 // holds up to their end offsets as of the call (within MaxBufferedBytes),
 // so an empty result means: nothing available to this member now — every
 // record is acknowledged, leased, not matching, or in partitions another
 // member of the group holds.
 //
 // Records that do not match f are not returned and not leased; they stay
-// in the Store's buffer, unacknowledged, and hold the group's committed
+// in the store's buffer, unacknowledged, and hold the group's committed
 // offset of their partition back until a Fetch that matches them (say, an
 // unfiltered one) leases them and they are acknowledged. So a filtered
 // replay never loses the records it skips, and Fetch always returns: it
 // reads no further than the end offsets it found.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if err := ctx.Err(); err != nil {
+//
+// A topic that does not exist holds nothing when the store creates topics
+// (Options.Topics); otherwise it is an error wrapping [broker.ErrNoStore].
+func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	if d.readOnly {
+		return nil, errReadOnly
+	}
+	if err := validTopic(destination); err != nil {
 		return nil, err
 	}
-	if max <= 0 {
-		return nil, nil
-	}
 	for range 3 {
-		m, err := s.memberFor(ctx, destination)
-		if err != nil || m == nil {
+		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		m, err := d.memberFor(ctx, destination)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			if d.topics == nil {
+				return nil, missingTopic(destination)
+			}
+			return nil, nil
 		}
 		recs, err := m.fetch(ctx, f, max)
 		if errors.Is(err, errRetired) {
@@ -259,59 +287,34 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 // with r listed in the commit metadata when it lies past that record (see
 // the package documentation); a crash before then redelivers r: at least
 // once, which the idempotency key makes harmless. Ack fails with
-// [broker.ErrLeaseLost] when r's lease was lost: the Store left the group
+// [broker.ErrLeaseLost] when r's lease was lost: the store left the group
 // (LeaseTTL passed, or Close) or the partition went to another member.
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, true)
+func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
+	return d.settle(ctx, r, true)
 }
 
-// Release makes r available again at once, to this Store's next Fetch
+// Release makes r available again at once, to this store's next Fetch
 // (the partition stays with this member).
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, false)
+func (d *driver) Release(ctx context.Context, r *broker.Record) error {
+	return d.settle(ctx, r, false)
 }
 
-func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
+func (d *driver) settle(ctx context.Context, r *broker.Record, ack bool) error {
+	if d.readOnly {
+		return errReadOnly
+	}
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if r == nil {
-		return errors.New("kafka: nil record")
 	}
 	p, off, err := parseID(r.ID)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return broker.ErrClosed
-	}
-	m := s.members[r.Destination]
-	s.mu.Unlock()
+	m := d.memberOf(r.Destination)
 	if m == nil || !strings.HasPrefix(r.Lease, m.id+":") {
 		return fmt.Errorf("kafka: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	return m.settle(p, off, r.Lease, ack)
-}
-
-// Commit commits, synchronously, what was acknowledged in every partition
-// this Store holds: the offset of the oldest unacknowledged record, and
-// the acknowledged offsets past it as metadata. Ack commits in the
-// background; Commit is for callers that want the commit done before they
-// go on.
-func (s *Store) Commit(ctx context.Context) error {
-	s.mu.Lock()
-	ms := make([]*member, 0, len(s.members))
-	for _, m := range s.members {
-		ms = append(ms, m)
-	}
-	s.mu.Unlock()
-	var errs []error
-	for _, m := range ms {
-		errs = append(errs, m.commit(ctx, nil))
-	}
-	return errors.Join(errs...)
 }
 
 func recordID(p int32, off int64) string {
@@ -323,7 +326,7 @@ func parseID(id string) (int32, int64, error) {
 	p, err1 := strconv.ParseInt(ps, 10, 32)
 	off, err2 := strconv.ParseInt(os, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("kafka: record id %q is not <partition>/<offset>", id)
+		return 0, 0, fmt.Errorf("kafka: record id %q is not <partition>/<offset>: %w", id, broker.ErrInvalidArgument)
 	}
 	return int32(p), off, nil
 }
@@ -358,14 +361,14 @@ func (m *member) waitLocked(ctx context.Context, d time.Duration) bool {
 func (m *member) fetch(ctx context.Context, f broker.Filter, max int) ([]*broker.Record, error) {
 	m.fetchMu.Lock()
 	defer m.fetchMu.Unlock()
-	joinBy := time.Now().Add(m.s.join)
+	joinBy := time.Now().Add(m.d.join)
 	m.mu.Lock()
 	expired := m.expiredLocked(time.Now())
 	m.mu.Unlock()
 	if expired {
 		// Leave now rather than at the watchdog's next tick, so that this
 		// Fetch already reads through a new member.
-		m.s.retire(m, "a lease outlived LeaseTTL")
+		m.d.retire(m, "a lease outlived LeaseTTL")
 		return nil, errRetired
 	}
 	for {
@@ -418,7 +421,7 @@ func (m *member) fetch(ctx context.Context, f broker.Filter, max int) ([]*broker
 // up to their end offsets as of now, or the buffer is full, or the
 // assignment changes.
 func (m *member) catchUp(ctx context.Context) error {
-	ends, err := m.s.adm.ListEndOffsets(ctx, m.dest)
+	ends, err := m.d.adm.ListEndOffsets(ctx, m.dest)
 	if err != nil {
 		return fmt.Errorf("kafka: listing end offsets of %q: %w", m.dest, err)
 	}
@@ -426,10 +429,10 @@ func (m *member) catchUp(ctx context.Context) error {
 		return fmt.Errorf("kafka: listing end offsets of %q: %w", m.dest, err)
 	}
 	var starts kadm.ListedOffsets
-	deadline := time.Now().Add(m.s.fetchT)
+	deadline := time.Now().Add(m.d.fetchT)
 	for {
 		m.mu.Lock()
-		if m.dead || !m.active || m.bufBytes >= m.s.bufMax {
+		if m.dead || !m.active || m.bufBytes >= m.d.bufMax {
 			m.mu.Unlock()
 			return nil
 		}
@@ -477,7 +480,7 @@ func (m *member) catchUp(ctx context.Context) error {
 		}
 		if needStarts {
 			m.mu.Unlock()
-			if starts, err = m.s.adm.ListStartOffsets(ctx, m.dest); err != nil {
+			if starts, err = m.d.adm.ListStartOffsets(ctx, m.dest); err != nil {
 				return fmt.Errorf("kafka: listing start offsets of %q: %w", m.dest, err)
 			}
 			continue
@@ -490,7 +493,7 @@ func (m *member) catchUp(ctx context.Context) error {
 			lastErr := m.pollErr
 			m.mu.Unlock()
 			slices.Sort(behind)
-			return fmt.Errorf("kafka: partitions %v of %q not read up to their end offsets within %v (last fetch error: %v)", behind, m.dest, m.s.fetchT, lastErr)
+			return fmt.Errorf("kafka: partitions %v of %q not read up to their end offsets within %v (last fetch error: %v)", behind, m.dest, m.d.fetchT, lastErr)
 		}
 		// Woken by the poller and by loaded offsets.
 		m.waitLocked(ctx, 100*time.Millisecond)
@@ -510,7 +513,7 @@ func (m *member) poller() {
 	defer close(m.pollDone)
 	for {
 		m.mu.Lock()
-		for m.bufBytes >= m.s.bufMax && !m.dead {
+		for m.bufBytes >= m.d.bufMax && !m.dead {
 			m.waitLocked(m.pollCtx, time.Second)
 		}
 		m.mu.Unlock()
@@ -590,12 +593,12 @@ func publishedNS(r *kgo.Record) int64 {
 // available without reading further. m.mu must be held.
 func (m *member) available(f broker.Filter, max int) bool {
 	n := 0
-	for _, pt := range m.parts {
+	for p, pt := range m.parts {
 		if pt.revoking {
 			continue
 		}
 		for _, e := range pt.entries {
-			if m.matches(e, f) {
+			if m.matches(p, e, f) {
 				if n++; n >= max {
 					return true
 				}
@@ -605,20 +608,28 @@ func (m *member) available(f broker.Filter, max int) bool {
 	return false
 }
 
-// matches reports whether e is available and matches f, decoding its
-// envelope once when f needs it. m.mu must be held.
-func (m *member) matches(e *entry, f broker.Filter) bool {
+// matches reports whether e, at partition p, is available and matches f,
+// decoding its envelope once when f needs it. m.mu must be held.
+func (m *member) matches(p int32, e *entry, f broker.Filter) bool {
 	if e.state != stateAvailable {
 		return false
 	}
 	if f.IsZero() {
 		return true
 	}
+	if len(f.IDs) > 0 && !slices.Contains(f.IDs, recordID(p, e.offset)) {
+		return false
+	}
+	g := f
+	g.IDs = nil
+	if g.IsZero() {
+		return true
+	}
 	if !e.decoded {
 		e.env, _ = envelope.Decode(e.rec.Value)
 		e.decoded = true
 	}
-	return e.env != nil && f.Match(e.env)
+	return e.env != nil && g.Match(e.env)
 }
 
 // take leases up to max available records matching f, merging partitions
@@ -630,7 +641,7 @@ func (m *member) take(f broker.Filter, max int) []*broker.Record {
 		i  int
 	}
 	advance := func(c *cursor) {
-		for c.i < len(c.pt.entries) && !m.matches(c.pt.entries[c.i], f) {
+		for c.i < len(c.pt.entries) && !m.matches(c.p, c.pt.entries[c.i], f) {
 			c.i++
 		}
 	}
@@ -711,7 +722,7 @@ func (m *member) settle(p int32, off int64, lease string, ack bool) error {
 		return lost
 	}
 	e := pt.entries[i]
-	if e.state != stateLeased || e.lease != lease || time.Since(e.leasedAt) > m.s.lease {
+	if e.state != stateLeased || e.lease != lease || time.Since(e.leasedAt) > m.d.lease {
 		return lost // an expired lease is lost even before the watchdog notices
 	}
 	delete(m.leased, e)
@@ -726,6 +737,7 @@ func (m *member) settle(p int32, off int64, lease string, ack bool) error {
 	e.rec, e.env = nil, nil
 	m.bufBytes -= e.size
 	pt.epoch = max(pt.epoch, e.epoch)
+	pt.acks++
 	pt.compact()
 	select {
 	case m.kick <- struct{}{}:
@@ -788,6 +800,7 @@ func (m *member) commit(ctx context.Context, only []int32) error {
 	type pending struct {
 		eo   kgo.EpochOffset
 		meta string
+		acks uint64
 	}
 	m.mu.Lock()
 	todo := map[int32]pending{}
@@ -795,13 +808,17 @@ func (m *member) commit(ctx context.Context, only []int32) error {
 		if only != nil && !slices.Contains(only, p) {
 			continue
 		}
+		// Only what this member acknowledged is committed: a member
+		// that merely read (and released) writes nothing to the group.
 		w := pt.watermark()
-		if w < 0 {
+		if w < 0 || pt.acks == pt.commAcks {
 			continue
 		}
 		meta := encodeSpans(pt.acked())
 		if w > pt.committed || (w == pt.committed && meta != pt.meta) {
-			todo[p] = pending{kgo.EpochOffset{Epoch: pt.epoch, Offset: w}, meta}
+			todo[p] = pending{kgo.EpochOffset{Epoch: pt.epoch, Offset: w}, meta, pt.acks}
+		} else {
+			pt.commAcks = pt.acks
 		}
 	}
 	m.mu.Unlock()
@@ -832,7 +849,7 @@ func (m *member) commit(ctx context.Context, only []int32) error {
 			cerr = err
 		})
 	if cerr != nil {
-		m.s.log.WarnContext(ctx, "geodlq: kafka: committing replay offsets failed; acknowledged records may be redelivered",
+		m.d.log.WarnContext(ctx, "geodlq: kafka: committing replay offsets failed; acknowledged records may be redelivered",
 			slog.String("topic", m.dest), slog.String("group", m.group), slog.Any("error", cerr))
 		return fmt.Errorf("kafka: committing offsets of %q for group %q: %w", m.dest, m.group, cerr)
 	}
@@ -840,6 +857,7 @@ func (m *member) commit(ctx context.Context, only []int32) error {
 	for p, t := range todo {
 		if pt := m.parts[p]; pt != nil && t.eo.Offset >= pt.committed {
 			pt.committed, pt.meta = t.eo.Offset, t.meta
+			pt.commAcks = max(pt.commAcks, t.acks)
 		}
 	}
 	m.mu.Unlock()
@@ -869,7 +887,7 @@ func (m *member) committer() {
 // watch retires the member when a lease outlives LeaseTTL or the member
 // has not been used for LeaseTTL.
 func (m *member) watch() {
-	tick := min(max(m.s.lease/8, 10*time.Millisecond), time.Second)
+	tick := min(max(m.d.lease/8, 10*time.Millisecond), time.Second)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -884,12 +902,12 @@ func (m *member) watch() {
 		if m.expiredLocked(now) {
 			why = "a lease outlived LeaseTTL"
 		}
-		if why == "" && len(m.leased) == 0 && now.Sub(m.lastUse) > m.s.lease {
+		if why == "" && len(m.leased) == 0 && now.Sub(m.lastUse) > m.d.lease {
 			why = "idle for LeaseTTL"
 		}
 		m.mu.Unlock()
 		if why != "" {
-			m.s.retire(m, why)
+			m.d.retire(m, why)
 			return
 		}
 	}
@@ -899,7 +917,7 @@ func (m *member) watch() {
 // held.
 func (m *member) expiredLocked(now time.Time) bool {
 	for e := range m.leased {
-		if now.Sub(e.leasedAt) > m.s.lease {
+		if now.Sub(e.leasedAt) > m.d.lease {
 			return true
 		}
 	}
@@ -921,7 +939,7 @@ func (m *member) shutdown(why string) {
 		close(m.done)
 		m.pollCancel()
 		<-m.pollDone
-		m.s.log.Info("geodlq: kafka: leaving replay group",
+		m.d.log.Info("geodlq: kafka: leaving replay group",
 			slog.String("topic", m.dest), slog.String("group", m.group),
 			slog.String("why", why), slog.Int("leases_lost", lost))
 		m.cl.Close()
@@ -991,12 +1009,20 @@ func (m *member) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFe
 // acknowledged prefix and forgets them.
 func (m *member) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	ps := revoked[m.dest]
+	if len(ps) == 0 {
+		return // the end of a cooperative session that moved nothing of ours
+	}
 	m.mu.Lock()
-	m.active = false
-	for _, p := range ps {
-		if pt := m.parts[p]; pt != nil {
+	kept := 0
+	for p, pt := range m.parts {
+		if slices.Contains(ps, p) {
 			pt.revoking = true
+		} else {
+			kept++
 		}
+	}
+	if kept == 0 {
+		m.active = false
 	}
 	m.notify()
 	for !m.dead && ctx.Err() == nil && m.leasesIn(ps) > 0 {

@@ -80,7 +80,7 @@ func TestReplayEndToEnd(t *testing.T) {
 		return err
 	}
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
-		Publisher: s, Destination: s.Destination, Policy: classify.Policy{MaxAttempts: 2},
+		Publisher: s, Destination: kafka.Destination, Policy: classify.Policy{MaxAttempts: 2},
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
 	})
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestReplayEndToEnd(t *testing.T) {
 		nextMu.Unlock()
 		return n.Add(1) == 4
 	})
-	poisonT, retryT := s.Topic(src, classify.RoutePoison), s.Topic(src, classify.RouteRetry)
+	poisonT, retryT := src+".poison.dlt", src+".retry.dlt"
 	require.Len(t, c.consumeAll(poisonT, 2), 2)
 	require.Len(t, c.consumeAll(retryT, 1), 1)
 	for p, off := range next {

@@ -44,7 +44,7 @@ func merge(spans []span) []span {
 	out := spans[:1]
 	for _, sp := range spans[1:] {
 		last := &out[len(out)-1]
-		if sp.from <= last.to+1 {
+		if sp.from-1 <= last.to { // offsets are not negative: no overflow
 			last.to = max(last.to, sp.to)
 			continue
 		}
