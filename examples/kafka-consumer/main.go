@@ -81,7 +81,7 @@ func main() {
 // pipeline is what a consumer needs: the dead-letter store, the processor
 // and the handler.
 type pipeline struct {
-	store *kafka.Store
+	store *broker.Store
 	proc  *broker.Processor
 	h     broker.Handler
 	close func()
@@ -94,7 +94,10 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := kafka.New(dlq, &kafka.Options{Logger: log})
+	// Topics: the store creates a missing dead-letter topic on its first
+	// write, sized for the store's records (an existing one is left as
+	// it is).
+	store, err := kafka.New(dlq, &kafka.Options{StoreOptions: broker.StoreOptions{Logger: log}, Topics: &kafka.TopicOptions{}})
 	if err != nil {
 		dlq.Close()
 		return nil, err
@@ -127,7 +130,7 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 	}
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{
 		Publisher:   store,
-		Destination: store.Destination, // <topic>.retry.dlt / <topic>.poison.dlt
+		Destination: kafka.Destination, // <topic>.retry.dlt / <topic>.poison.dlt
 		Builder:     builder,
 		Policy:      classify.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond},
 		Logger:      log,
@@ -158,13 +161,6 @@ func consume(ctx context.Context, c config, onOutcome func(*kgo.Record, broker.R
 		return err
 	}
 	defer p.close()
-	// The dead-letter topics must exist before the first failure: a
-	// dead-letter write to a missing topic fails, and the record is then
-	// left uncommitted and read again. CreateTopics leaves existing topics
-	// as they are.
-	if err := p.store.CreateTopics(ctx, p.store.Topic(c.topic, classify.RouteRetry), p.store.Topic(c.topic, classify.RoutePoison)); err != nil {
-		return err
-	}
 	// The source consumer: a group member with manual, synchronous
 	// commits after each poll's outcomes, and no rebalance mid-poll.
 	src, err := kgo.NewClient(append(kafka.ConsumerOpts(c.group, c.topic), kgo.SeedBrokers(c.brokers...))...)
@@ -172,7 +168,16 @@ func consume(ctx context.Context, c config, onOutcome func(*kgo.Record, broker.R
 		return err
 	}
 	defer src.Close()
-	return kafka.Consume(ctx, src, p.proc, p.h, &kafka.ConsumeOptions{Logger: log, OnOutcome: onOutcome})
+	opts := &kafka.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{Logger: log}}
+	if onOutcome != nil {
+		opts.OnResult = func(d *broker.Delivery, res broker.Result, err error) { onOutcome(d.Handle.(*kgo.Record), res, err) }
+	}
+	cons, err := kafka.NewConsumer(src, p.proc, opts)
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	return cons.Run(ctx, p.h)
 }
 
 // demoEvents are what producers sent: two valid parcels, a bowtie, an
@@ -253,7 +258,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 	}
 	defer p.close()
 	for _, d := range []classify.Route{classify.RouteRetry, classify.RoutePoison} {
-		topic := p.store.Topic(c.topic, d)
+		topic := kafka.Destination(&broker.Message{Source: &envelope.Source{Topic: c.topic}}, d)
 		recs, err := p.store.Fetch(ctx, topic, broker.Filter{}, 100)
 		if err != nil {
 			return err
