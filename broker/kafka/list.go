@@ -31,6 +31,10 @@ const (
 	// listFetchBytes bounds one listing Fetch response, per partition and
 	// in total (Kafka returns at least one whole batch even if larger).
 	listFetchBytes = 1 << 20
+	// listFirstFetchBytes is a partition's first fetch of a List call;
+	// later ones double up to listFetchBytes, so that a small page reads
+	// little ahead of what it lists.
+	listFirstFetchBytes = 64 << 10
 	// listWindowBytes bounds the records a newest-first listing holds per
 	// partition.
 	listWindowBytes = 1 << 20
@@ -247,6 +251,7 @@ type partReader struct {
 	pos   int64
 	lo    int64
 	next  int64 // oldest first: where the next fetch starts
+	fetch int32 // oldest first: the next fetch's size in bytes
 	queue []queued
 	done  bool
 	win   int64 // newest first: the next window's size in offsets
@@ -632,10 +637,14 @@ func (l *lister) fill(ctx context.Context) error {
 // the partition's listed end is reached.
 func (l *lister) fillForward(ctx context.Context, r *partReader) error {
 	for len(r.queue) == 0 && !r.done {
-		recs, next, err := l.d.readAt(ctx, l.ts, r.ps, r.next, r.ps.end, listFetchBytes)
+		if r.fetch == 0 {
+			r.fetch = listFirstFetchBytes
+		}
+		recs, next, err := l.d.readAt(ctx, l.ts, r.ps, r.next, r.ps.end, r.fetch)
 		if err != nil {
 			return err
 		}
+		r.fetch = min(2*r.fetch, listFetchBytes)
 		r.queue = queue(recs)
 		r.next = next
 		if len(recs) == 0 && next >= r.ps.end {
