@@ -127,9 +127,13 @@ func OpenStore(ctx context.Context, rawURL string, opts *OpenOptions) (*Store, e
 	if !ok {
 		return nil, fmt.Errorf("store %s: %w", Redact(rawURL), UnknownSchemeError(u.Scheme, StoreSchemes()))
 	}
+	o.Store.ReadOnly = o.Store.ReadOnly || o.ReadOnly
 	s, err := op(ctx, u, rawURL, o)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", Redact(rawURL), err)
+	}
+	if o.ReadOnly {
+		s.ro = true // whatever the opener did with o.Store
 	}
 	return s, nil
 }

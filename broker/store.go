@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -150,12 +151,22 @@ type StoreOptions struct {
 	// wrapping the context's error and [ErrOutcomeUnknown] (the write
 	// goes on in the background, bounded by WriteTimeout). Default 2s.
 	CancelGrace time.Duration
+	// ReadOnly refuses every write — Publish, Fetch (a lease is a write),
+	// Ack, Release and Purge other than a dry run — with an error wrapping
+	// [ErrReadOnly], before the driver is called. [OpenStore] sets it from
+	// OpenOptions.ReadOnly; adapters also open their connections read-only
+	// where the broker can.
+	ReadOnly bool
 	// Logger receives the adapter's log records. Nil discards.
 	Logger *slog.Logger
 	// TracerProvider traces geodlq.store.publish, .fetch, .ack, .release,
 	// .list, .stats and .purge. Nil traces nothing.
 	TracerProvider trace.TracerProvider
 }
+
+// ErrReadOnly is wrapped by the errors of writes to a store opened
+// read-only (see [StoreOptions.ReadOnly]).
+var ErrReadOnly = errors.New("store opened read-only")
 
 // ErrOutcomeUnknown is wrapped when a write's outcome is not known: the
 // caller's context ended and the write did not finish within
@@ -174,6 +185,7 @@ type Store struct {
 	log    *slog.Logger
 	write  time.Duration
 	grace  time.Duration
+	ro     bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -212,7 +224,7 @@ func NewStore(name string, d Driver, opts *StoreOptions) *Store {
 		name = "store"
 	}
 	return &Store{drv: d, name: name, tracer: telemetry.New(nil, o.TracerProvider).Tracer,
-		log: o.Logger, write: o.WriteTimeout, grace: o.CancelGrace, closing: make(chan struct{})}
+		log: o.Logger, write: o.WriteTimeout, grace: o.CancelGrace, ro: o.ReadOnly, closing: make(chan struct{})}
 }
 
 // Name returns the adapter's name, as given to [NewStore].
@@ -229,6 +241,17 @@ func (s *Store) enter() error {
 	return nil
 }
 
+// writable refuses op on a read-only store.
+func (s *Store) writable(op string) error {
+	if s.ro {
+		return s.errorf(op, ErrReadOnly)
+	}
+	return nil
+}
+
+// ReadOnly reports whether the store refuses writes.
+func (s *Store) ReadOnly() bool { return s.ro }
+
 func (s *Store) span(ctx context.Context, op, dest string) (context.Context, trace.Span) {
 	return s.tracer.Start(ctx, "geodlq.store."+op, trace.WithAttributes(
 		attribute.String("geodlq.store", s.name), attribute.String("geodlq.destination", dest)))
@@ -240,36 +263,36 @@ func (s *Store) errorf(op string, err error) error {
 
 // settled runs a write so that the caller's cancellation cannot make its
 // outcome uncertain: fn gets a context without ctx's cancellation, bounded
-// by WriteTimeout; if ctx ends first, the caller waits up to CancelGrace
-// for the outcome.
+// by WriteTimeout; if ctx ends first, the write still has CancelGrace to
+// finish, and only then is it cancelled. It runs on the caller's goroutine:
+// a write costs a timer and a context, no goroutine.
 func (s *Store) settled(ctx context.Context, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err // not started: nothing is uncertain
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.write)
-	done := make(chan error, 1)
-	s.inflight.Add(1)
-	go func() {
-		defer s.inflight.Done()
-		defer cancel()
-		done <- fn(wctx)
-	}()
-	select {
-	case err := <-done:
-		if err != nil && wctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+	defer cancel()
+	var graceTimer atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(ctx, func() {
+		graceTimer.Store(time.AfterFunc(s.grace, cancel))
+	})
+	err := fn(wctx)
+	if !stop() {
+		// ctx ended during the write: stop the grace timer if it has not
+		// fired (it may not be stored yet; cancel is idempotent anyway).
+		if t := graceTimer.Load(); t != nil {
+			t.Stop()
+		}
+	}
+	if err != nil && wctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%w: %w: the write did not finish within %v of the cancellation: %w", ctx.Err(), ErrOutcomeUnknown, s.grace, err)
+		}
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("no answer within %v: %w: %w", s.write, ErrOutcomeUnknown, err)
 		}
-		return err
-	case <-ctx.Done():
 	}
-	t := time.NewTimer(s.grace)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		return fmt.Errorf("%w: %w (the write goes on in the background)", ctx.Err(), ErrOutcomeUnknown)
-	}
+	return err
 }
 
 // Publish writes m to destination and returns once the store holds it
@@ -282,6 +305,9 @@ func (s *Store) Publish(ctx context.Context, destination string, m *Message) (er
 		return err
 	}
 	defer s.inflight.Done()
+	if err := s.writable("publish"); err != nil {
+		return err
+	}
 	ctx, span := s.span(ctx, "publish", destination)
 	defer func() { telemetry.End(span, err) }()
 	if err := ValidDestination(destination); err != nil {
@@ -306,6 +332,9 @@ func (s *Store) Fetch(ctx context.Context, destination string, f Filter, max int
 		return nil, err
 	}
 	defer s.inflight.Done()
+	if err := s.writable("fetch"); err != nil {
+		return nil, err
+	}
 	ctx, span := s.span(ctx, "fetch", destination)
 	defer func() {
 		span.SetAttributes(attribute.Int("geodlq.records", len(recs)))
@@ -398,6 +427,9 @@ func (s *Store) Ack(ctx context.Context, r *Record) (err error) {
 		return err
 	}
 	defer s.inflight.Done()
+	if err := s.writable("ack"); err != nil {
+		return err
+	}
 	if err := s.checkRecord("ack", r); err != nil {
 		return err
 	}
@@ -412,6 +444,9 @@ func (s *Store) Release(ctx context.Context, r *Record) (err error) {
 		return err
 	}
 	defer s.inflight.Done()
+	if err := s.writable("release"); err != nil {
+		return err
+	}
 	if err := s.checkRecord("release", r); err != nil {
 		return err
 	}
@@ -543,6 +578,11 @@ func (s *Store) Purge(ctx context.Context, req PurgeRequest) (res PurgeResult, e
 	}
 	if err := req.validate(); err != nil {
 		return PurgeResult{}, s.errorf("purge", err)
+	}
+	if !req.DryRun {
+		if err := s.writable("purge"); err != nil {
+			return PurgeResult{}, err
+		}
 	}
 	ctx, span := s.span(ctx, "purge", req.Destination)
 	defer func() {

@@ -99,8 +99,9 @@ func TestStoreCancelGraceExpires(t *testing.T) {
 	err := s.Publish(ctx, "d", &broker.Message{Body: []byte("x")})
 	require.ErrorIs(t, err, broker.ErrOutcomeUnknown)
 	require.ErrorIs(t, err, context.Canceled)
-	require.NoError(t, s.Close(), "Close waits for the write in the background")
-	require.Len(t, d.stored, 1, "which completed")
+	require.True(t, d.sawCancel.Load(), "past the grace the write is cancelled")
+	require.Empty(t, d.stored)
+	require.NoError(t, s.Close())
 	require.Equal(t, int32(1), d.closed.Load())
 }
 
@@ -220,6 +221,7 @@ func TestOpenStore(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, s)
 	require.True(t, gotOpts.ReadOnly)
+	require.True(t, s.ReadOnly(), "OpenStore makes the store refuse writes whatever the opener did")
 	require.Equal(t, 10*time.Second, gotOpts.ConnectTimeout, "the default connect timeout")
 	_, err = broker.OpenStore(context.Background(), "geodlqtest://missing", nil)
 	require.ErrorIs(t, err, broker.ErrNoStore)
@@ -231,4 +233,17 @@ func TestOpenStore(t *testing.T) {
 	_, err = broker.OpenStore(context.Background(), "zzzzzzzzzz://x", nil)
 	require.NotContains(t, err.Error(), "did you mean", "no suggestion when nothing is close")
 	require.Equal(t, "postgres://u:xxxxx@h/db", broker.Redact("postgres://u:secret@h/db"))
+}
+
+func TestStoreReadOnly(t *testing.T) {
+	s, d := newSlow(0, &broker.StoreOptions{ReadOnly: true})
+	ctx := context.Background()
+	require.True(t, s.ReadOnly())
+	require.ErrorIs(t, s.Publish(ctx, "d", &broker.Message{}), broker.ErrReadOnly)
+	_, err := s.Fetch(ctx, "d", broker.Filter{}, 1)
+	require.ErrorIs(t, err, broker.ErrReadOnly, "a lease is a write")
+	r := &broker.Record{ID: "1", Destination: "d"}
+	require.ErrorIs(t, s.Ack(ctx, r), broker.ErrReadOnly)
+	require.ErrorIs(t, s.Release(ctx, r), broker.ErrReadOnly)
+	require.Empty(t, d.stored)
 }
