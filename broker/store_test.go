@@ -216,7 +216,9 @@ func TestOpenStore(t *testing.T) {
 	})
 	require.Contains(t, broker.StoreSchemes(), "geodlqtest")
 	require.Panics(t, func() { broker.RegisterStore("geodlqtest", nil) })
-	require.Panics(t, func() { broker.RegisterStore("Bad Scheme", func(context.Context, *url.URL, string, broker.OpenOptions) (*broker.Store, error) { return nil, nil }) })
+	require.Panics(t, func() {
+		broker.RegisterStore("Bad Scheme", func(context.Context, *url.URL, string, broker.OpenOptions) (*broker.Store, error) { return nil, nil })
+	})
 	s, err := broker.OpenStore(context.Background(), "geodlqtest://here", &broker.OpenOptions{ReadOnly: true})
 	require.NoError(t, err)
 	require.NotNil(t, s)
