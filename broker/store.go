@@ -145,11 +145,11 @@ type StoreOptions struct {
 	// again); it ends when the broker answers or WriteTimeout passes.
 	// Default 30s.
 	WriteTimeout time.Duration
-	// CancelGrace is how long a caller whose context ends waits for its
-	// started write to finish before Publish or Ack returns. Within the
-	// grace the caller gets the write's true outcome; after it, an error
-	// wrapping the context's error and [ErrOutcomeUnknown] (the write
-	// goes on in the background, bounded by WriteTimeout). Default 2s.
+	// CancelGrace is how long a started write may go on once its
+	// caller's context ends. Within the grace the caller gets the write's
+	// true outcome; after it the write is cancelled, and if it then fails
+	// the caller gets an error wrapping the context's error and
+	// [ErrOutcomeUnknown] (the broker may have taken it). Default 2s.
 	CancelGrace time.Duration
 	// ReadOnly refuses every write — Publish, Fetch (a lease is a write),
 	// Ack, Release and Purge other than a dry run — with an error wrapping
