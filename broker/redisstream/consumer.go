@@ -42,7 +42,10 @@ type ConsumerOptions struct {
 //
 // The producer writes the event in the field "body", the ordering key in
 // "key" and headers in "h:<name>" fields (the layout Publish writes); an
-// entry without a body field is processed as its fields in a JSON object.
+// entry without a body field is processed as its fields in JSON: an
+// object of name to value, or, when names repeat or are not UTF-8, an
+// array of [name, value] pairs (a string that is not UTF-8 as
+// {"base64": "…"}), so that nothing of it is lost.
 //
 // Closing the consumer does not close the store.
 func NewConsumer(store *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {

@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/geodlq/geodlq/broker"
 )
@@ -67,8 +69,8 @@ func entryFields(m *broker.Message) []any {
 
 // message rebuilds the message from an entry's field/value pairs. An
 // entry without a body field (written by something other than Publish)
-// becomes a message whose body is its fields as a JSON object, so that
-// nothing of it is lost when it is dead-lettered.
+// becomes a message whose body is its fields in JSON (see fieldsJSON), so
+// that nothing of it is lost when it is dead-lettered.
 func message(fields []any, deliveries int) *broker.Message {
 	m := &broker.Message{DeliveryAttempt: deliveries}
 	hasBody := false
@@ -88,15 +90,46 @@ func message(fields []any, deliveries int) *broker.Message {
 		}
 	}
 	if !hasBody {
-		obj := make(map[string]string, len(fields)/2)
-		for i := 0; i+1 < len(fields); i += 2 {
-			name, _ := fields[i].(string)
-			value, _ := fields[i+1].(string)
-			obj[name] = value
-		}
-		m.Body, _ = json.Marshal(obj) // a map of strings always marshals
+		m.Body = fieldsJSON(fields)
 	}
 	return m
+}
+
+// fieldsJSON encodes an entry's fields without loss: a JSON object of
+// name to value when the names are distinct and every name and value is
+// UTF-8 (the usual entry), else a JSON array of [name, value] pairs in
+// stored order, a string that is not UTF-8 given as {"base64": "…"}.
+func fieldsJSON(fields []any) []byte {
+	obj := make(map[string]string, len(fields)/2)
+	plain := true
+	for i := 0; i+1 < len(fields); i += 2 {
+		name, _ := fields[i].(string)
+		value, _ := fields[i+1].(string)
+		if _, dup := obj[name]; dup || !utf8.ValidString(name) || !utf8.ValidString(value) {
+			plain = false
+			break
+		}
+		obj[name] = value
+	}
+	var b []byte
+	if plain {
+		b, _ = json.Marshal(obj) // a map of UTF-8 strings always marshals
+		return b
+	}
+	str := func(s string) any {
+		if utf8.ValidString(s) {
+			return s
+		}
+		return map[string]string{"base64": base64.StdEncoding.EncodeToString([]byte(s))}
+	}
+	pairs := make([][2]any, 0, len(fields)/2)
+	for i := 0; i+1 < len(fields); i += 2 {
+		name, _ := fields[i].(string)
+		value, _ := fields[i+1].(string)
+		pairs = append(pairs, [2]any{str(name), str(value)})
+	}
+	b, _ = json.Marshal(pairs) // strings and maps of strings always marshal
+	return b
 }
 
 // digest identifies a message for deduplication: the SHA-256 of its key
