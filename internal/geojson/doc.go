@@ -23,7 +23,7 @@
 //
 // Hostile input is bounded by [Limits], each enforced before the work it
 // bounds: positions (MaxVertices), coordinate arrays and collection
-// members (MaxParts), GeometryCollection nesting (MaxNesting, at most
+// members (MaxParts), holes per polygon (MaxHoles), GeometryCollection nesting (MaxNesting, at most
 // [CeilingMaxNesting]), nesting inside skipped values (MaxDepth; skipping
 // is iterative) and the length of converted numbers (MaxNumberLength).
 // The walkers of parsed geometries ([Components], [Walk]) are iterative.

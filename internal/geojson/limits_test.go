@@ -2,6 +2,7 @@ package geojson
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -272,4 +273,99 @@ func TestComponentsDeepCollections(t *testing.T) {
 	require.Equal(t, []int{0, 1}, rings)
 	_, err := Append(nil, g, nil)
 	require.ErrorContains(t, err, "nested deeper than")
+}
+
+// star is a closed ring of n positions on a circle, each joined to the one
+// almost opposite: every segment crosses nearly every other.
+func star(n int) orb.Ring {
+	r := make(orb.Ring, n+1)
+	for i := range n + 1 {
+		k := i * ((n - 1) / 2) % n
+		a := 2 * math.Pi * float64(k) / float64(n)
+		r[i] = orb.Point{10 * math.Cos(a), 10 * math.Sin(a)}
+	}
+	return r
+}
+
+func circle(n int) orb.Ring {
+	r := make(orb.Ring, n+1)
+	for i := range n {
+		a := 2 * math.Pi * float64(i) / float64(n)
+		r[i] = orb.Point{10 * math.Cos(a), 10 * math.Sin(a)}
+	}
+	r[n] = r[0]
+	return r
+}
+
+func TestCrossings(t *testing.T) {
+	bowtie := orb.Polygon{{{0, 0}, {1, 1}, {1, 0}, {0, 1}, {0, 0}}}
+	twisted := circle(100_000)
+	twisted[500], twisted[501] = twisted[501], twisted[500]
+	var comb orb.MultiLineString
+	for i := range 20_000 {
+		comb = append(comb, orb.LineString{{0, float64(i) * 1e-3}, {1000, float64(i) * 1e-3}})
+	}
+	holes := orb.Polygon{{{-1, -1}, {1000, -1}, {1000, 1000}, {-1, 1000}, {-1, -1}}}
+	for i := range 10_000 {
+		x, y := float64(i%100)*10, float64(i/100)*10
+		holes = append(holes, orb.Ring{{x, y}, {x + 5, y}, {x + 5, y + 5}, {x, y + 5}, {x, y}})
+	}
+	diagonal := orb.Polygon{append(circle(10_000)[:5000:5000], orb.Point{-1000, -1000}, circle(10_000)[0])}
+	tests := []struct {
+		name   string
+		g      orb.Geometry
+		limit  int
+		want   int
+		wantOK bool
+	}{
+		{"bowtie", bowtie, 10, 1, true},
+		{"square", orb.Polygon{{{0, 0}, {1, 0}, {1, 1}, {0, 1}, {0, 0}}}, 10, 0, true},
+		{"circle of 100,000", orb.Polygon{circle(100_000)}, 10, 0, true},
+		{"one twist in 100,000 (counted in each cell the pair shares)", orb.Polygon{twisted}, 10, 2, true},
+		{"star of 1001: over the limit at once", orb.Polygon{star(1001)}, 10_000, 10_001, true},
+		{"10,000 holes", holes, 10, 0, true},
+		{"a long diagonal among short edges", diagonal, 10, 0, true},
+		{"points have no segments", orb.MultiPoint{{0, 0}, {1, 1}}, 0, 0, true},
+		{"dense parallel lines cannot be settled", comb, 10, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, ok := Crossings(tt.g, tt.limit)
+			require.Equal(t, tt.wantOK, ok)
+			if tt.wantOK {
+				require.Equal(t, tt.want, n)
+			}
+		})
+	}
+}
+
+func TestHolesLimit(t *testing.T) {
+	polygon := func(holes int) string {
+		return `[[[0,0],[9,0],[9,9],[0,9],[0,0]]` + strings.Repeat(`,[[1,1],[2,1],[2,2],[1,1]]`, holes) + `]`
+	}
+	for _, tt := range []struct {
+		in      string
+		limit   int
+		wantErr bool
+	}{
+		{`{"type":"Polygon","coordinates":` + polygon(3) + `}`, 3, false},
+		{`{"type":"Polygon","coordinates":` + polygon(4) + `}`, 3, true},
+		{`{"type":"MultiPolygon","coordinates":[` + polygon(3) + `,` + polygon(3) + `]}`, 3, false},
+		{`{"type":"MultiPolygon","coordinates":[` + polygon(3) + `,` + polygon(4) + `]}`, 3, true},
+		{`{"coordinates":` + polygon(4) + `,"type":"Polygon"}`, 3, true},
+		{`{"type":"MultiLineString","coordinates":[[[0,0],[1,1]],[[0,0],[1,1]],[[0,0],[1,1]]]}`, 1, false},
+		{`{"type":"Polygon","coordinates":` + polygon(DefaultMaxHoles) + `}`, 0, false},
+		{`{"type":"Polygon","coordinates":` + polygon(DefaultMaxHoles+1) + `}`, 0, true},
+		{`{"type":"Polygon","coordinates":` + polygon(DefaultMaxHoles+1) + `}`, -1, false},
+	} {
+		_, err := ParseGeometry([]byte(tt.in), Limits{MaxHoles: tt.limit})
+		if !tt.wantErr {
+			require.NoError(t, err, "%.80s", tt.in)
+			continue
+		}
+		var ge *Error
+		require.ErrorAs(t, err, &ge, "%.80s", tt.in)
+		require.Equal(t, classify.KindVertexBudget, ge.Kind)
+		require.Contains(t, ge.Msg, "polygon has more than")
+	}
 }

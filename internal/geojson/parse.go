@@ -14,6 +14,7 @@ import (
 const (
 	DefaultMaxVertices     = 5_000_000
 	DefaultMaxParts        = 1_000_000
+	DefaultMaxHoles        = 10_000
 	DefaultMaxNesting      = 8
 	DefaultMaxDepth        = 512
 	DefaultMaxNumberLength = 512
@@ -45,6 +46,12 @@ type Limits struct {
 	// (a million empty rings). Default DefaultMaxParts; negative means no
 	// limit.
 	MaxParts int
+	// MaxHoles is the most holes (interior rings) a polygon may have; one
+	// more fails with classify.KindVertexBudget before it is read. GEOS
+	// keeps about a kilobyte per hole while it checks a polygon's
+	// validity, and its repair grows faster than linearly with them.
+	// Default DefaultMaxHoles; negative means no limit.
+	MaxHoles int
 	// MaxNumberLength is the longest number, in bytes, accepted in
 	// coordinates and as an integer "crs"; a longer one fails
 	// (classify.KindMalformed) before it is converted. Numbers in skipped
@@ -77,6 +84,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxParts < 0 {
 		l.MaxParts = math.MaxInt
+	}
+	if l.MaxHoles == 0 {
+		l.MaxHoles = DefaultMaxHoles
+	}
+	if l.MaxHoles < 0 {
+		l.MaxHoles = math.MaxInt
 	}
 	if l.MaxNumberLength <= 0 {
 		l.MaxNumberLength = DefaultMaxNumberLength
@@ -769,12 +782,17 @@ func (p *parser) array(t Type, depth int) *Error {
 		p.pos++
 		return nil
 	}
+	rings := depth == 3 && (t == Polygon || t == MultiPolygon) // an array of a polygon's rings
 	count := 0
 	for {
 		var err *Error
-		if depth == 2 {
+		switch {
+		case depth == 2:
 			err = p.position(t)
-		} else {
+		case rings && count > p.lim.MaxHoles:
+			p.ws()
+			return p.errf(classify.KindVertexBudget, "polygon has more than %d holes", p.lim.MaxHoles)
+		default:
 			err = p.array(t, depth-1)
 		}
 		if err != nil {

@@ -439,18 +439,56 @@ func (s *scanner) isObject(depth int) bool {
 
 // memberName consumes a member name and its colon.
 func (s *scanner) memberName() *Error {
-	if _, err := s.str(); err != nil {
+	if s.ws() != '"' {
+		return s.malformed("expected a string, found %s", s.describe())
+	}
+	if err := s.skipStr(); err != nil {
 		return err
 	}
 	return s.expect(':', "':'")
+}
+
+// skipStr consumes the string whose quote is at s.pos, checking it as str
+// does (control characters, escapes) without decoding it: a skipped string
+// costs no memory, however long and however escaped.
+func (s *scanner) skipStr() *Error {
+	start := s.pos
+	s.pos++
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; {
+		case c == '"':
+			s.pos++
+			return nil
+		case c < 0x20:
+			return s.malformed("control character 0x%02x in string", c)
+		case c != '\\':
+			s.pos++
+			continue
+		}
+		if s.pos+1 >= len(s.data) {
+			break
+		}
+		switch e := s.data[s.pos+1]; e {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			s.pos += 2
+		case 'u':
+			s.pos += 2
+			if _, ok := s.hex4(); !ok {
+				return s.malformed("invalid \\u escape in string")
+			}
+		default:
+			return s.malformed("invalid escape \\%c in string", e)
+		}
+	}
+	s.pos = start
+	return s.malformed("unterminated string")
 }
 
 // scalar consumes the string, number or literal starting with c.
 func (s *scanner) scalar(c int, lenient bool) *Error {
 	switch {
 	case c == '"':
-		_, err := s.str()
-		return err
+		return s.skipStr()
 	case c == '-' || c >= '0' && c <= '9':
 		if !lenient {
 			if _, ok := s.numberSpan(); ok {
