@@ -34,6 +34,11 @@ const (
 // surrounding whitespace, else [EncodingString] for valid UTF-8, else
 // [EncodingBase64]. The bare tokens NaN and Infinity make a document
 // invalid JSON, so such payloads travel as strings.
+//
+// A string is chosen only when its escapes at most double its size:
+// control characters are written as six-byte \u escapes, so a payload of
+// NUL bytes would otherwise travel at six times its size (and cost that
+// much to store and decode), where base64 costs a third more.
 func ChooseEncoding(b []byte) string {
 	if !utf8.Valid(b) {
 		return EncodingBase64
@@ -41,7 +46,26 @@ func ChooseEncoding(b []byte) string {
 	if len(b) > 0 && !isWS(b[0]) && !isWS(b[len(b)-1]) && json.Valid(b) {
 		return EncodingJSON
 	}
+	if stringLen(b) > 2*len(b) {
+		return EncodingBase64
+	}
 	return EncodingString
+}
+
+// stringLen is the length of valid UTF-8 b written by appendString,
+// without its quotes.
+func stringLen(b []byte) int {
+	n := len(b)
+	for _, c := range b {
+		switch {
+		case c >= 0x20 && c != '"' && c != '\\':
+		case c == '"', c == '\\', c == '\n', c == '\r', c == '\t':
+			n++
+		default:
+			n += 5
+		}
+	}
+	return n
 }
 
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -192,8 +216,13 @@ func (e *Envelope) sizeHint() int {
 		n += len(e.GeometryError.Reason)
 	}
 	grow := func(b []byte, enc string) int {
-		if enc == EncodingBase64 {
+		switch enc {
+		case EncodingBase64:
 			return base64.StdEncoding.EncodedLen(len(b))
+		case EncodingJSON:
+			return len(b)
+		case EncodingString:
+			return stringLen(b) + 2
 		}
 		return len(b) + len(b)/16
 	}
@@ -369,44 +398,56 @@ func encodingFor(field, enc string, b []byte) (string, error) {
 	return enc, nil
 }
 
+// verbatim is a value as it is written in the document Decode reads: a
+// sub-slice of the input, not a copy (encoding/json hands an Unmarshaler
+// the bytes of its value in the input, and does not modify them). It is
+// valid only while Decode runs, which copies what it keeps.
+type verbatim []byte
+
+// UnmarshalJSON keeps b, which is null for a JSON null.
+func (v *verbatim) UnmarshalJSON(b []byte) error {
+	*v = b
+	return nil
+}
+
 // wire is the decoding form of an envelope: names as on the wire, classes
 // and stages as strings (so that bad values become field violations), and
 // the two verbatim values as raw JSON.
 type wire struct {
-	SchemaVersion         string          `json:"schema_version"`
-	EventID               string          `json:"event_id"`
-	IdempotencyKey        string          `json:"idempotency_key"`
-	IdempotencyKeyDerived bool            `json:"idempotency_key_derived"`
-	FailureClass          string          `json:"failure_class"`
-	FailedStage           string          `json:"failed_stage"`
-	Destination           string          `json:"destination"`
-	ErrorMessage          string          `json:"error_message"`
-	GeometryError         *GeometryError  `json:"geometry_error"`
-	SourceCRS             string          `json:"source_crs"`
-	SourceEPSG            int             `json:"source_epsg"`
-	Geometry              wireGeometry    `json:"geometry"`
-	GeometryType          string          `json:"geometry_type"`
-	VertexCount           int             `json:"vertex_count"`
-	PayloadSHA256         string          `json:"payload_sha256"`
-	PayloadSize           int64           `json:"payload_size"`
-	Attempts              int             `json:"attempts"`
-	FirstSeenAt           time.Time       `json:"first_seen_at"`
-	DeadLetteredAt        time.Time       `json:"dead_lettered_at"`
-	TraceID               string          `json:"trace_id"`
-	Source                *Source         `json:"source"`
-	RawPayloadOffloadURI  string          `json:"raw_payload_offload_uri"`
-	RawPayloadEncoding    string          `json:"raw_payload_encoding"`
-	RawPayload            json.RawMessage `json:"raw_payload"`
+	SchemaVersion         string         `json:"schema_version"`
+	EventID               string         `json:"event_id"`
+	IdempotencyKey        string         `json:"idempotency_key"`
+	IdempotencyKeyDerived bool           `json:"idempotency_key_derived"`
+	FailureClass          string         `json:"failure_class"`
+	FailedStage           string         `json:"failed_stage"`
+	Destination           string         `json:"destination"`
+	ErrorMessage          string         `json:"error_message"`
+	GeometryError         *GeometryError `json:"geometry_error"`
+	SourceCRS             string         `json:"source_crs"`
+	SourceEPSG            int            `json:"source_epsg"`
+	Geometry              wireGeometry   `json:"geometry"`
+	GeometryType          string         `json:"geometry_type"`
+	VertexCount           int            `json:"vertex_count"`
+	PayloadSHA256         string         `json:"payload_sha256"`
+	PayloadSize           int64          `json:"payload_size"`
+	Attempts              int            `json:"attempts"`
+	FirstSeenAt           time.Time      `json:"first_seen_at"`
+	DeadLetteredAt        time.Time      `json:"dead_lettered_at"`
+	TraceID               string         `json:"trace_id"`
+	Source                *Source        `json:"source"`
+	RawPayloadOffloadURI  string         `json:"raw_payload_offload_uri"`
+	RawPayloadEncoding    string         `json:"raw_payload_encoding"`
+	RawPayload            verbatim       `json:"raw_payload"`
 }
 
 type wireGeometry struct {
-	Inline         json.RawMessage `json:"inline"`
-	InlineEncoding string          `json:"inline_encoding"`
-	OffloadURI     string          `json:"offload_uri"`
-	ByteSize       int64           `json:"byte_size"`
-	ContentSHA256  string          `json:"content_sha256"`
-	PayloadOffset  *int64          `json:"payload_offset"`
-	Missing        bool            `json:"missing"`
+	Inline         verbatim `json:"inline"`
+	InlineEncoding string   `json:"inline_encoding"`
+	OffloadURI     string   `json:"offload_uri"`
+	ByteSize       int64    `json:"byte_size"`
+	ContentSHA256  string   `json:"content_sha256"`
+	PayloadOffset  *int64   `json:"payload_offset"`
+	Missing        bool     `json:"missing"`
 }
 
 // Decode parses a dlq.v1 envelope and validates it. A document whose
@@ -519,19 +560,22 @@ func Decode(data []byte) (*Envelope, error) {
 
 // decodeBytes recovers the bytes of a verbatim value in the named
 // encoding ("" meaning json).
-func decodeBytes(field string, raw json.RawMessage, enc string) ([]byte, []Violation) {
+func decodeBytes(field string, raw verbatim, enc string) ([]byte, []Violation) {
 	switch enc {
 	case "", EncodingJSON:
 		return bytes.Clone(raw), nil
 	case EncodingString:
-		var s string
 		if len(raw) == 0 || raw[0] != '"' {
 			return nil, []Violation{violation(field, "type", field+" must be a JSON string for encoding \"string\"")}
 		}
-		if err := json.Unmarshal(raw, &s); err != nil {
+		// Decoded straight into the result (as encoding/json decodes a
+		// string, which FuzzUnquote holds jsonscan to), sized by the bytes
+		// in hand: one copy, not a string and then a copy of it.
+		b, err := jsonscan.AppendUnquote(make([]byte, 0, len(raw)), raw)
+		if err != nil {
 			return nil, []Violation{violation(field, "string", field+": "+err.Error())}
 		}
-		return []byte(s), nil
+		return b, nil
 	case EncodingBase64:
 		var b []byte
 		if len(raw) == 0 || raw[0] != '"' {

@@ -75,7 +75,9 @@ func (e *Envelope) restoreGeometry(ctx context.Context, f Fetcher) ([]byte, erro
 		return nil, &offload.IntegrityError{URI: g.OffloadURI, Problem: offload.ProblemHash, WantSize: g.ByteSize, GotSize: int64(len(geom)),
 			WantSHA256: g.ContentSHA256, GotSHA256: hex.EncodeToString(sum[:])}
 	}
-	out := make([]byte, 0, e.PayloadSize)
+	// Sized by the bytes in hand, never by payload_size: it is a claim,
+	// and what it claims is checked only once the payload is assembled.
+	out := make([]byte, 0, len(e.RawPayload)-len(ref)+len(geom))
 	out = append(out, e.RawPayload[:off]...)
 	out = append(out, geom...)
 	out = append(out, e.RawPayload[off+int64(len(ref)):]...)

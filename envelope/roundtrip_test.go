@@ -152,6 +152,8 @@ func TestChooseEncoding(t *testing.T) {
 	for in, want := range map[string]string{
 		`{}`: "json", `[]`: "json", `1`: "json", `"s"`: "json", ``: "string", ` {}`: "string", "{}\t": "string",
 		`{"a":NaN}`: "string", "\xff": "base64", "\ufeff{}": "string", `{"a":1}{}`: "string",
+		// Escaped controls cost six bytes each: base64 is shorter.
+		"a\x00b": "base64", "{}\x00garbage": "string", "\x00\x00\x00\x00garbage": "base64", "a\tb\nc": "string",
 	} {
 		require.Equal(t, want, envelope.ChooseEncoding([]byte(in)), "%q", in)
 	}
