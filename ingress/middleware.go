@@ -22,6 +22,10 @@ const (
 	ProblemTypeTooLarge = "urn:geodlq:problem:event-too-large"
 )
 
+// maxPreallocate bounds the buffer allocated for a request body on the
+// strength of its Content-Length before any of it is read (see readAll).
+const maxPreallocate = 1 << 20
+
 // ContentTypeProblem is the media type of the middleware's error answers.
 const ContentTypeProblem = "application/problem+json"
 
@@ -104,12 +108,53 @@ func (c *config) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if c.MaxBytes >= 0 {
 		body = http.MaxBytesReader(w, r.Body, c.MaxBytes)
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	return readAll(body, r.ContentLength)
+}
+
+// readAll reads r to the end into a buffer that grows with what arrives:
+// it starts at min(claimed, maxPreallocate) and doubles, but never past
+// the claimed length (Content-Length) while the body keeps to it, so that
+// an honest body ends in a buffer of exactly its size (the peak is one and
+// a half times the body, not the three of doubling past it) and a false
+// claim costs nothing beyond the bytes actually sent.
+func readAll(r io.Reader, claimed int64) ([]byte, error) {
+	size := 512
+	if claimed > 0 {
+		size = int(min(claimed, maxPreallocate))
 	}
-	_, err := buf.ReadFrom(body)
-	return buf.Bytes(), err
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) == claimed {
+				// The claim is met: the body should end here.
+				var probe [1]byte
+				n, err := io.ReadFull(r, probe[:])
+				if n == 0 {
+					if err == io.EOF || err == io.ErrUnexpectedEOF {
+						err = nil
+					}
+					return buf, err
+				}
+				buf = append(buf, probe[0]) // more than claimed: grow as usual
+				continue
+			}
+			next := 2 * cap(buf)
+			if claimed > int64(len(buf)) && claimed < int64(next) {
+				next = int(claimed)
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // NewProblem returns the problem details the middleware answers for

@@ -182,7 +182,11 @@ func eachElement(data []byte, i int, fn func(idx, vs int) bool) {
 // array of a ring, a line or a MultiPoint's positions, or a Point's
 // position itself (single). It stops when fn returns false and reports
 // whether it went through.
-func walkComponents(data []byte, i int, base string, fn func(ptr string, single bool) bool) bool {
+//
+// It recurses into GeometryCollections; nest counts the enclosing ones, and
+// collections nested deeper than the parser accepts (so never met after a
+// successful parse) are not entered.
+func walkComponents(data []byte, i int, base string, nest int, fn func(ptr string, single bool) bool) bool {
 	var typ string
 	coords, geoms := -1, -1
 	eachMember(data, i, func(name string, vs int) bool {
@@ -201,12 +205,12 @@ func walkComponents(data []byte, i int, base string, fn func(ptr string, single 
 	cont := true
 	switch typ {
 	case "GeometryCollection":
-		if geoms < 0 || data[geoms] != '[' {
+		if geoms < 0 || data[geoms] != '[' || nest >= geojson.CeilingMaxNesting {
 			return true
 		}
 		eachElement(data, geoms, func(idx, vs int) bool {
 			if data[vs] == '{' {
-				cont = walkComponents(data, vs, base+"/geometries/"+strconv.Itoa(idx), fn)
+				cont = walkComponents(data, vs, base+"/geometries/"+strconv.Itoa(idx), nest+1, fn)
 			}
 			return cont
 		})
@@ -262,7 +266,7 @@ func faultPointer(data []byte, geomStart int, base string, g orb.Geometry, f *cl
 	}
 	ptr := base
 	n = 0
-	walkComponents(data, geomStart, base, func(p string, single bool) bool {
+	walkComponents(data, geomStart, base, 0, func(p string, single bool) bool {
 		if n == k {
 			ptr = p
 			if f.Vertex >= 0 && !single {

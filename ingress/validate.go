@@ -28,6 +28,12 @@ const (
 	DefaultMaxBytes = 10 << 20
 	// DefaultMaxVertices is the most positions a geometry may have.
 	DefaultMaxVertices = 1_000_000
+	// DefaultMaxParts is the most rings, lines, polygons and collection
+	// members a geometry may have, and DefaultMaxHoles the most holes of a
+	// polygon: spatial.Checker's defaults, so that the gate refuses what
+	// the consumer would.
+	DefaultMaxParts = 100_000
+	DefaultMaxHoles = 10_000
 	// DefaultExpectedEPSG is the EPSG code events must be in: WGS 84, which
 	// RFC 7946's default CRS (OGC:CRS84) resolves to.
 	DefaultExpectedEPSG = 4326
@@ -89,6 +95,12 @@ type Options struct {
 	// stops at the first one over (resource_exhausted, kind vertex_budget,
 	// answered 413). Default [DefaultMaxVertices]; negative means no limit.
 	MaxVertices int
+	// MaxParts and MaxHoles bound the rings, lines, polygons and
+	// collection members of the geometry, and the holes of each polygon,
+	// as spatial.Options does (resource_exhausted, kind vertex_budget,
+	// answered 413). Defaults [DefaultMaxParts] and [DefaultMaxHoles];
+	// negative means no limit.
+	MaxParts, MaxHoles int
 	// ProcessingModes are the accepted values of processing_mode, compared
 	// exactly. Default ["vector"] ([DefaultProcessingMode]).
 	ProcessingModes []string
@@ -174,6 +186,12 @@ func newConfig(opts *Options) *config {
 	}
 	if c.MaxVertices == 0 {
 		c.MaxVertices = DefaultMaxVertices
+	}
+	if c.MaxParts == 0 {
+		c.MaxParts = DefaultMaxParts
+	}
+	if c.MaxHoles == 0 {
+		c.MaxHoles = DefaultMaxHoles
 	}
 	if len(c.ProcessingModes) == 0 {
 		c.ProcessingModes = []string{DefaultProcessingMode}
@@ -409,7 +427,7 @@ func classified(err error, def classify.Class, defKind classify.ReasonKind, ptr 
 }
 
 func (c *config) checkGeometryAndCRS(payload []byte, crsSpan, geomSpan jsonscan.Span) []Violation {
-	ev, err := geojson.ParseEvent(payload, geojson.Limits{MaxVertices: c.MaxVertices})
+	ev, err := geojson.ParseEvent(payload, geojson.Limits{MaxVertices: c.MaxVertices, MaxParts: c.MaxParts, MaxHoles: c.MaxHoles})
 	if err != nil {
 		pv := parseViolation(payload, err, geomSpan)
 		var vs []Violation
