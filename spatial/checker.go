@@ -22,9 +22,14 @@ import (
 const (
 	DefaultExpectedEPSG       = 4326
 	DefaultMaxVertices        = 5_000_000
+	DefaultMaxParts           = 100_000
+	DefaultMaxHoles           = 10_000
 	DefaultMaxBytes           = 64 << 20
 	DefaultCRSCacheSize       = 1024
 	DefaultTransformCacheSize = 64
+	DefaultMaxRepairVertices  = 100_000
+	DefaultMaxRepairParts     = 10_000
+	DefaultMaxRepairCrossings = 10_000
 )
 
 // ErrClosed is wrapped by the errors of a [Checker] used after Close.
@@ -40,6 +45,16 @@ type Options struct {
 	// with resource_exhausted (kind vertex_budget) as soon as the parser
 	// reads one too many. Default 5,000,000; negative means no limit.
 	MaxVertices int
+	// MaxParts is the most rings, lines, polygons and collection members
+	// (each coordinate array above the positions, and each collection
+	// member) a geometry may have, and MaxHoles the most holes of one
+	// polygon; more fail with resource_exhausted (kind vertex_budget) as
+	// soon as the parser opens one too many. GEOS keeps hundreds of bytes
+	// per part, and about a kilobyte per hole, while it checks validity,
+	// so these bound the memory of geometries of many small parts, which
+	// the vertex budget does not. Defaults 100,000 and 10,000; negative
+	// means no limit.
+	MaxParts, MaxHoles int
 	// MaxBytes is the largest payload or geometry accepted; larger ones
 	// fail with resource_exhausted (kind byte_budget) before parsing.
 	// Default 64 MiB; negative means no limit.
@@ -52,6 +67,19 @@ type Options struct {
 	// TransformCacheSize bounds the number of PROJ transformations, one
 	// per (from, to) pair, that Reproject keeps. Default 64.
 	TransformCacheSize int
+	// MaxRepairVertices, MaxRepairParts and MaxRepairCrossings bound what
+	// MakeValid (and so the invalid_geometry repairer) hands to GEOS,
+	// whose repair costs grow much faster than its input and cannot be
+	// interrupted: a 21 KB star polygon with half a million segment
+	// crossings takes it half a minute, a polygon with 100,000 holes as
+	// long, and a million-position ring with one crossing 300 MB. A
+	// geometry with more positions, more rings and lines, or more
+	// crossings (estimated in bounded work by counting segment pairs in a
+	// grid; a geometry the estimate cannot settle counts as over) fails
+	// with resource_exhausted, kind vertex_budget, before GEOS sees it, and
+	// is left for a person. Defaults 100,000, 10,000 and 10,000; negative
+	// means no limit.
+	MaxRepairVertices, MaxRepairParts, MaxRepairCrossings int
 	// MeterProvider records geodlq.checks by result class ("ok" for a
 	// valid event) from [Checker.CheckEventContext]. Nil records nothing.
 	MeterProvider metric.MeterProvider
@@ -95,11 +123,26 @@ func NewChecker(opts *Options) (*Checker, error) {
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
+	if o.MaxParts == 0 {
+		o.MaxParts = DefaultMaxParts
+	}
+	if o.MaxHoles == 0 {
+		o.MaxHoles = DefaultMaxHoles
+	}
 	if o.CRSCacheSize == 0 {
 		o.CRSCacheSize = DefaultCRSCacheSize
 	}
 	if o.TransformCacheSize == 0 {
 		o.TransformCacheSize = DefaultTransformCacheSize
+	}
+	if o.MaxRepairVertices == 0 {
+		o.MaxRepairVertices = DefaultMaxRepairVertices
+	}
+	if o.MaxRepairParts == 0 {
+		o.MaxRepairParts = DefaultMaxRepairParts
+	}
+	if o.MaxRepairCrossings == 0 {
+		o.MaxRepairCrossings = DefaultMaxRepairCrossings
 	}
 	r, err := newCRSResolver()
 	if err != nil {
@@ -107,7 +150,7 @@ func NewChecker(opts *Options) (*Checker, error) {
 	}
 	c := &Checker{
 		opts:     o,
-		lim:      geojson.Limits{MaxVertices: o.MaxVertices},
+		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles},
 		geos:     newGEOSPool(runtime.GOMAXPROCS(0)),
 		crs:      r,
 		crsCache: newClockCache[string, crsEntry](o.CRSCacheSize),
@@ -172,7 +215,8 @@ type Result struct {
 // geometry alone, not an event or Feature). It returns nil for a valid
 // geometry and otherwise a [*classify.Error]:
 //
-//   - resource_exhausted at parse: more than MaxBytes or MaxVertices;
+//   - resource_exhausted at parse: more than MaxBytes, MaxVertices,
+//     MaxParts or MaxHoles;
 //   - schema_violation at parse: not JSON, no or null "type",
 //     "coordinates" or geometry, unknown type, wrong nesting for the type,
 //     non-numeric coordinates, positions of fewer than two numbers

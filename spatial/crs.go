@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/geodlq/geodlq/classify"
@@ -66,9 +67,28 @@ type CRSError struct {
 	Message string
 }
 
-// Error returns `unparseable CRS "<definition>": <message>`.
+// Error returns `unparseable CRS "<definition>": <message>`, the
+// definition clipped to its first 200 bytes when longer (it is
+// untrusted: a 30 MB definition must not become a 30 MB message, copied
+// into every reason and log line).
 func (e *CRSError) Error() string {
-	return fmt.Sprintf("unparseable CRS %q: %s", e.Definition, e.Message)
+	return fmt.Sprintf("unparseable CRS %s: %s", quoteClipped(e.Definition), e.Message)
+}
+
+// maxQuoted is how much of an untrusted string a message quotes.
+const maxQuoted = 200
+
+// quoteClipped quotes s, clipped to maxQuoted bytes (at a rune boundary)
+// with its full length noted.
+func quoteClipped(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // CRSMismatchError is a CRS that resolved to another EPSG code than the
@@ -85,7 +105,7 @@ type CRSMismatchError struct {
 // Error describes the mismatch.
 func (e *CRSMismatchError) Error() string {
 	if e.Info.EPSG == 0 {
-		return fmt.Sprintf("payload CRS %q (%s) has no EPSG code; pipeline expects EPSG:%d", e.Declared, e.Info.Name, e.Expected)
+		return fmt.Sprintf("payload CRS %s (%s) has no EPSG code; pipeline expects EPSG:%d", quoteClipped(e.Declared), e.Info.Name, e.Expected)
 	}
 	return fmt.Sprintf("payload CRS is EPSG:%d (%s) but pipeline expects EPSG:%d", e.Info.EPSG, e.Info.Name, e.Expected)
 }

@@ -80,8 +80,50 @@ func (c *Checker) withGEOS(stage classify.Stage, fn func(*geos.Context) *classif
 }
 
 // newGeom builds g in ctx through WKB. The caller destroys the result.
+//
+// A multi-part geometry is built part by part, through one reused buffer,
+// and assembled in GEOS: the WKB of a large MultiPolygon is as large as its
+// positions, and go-geos copies it into C memory before reading it, so
+// building it whole would hold two transient copies of the geometry on top
+// of GEOS's own.
 func newGeom(ctx *geos.Context, g orb.Geometry) (*geos.Geom, error) {
-	wkb := appendWKB(make([]byte, 0, wkbSize(g)), g)
+	var parts []orb.Geometry
+	var typ geos.TypeID
+	switch g := g.(type) {
+	case orb.MultiPolygon:
+		typ = geos.TypeIDMultiPolygon
+		for _, p := range g {
+			parts = append(parts, p)
+		}
+	case orb.MultiLineString:
+		typ = geos.TypeIDMultiLineString
+		for _, l := range g {
+			parts = append(parts, l)
+		}
+	case orb.Collection:
+		typ, parts = geos.TypeIDGeometryCollection, g
+	}
+	if len(parts) < 2 {
+		return newGeomWKB(ctx, appendWKB(make([]byte, 0, wkbSize(g)), g))
+	}
+	geoms := make([]*geos.Geom, 0, len(parts))
+	var buf []byte
+	for _, p := range parts {
+		buf = appendWKB(buf[:0], p)
+		geom, err := newGeomWKB(ctx, buf)
+		if err != nil {
+			for _, done := range geoms {
+				done.Destroy()
+			}
+			return nil, err
+		}
+		geoms = append(geoms, geom)
+	}
+	return ctx.NewCollection(typ, geoms), nil
+}
+
+// newGeomWKB builds the geometry of wkb in ctx.
+func newGeomWKB(ctx *geos.Context, wkb []byte) (*geos.Geom, error) {
 	geom, err := ctx.NewGeomFromWKB(wkb)
 	if err == nil && geom == nil {
 		err = errors.New("GEOS returned no geometry")
@@ -199,7 +241,10 @@ type MakeValidInfo struct {
 // dropped).
 //
 // It fails, with a [*classify.Error], for input it cannot repair: malformed
-// GeoJSON (schema_violation), exceeded budgets (resource_exhausted), and
+// GeoJSON (schema_violation), exceeded budgets (resource_exhausted: the
+// parse budgets, and the repair budgets of Options.MaxRepairVertices,
+// MaxRepairParts and MaxRepairCrossings, checked before GEOS sees the
+// geometry, valid or not), and
 // empty geometries, non-finite coordinates or geometries whose every
 // component collapses (invalid_geometry, with the fault CheckGeometry
 // reports).
@@ -223,6 +268,12 @@ func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
 		info.Reason = invalid.Geometry.Reason
 	}
 	prepared := prepare(g.Geom, &info)
+	// Before GEOS sees it: building, checking and repairing a geometry
+	// each cost GEOS far more than the geometry's size.
+	if err := c.repairBudget(prepared); err != nil {
+		fillDetail(err, g)
+		return nil, info, err
+	}
 	var out orb.Geometry
 	err := c.withGEOS(classify.StageTopologyValidation, func(ctx *geos.Context) *classify.Error {
 		geom, err := newGeom(ctx, prepared)
@@ -289,6 +340,43 @@ func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
 		return nil, info, invalid
 	}
 	return b, info, nil
+}
+
+// repairBudget refuses a geometry whose GEOS repair could cost far more
+// than its size (see Options.MaxRepairVertices).
+func (c *Checker) repairBudget(g orb.Geometry) *classify.Error {
+	o := c.opts
+	vertices, parts := 0, 0
+	geojson.Components(g, func(cp geojson.Component) bool {
+		vertices += len(cp.Points)
+		if cp.Kind != geojson.KindPoints {
+			parts++
+		}
+		return true
+	})
+	var reason string
+	switch {
+	case o.MaxRepairVertices >= 0 && vertices > o.MaxRepairVertices:
+		reason = fmt.Sprintf("%d positions (more than %d)", vertices, o.MaxRepairVertices)
+	case o.MaxRepairParts >= 0 && parts > o.MaxRepairParts:
+		reason = fmt.Sprintf("%d rings and lines (more than %d)", parts, o.MaxRepairParts)
+	case o.MaxRepairCrossings >= 0:
+		if n, ok := geojson.Crossings(g, o.MaxRepairCrossings); !ok {
+			reason = fmt.Sprintf("segments too long or too dense to count their crossings in bounded work (%d found)", n)
+		} else if n > o.MaxRepairCrossings {
+			reason = fmt.Sprintf("more than %d segment crossings", o.MaxRepairCrossings)
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	reason = "geometry too complex to repair: " + reason
+	return &classify.Error{
+		Class:    classify.ClassResourceExhausted,
+		Stage:    classify.StageTopologyValidation,
+		Geometry: &classify.GeometryDetail{Reason: reason, Kind: classify.KindVertexBudget},
+		Err:      errors.New("spatial: " + reason),
+	}
 }
 
 func countVertices(g orb.Geometry) int {
