@@ -23,7 +23,7 @@ const benchDest = "spatial.parcels.poison.dlt"
 // openBench returns a store on a new connection, with a stream of its own
 // (deleted at the end) made with the conformance harness's options, and
 // the connection's JetStream client.
-func openBench(b *testing.B) (*jetstream.Store, natsjs.JetStream) {
+func openBench(b *testing.B) (*broker.Store, natsjs.JetStream) {
 	b.Helper()
 	url := testenv.NATS(b)
 	nc, err := nats.Connect(url)
@@ -33,7 +33,8 @@ func openBench(b *testing.B) (*jetstream.Store, natsjs.JetStream) {
 	require.NoError(b, err)
 	name := uniqueName("BENCH")
 	s, err := jetstream.New(context.Background(), js, &jetstream.Options{
-		Stream: name, SubjectPrefix: "geodlqbench." + name, AckWait: time.Second,
+		Stream: name, SubjectPrefix: "geodlqbench." + name, Create: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: time.Second},
 	})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close(); deleteStream(b, url, name) })
@@ -66,7 +67,7 @@ func BenchmarkReplay(b *testing.B) {
 func BenchmarkBareClientWrite(b *testing.B) {
 	set := benchenv.New(b)
 	s, js := openBench(b)
-	subject := s.Subject(benchDest)
+	subject := jetstream.Subject(s, benchDest)
 	set.Loop(b, func(ctx context.Context, _ int, m *broker.Message) error {
 		msg := nats.NewMsg(subject)
 		msg.Data = m.Body

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -14,158 +15,322 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// ConsumerOptions configures a [Consumer].
+// ConsumerOptions configures [NewConsumer]. The zero value and nil are
+// valid.
 type ConsumerOptions struct {
-	// Processor configures the [broker.Processor] that runs the handler.
-	// Its Publisher is required (typically a [*Store]); its Builder,
-	// Destination, IdempotencyKey and Now are also used to dead-letter the
-	// messages the server gave up on.
-	Processor broker.ProcessorOptions
-	// Batch is how many messages one pull asks for. They are processed one
-	// after another. Default 1.
-	Batch int
+	// ConsumerOptions: Concurrency default 1. MaxBatch, how many messages
+	// one pull asks for, defaults to Concurrency, so that no pulled
+	// message waits for a free worker while its ack wait runs (a message
+	// that waits longer than ack_wait is delivered again elsewhere; its
+	// idempotency key absorbs the duplicate). NackDelay (default 1s) is
+	// the NakWithDelay of a message that was not acknowledged.
+	broker.ConsumerOptions
 	// FetchWait is how long one pull waits for messages. Default 5s.
 	FetchWait time.Duration
 	// Progress is how often a message being processed is reported in
 	// progress (+WPI), which restarts its ack wait, so in-place retries
-	// longer than the ack wait do not cause a redelivery. Default half the
-	// consumer's ack_wait; negative disables.
+	// longer than the ack wait do not cause a redelivery. Default half
+	// the consumer's ack_wait (15s for the server's default 30s);
+	// negative disables.
 	Progress time.Duration
-	// NakDelay is the delay asked for when a message is Nak'ed because it
-	// could not be processed nor dead-lettered (the dead-letter write
-	// failed, or the context ended). Default 0: redeliver at once.
-	NakDelay time.Duration
+	// IgnoreGivenUp leaves the messages the server gives up on after the
+	// consumer's max_deliver in the source stream. Default false: the
+	// consumer dead-letters them (see the package doc, max_deliver).
+	IgnoreGivenUp bool
 	// DeleteGivenUp deletes a message from the source stream once the
-	// server gave up on it and it was dead-lettered. Useful on work-queue
-	// streams, where such a message would otherwise stay forever. Default
-	// false.
+	// server gave up on it and it was dead-lettered. Useful on limits
+	// streams, where such a message would otherwise stay until the
+	// stream's limits remove it. Default false.
 	DeleteGivenUp bool
-	// Remember bounds how many handler errors are remembered (by stream
-	// sequence) for messages that were not acknowledged, so a message the
-	// server later gives up on is dead-lettered with its real failure.
-	// Default 10,000.
-	Remember int
-	// Logger receives errors of the dead-letter path. Nil discards.
-	Logger *slog.Logger
-}
-
-// Consumer processes a source stream's pull consumer with a
-// [broker.Processor], acknowledging each message only once it was
-// processed or its dead-letter write was acknowledged, and dead-letters
-// the messages the server gives up on after the consumer's max_deliver
-// (the MAX_DELIVERIES advisory). It is safe for concurrent use.
-type Consumer struct {
-	js       natsjs.JetStream
-	cons     natsjs.Consumer
-	stream   natsjs.Stream
-	h        broker.Handler
-	proc     *broker.Processor
-	pub      broker.Publisher
-	builder  *envelope.Builder
-	dest     func(*broker.Message, classify.Route) string
-	key      func(*broker.Message) string
-	now      func() time.Time
-	batch    int
-	wait     time.Duration
-	progress time.Duration
-	nakDelay time.Duration
-	del      bool
-	log      *slog.Logger
-
-	mu       sync.Mutex
-	failures map[uint64]failure
-	order    []uint64
-	remember int
-}
-
-type failure struct {
-	err   error
-	class classify.Class
+	// RememberFailures bounds how many handler errors are remembered (by
+	// stream sequence) for messages that were not acknowledged, so that a
+	// message the server later gives up on is dead-lettered with its real
+	// failure. Default 10,000.
+	RememberFailures int
 }
 
 // NewConsumer returns a consumer of cons, a pull consumer with explicit
-// acks that the caller created (its max_deliver and ack_wait are the
-// caller's choice). h is the handler the Processor runs.
-func NewConsumer(ctx context.Context, js natsjs.JetStream, cons natsjs.Consumer, h broker.Handler, opts *ConsumerOptions) (*Consumer, error) {
-	if js == nil || cons == nil || h == nil {
-		return nil, errors.New("jetstream: NewConsumer needs a JetStream, a consumer and a handler")
+// acks of a stream of js that the caller created (its ack_wait and
+// max_deliver are the caller's choice), that runs every message through
+// proc: the handler with in-place retries, then the dead-letter write.
+//
+// A message is double-acked only once the handler succeeded or the
+// dead-letter write was acknowledged; otherwise it is Nak'ed with
+// ConsumerOptions.NackDelay. Message.DeliveryAttempt is the server's
+// NumDelivered, where the Processor starts counting attempts. While a
+// message is processed it is reported in progress every Progress.
+//
+// When the consumer has a max_deliver, the server stops delivering a
+// message after that many deliveries and publishes a MAX_DELIVERIES
+// advisory. From NewConsumer until Close the returned consumer watches
+// those advisories and dead-letters each such message through proc, with
+// the failure it last recorded for it (see the package doc, max_deliver),
+// unless IgnoreGivenUp. Close the consumer when done.
+func NewConsumer(ctx context.Context, js natsjs.JetStream, cons natsjs.Consumer, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
+	if js == nil || cons == nil || proc == nil {
+		return nil, fmt.Errorf("jetstream: NewConsumer needs a JetStream, a consumer and a processor: %w", broker.ErrInvalidArgument)
 	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	proc, err := broker.NewProcessor(o.Processor)
-	if err != nil {
-		return nil, err
+	if o.Concurrency < 0 || o.MaxBatch < 0 {
+		return nil, fmt.Errorf("jetstream: NewConsumer: negative Concurrency or MaxBatch: %w", broker.ErrInvalidArgument)
 	}
 	info := cons.CachedInfo()
 	if info == nil {
-		return nil, errors.New("jetstream: consumer has no info")
+		return nil, fmt.Errorf("jetstream: consumer has no info: %w", broker.ErrInvalidArgument)
 	}
 	if info.Config.AckPolicy != natsjs.AckExplicitPolicy {
-		return nil, fmt.Errorf("jetstream: consumer %q must use explicit acks, has %v", info.Name, info.Config.AckPolicy)
+		return nil, fmt.Errorf("jetstream: consumer %q must use explicit acks, has %v: %w", info.Name, info.Config.AckPolicy, broker.ErrInvalidArgument)
 	}
-	stream, err := js.Stream(ctx, info.Stream)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: stream %q: %w", info.Stream, err)
+	if o.MaxBatch == 0 {
+		o.MaxBatch = max(1, o.Concurrency)
 	}
-	c := &Consumer{
-		js: js, cons: cons, stream: stream, h: h, proc: proc,
-		pub: o.Processor.Publisher, builder: o.Processor.Builder,
-		dest: o.Processor.Destination, key: o.Processor.IdempotencyKey, now: o.Processor.Now,
-		batch: o.Batch, wait: o.FetchWait, progress: o.Progress, nakDelay: o.NakDelay,
-		del: o.DeleteGivenUp, log: o.Logger, remember: o.Remember,
-		failures: map[uint64]failure{},
+	if o.FetchWait <= 0 {
+		o.FetchWait = 5 * time.Second
 	}
-	if c.builder == nil {
-		if c.builder, err = envelope.NewBuilder(nil); err != nil {
+	if o.Progress == 0 {
+		o.Progress = info.Config.AckWait / 2
+	}
+	if o.RememberFailures <= 0 {
+		o.RememberFailures = 10_000
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &source{
+		js: js, cons: cons, proc: proc, name: info.Name, streamName: info.Stream,
+		wait: o.FetchWait, progress: o.Progress, del: o.DeleteGivenUp, remember: o.RememberFailures,
+		log: log, failures: map[uint64]error{}, done: make(chan struct{}),
+	}
+	if info.Config.MaxDeliver > 0 && !o.IgnoreGivenUp {
+		if err := s.watch(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if c.dest == nil {
-		c.dest = broker.DefaultDestination
+	user := o.OnResult
+	o.OnResult = func(d *broker.Delivery, res broker.Result, err error) {
+		s.noteResult(d, res, err)
+		if user != nil {
+			user(d, res, err)
+		}
 	}
-	if c.key == nil {
-		c.key = broker.DefaultIdempotencyKey
-	}
-	if c.now == nil {
-		c.now = time.Now
-	}
-	if c.batch <= 0 {
-		c.batch = 1
-	}
-	if c.wait <= 0 {
-		c.wait = 5 * time.Second
-	}
-	if c.progress == 0 {
-		c.progress = info.Config.AckWait / 2
-	}
-	if c.remember <= 0 {
-		c.remember = 10_000
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+	c, err := broker.NewConsumer(s, proc, &o.ConsumerOptions)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
 	}
 	return c, nil
 }
 
-// MessageFrom converts a JetStream message for a [broker.Processor]: body
-// and headers as received (the key from [HeaderKey] when present),
-// DeliveryAttempt = the server's NumDelivered, and Source = {system
-// "nats", topic = subject, offset = stream sequence, message id =
-// Nats-Msg-Id, timestamp = stored time, delivery count}.
-func MessageFrom(m natsjs.Msg) (*broker.Message, error) {
-	md, err := m.Metadata()
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: message metadata: %w", err)
-	}
-	return messageOf(m.Subject(), m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp, int(md.NumDelivered)), nil
+// source is the [broker.Source] of a JetStream pull consumer.
+type source struct {
+	js         natsjs.JetStream
+	cons       natsjs.Consumer
+	proc       *broker.Processor
+	name       string
+	streamName string
+	wait       time.Duration
+	progress   time.Duration
+	del        bool
+	remember   int
+	log        *slog.Logger
+
+	drains sync.WaitGroup // batches given back after Receive's context ended
+
+	mu       sync.Mutex
+	closed   bool
+	failures map[uint64]error
+	order    []uint64
+
+	// The max-deliveries watcher, when it runs.
+	stream  natsjs.Stream
+	sub     *nats.Subscription
+	cancel  context.CancelFunc
+	watcher sync.WaitGroup
+	done    chan struct{}
 }
 
+var (
+	_ broker.Source   = (*source)(nil)
+	_ broker.Extender = (*source)(nil)
+)
+
+// handle is what a Delivery's Handle holds.
+type handle struct {
+	msg natsjs.Msg
+	seq uint64
+}
+
+// Receive pulls up to max messages, waiting up to FetchWait (or ctx's
+// deadline) for the first. If ctx ends during the pull, the messages
+// already received and those the pull still brings are given back with
+// a Nak, so none waits for its ack wait.
+func (s *source) Receive(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("jetstream: consumer %q: %w", s.name, broker.ErrClosed)
+	}
+	wait := s.wait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if wait < time.Millisecond {
+		return nil, ctx.Err()
+	}
+	batch, err := s.cons.Fetch(max, natsjs.FetchMaxWait(wait))
+	if err != nil {
+		return nil, s.pullError(err)
+	}
+	var out []*broker.Delivery
+	msgs := batch.Messages()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, d := range out {
+				_ = d.Handle.(*handle).msg.Nak()
+			}
+			giveBack := func() {
+				for m := range msgs {
+					_ = m.Nak()
+				}
+			}
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				giveBack()
+			} else {
+				s.drains.Go(giveBack)
+				s.mu.Unlock()
+			}
+			return nil, ctx.Err()
+		case m, ok := <-msgs:
+			if !ok {
+				if err := batch.Error(); err != nil && len(out) == 0 {
+					return nil, s.pullError(err)
+				}
+				return out, nil
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				s.log.WarnContext(ctx, "geodlq: jetstream message without metadata given back", slog.String("consumer", s.name), slog.Any("error", err))
+				_ = m.Nak()
+				continue
+			}
+			msg := messageOf(m.Subject(), m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp, int(md.NumDelivered))
+			out = append(out, &broker.Delivery{Message: msg, Handle: &handle{msg: m, seq: md.Sequence.Stream}})
+		}
+	}
+}
+
+// pullError wraps a failed pull: one that says the consumer or the
+// connection is gone for good wraps [broker.ErrClosed], which stops Run.
+func (s *source) pullError(err error) error {
+	if errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("jetstream: consumer %q: %w: %w", s.name, err, broker.ErrClosed)
+	}
+	return fmt.Errorf("jetstream: pulling from consumer %q: %w", s.name, err)
+}
+
+// Ack double-acks d: the server confirms it.
+func (s *source) Ack(ctx context.Context, d *broker.Delivery) error {
+	h := d.Handle.(*handle)
+	if err := h.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("jetstream: acknowledging %s #%d (processed or dead-lettered; a redelivery is absorbed by its idempotency key): %w", h.msg.Subject(), h.seq, err)
+	}
+	s.forget(h.seq)
+	return nil
+}
+
+// Nack Naks d, with delay when positive: the server redelivers it then.
+func (s *source) Nack(_ context.Context, d *broker.Delivery, delay time.Duration) error {
+	h := d.Handle.(*handle)
+	var err error
+	if delay > 0 {
+		err = h.msg.NakWithDelay(delay)
+	} else {
+		err = h.msg.Nak()
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: nak of %s #%d (it returns after its ack wait): %w", h.msg.Subject(), h.seq, err)
+	}
+	return nil
+}
+
+// ExtendEvery implements [broker.Extender]: Progress, or 0 when disabled.
+func (s *source) ExtendEvery() time.Duration { return max(s.progress, 0) }
+
+// Extend reports d in progress (+WPI), which restarts its ack wait.
+func (s *source) Extend(_ context.Context, d *broker.Delivery) error {
+	return d.Handle.(*handle).msg.InProgress()
+}
+
+// Close stops the max-deliveries watcher (waiting for the message in
+// hand) and waits for the messages of an interrupted pull to be given
+// back. It does not touch the user's connection or consumer.
+func (s *source) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.sub != nil {
+		_ = s.sub.Unsubscribe()
+		s.cancel()
+		close(s.done)
+		s.watcher.Wait()
+	}
+	s.drains.Wait()
+	return nil
+}
+
+// noteResult remembers the failure of a message that was not
+// acknowledged, for the dead letter of a message the server gives up on.
+// A context's end is a shutdown, not the message's failure.
+func (s *source) noteResult(d *broker.Delivery, res broker.Result, err error) {
+	h, ok := d.Handle.(*handle)
+	if !ok || err == nil || res.Err == nil || errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.failures[h.seq]; !ok {
+		s.order = append(s.order, h.seq)
+	}
+	s.failures[h.seq] = res.Err
+	for len(s.order) > s.remember {
+		delete(s.failures, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+func (s *source) forget(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.failures, seq)
+}
+
+func (s *source) lastFailure(seq uint64) (error, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err, ok := s.failures[seq]
+	return err, ok
+}
+
+// messageOf converts a source message for the Processor: body and headers
+// as received (the key from [HeaderKey] when present), DeliveryAttempt =
+// the server's delivery count, and Source = {system "nats", topic = the
+// subject, offset = the stream sequence, message id = Nats-Msg-Id,
+// timestamp = the stored time, delivery count}.
 func messageOf(subject string, data []byte, h nats.Header, seq uint64, ts time.Time, deliveries int) *broker.Message {
 	msg := &broker.Message{Body: data, DeliveryAttempt: deliveries}
 	if len(h) > 0 {
@@ -181,8 +346,8 @@ func messageOf(subject string, data []byte, h nats.Header, seq uint64, ts time.T
 			msg.Key = key
 		}
 	}
-	off := int64(seq)
-	src := &envelope.Source{System: "nats", Topic: subject, Offset: &off, MessageID: h.Get(HeaderMsgID), Key: msg.Key, DeliveryCount: deliveries}
+	off := int64(min(seq, math.MaxInt64))
+	src := &envelope.Source{System: "nats", Topic: subject, Offset: &off, MessageID: h.Get(headerMsgID), Key: msg.Key, DeliveryCount: deliveries}
 	if !ts.IsZero() {
 		t := ts.UTC()
 		src.Timestamp = &t
@@ -191,137 +356,93 @@ func messageOf(subject string, data []byte, h nats.Header, seq uint64, ts time.T
 	return msg
 }
 
-// Handle processes one message of the consumer and settles it: a double
-// ack when the handler succeeded or the dead-letter write was
-// acknowledged, otherwise a Nak (after NakDelay) so the server redelivers
-// it — until max_deliver, after which the MAX_DELIVERIES advisory takes
-// over (see [Consumer.WatchMaxDeliveries]). While the message is
-// processed it is reported in progress every Progress.
-func (c *Consumer) Handle(ctx context.Context, m natsjs.Msg) (broker.Result, error) {
-	msg, err := MessageFrom(m)
-	if err != nil {
-		_ = m.Nak()
-		return broker.Result{}, err
-	}
-	seq := uint64(*msg.Source.Offset)
-	stop := c.keepAlive(m)
-	out, perr := c.proc.Process(ctx, msg, c.h)
-	stop()
-	if perr == nil {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := m.DoubleAck(actx); err != nil {
-			return out, fmt.Errorf("jetstream: acknowledging %s #%d (processed or dead-lettered; a redelivery is absorbed by its idempotency key): %w", m.Subject(), seq, err)
-		}
-		c.forget(seq)
-		return out, nil
-	}
-	if out.Err != nil {
-		class := out.Decision.Class
-		if !class.Valid() {
-			class = classify.Classify(out.Err)
-		}
-		c.note(seq, failure{err: out.Err, class: class})
-	}
-	var nerr error
-	if c.nakDelay > 0 {
-		nerr = m.NakWithDelay(c.nakDelay)
-	} else {
-		nerr = m.Nak()
-	}
-	if nerr != nil {
-		c.log.WarnContext(ctx, "geodlq: nak failed; the message returns after its ack wait", slog.Any("error", nerr))
-	}
-	return out, perr
+// maxDeliveriesAdvisory is the server's
+// io.nats.jetstream.advisory.v1.max_deliver event.
+type maxDeliveriesAdvisory struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries int    `json:"deliveries"`
 }
 
-func (c *Consumer) keepAlive(m natsjs.Msg) func() {
-	if c.progress <= 0 {
-		return func() {}
+// advisorySubject returns the subject of the MAX_DELIVERIES advisory of a
+// stream's consumer.
+func advisorySubject(stream, consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + "." + consumer
+}
+
+// flushTimeout bounds the flush that makes the advisory subscription live
+// (nats.go refuses to flush with a context without a deadline).
+const flushTimeout = 10 * time.Second
+
+// maxAdvisoryBytes bounds the advisories read: the server's are a few
+// hundred bytes.
+const maxAdvisoryBytes = 64 << 10
+
+// watch subscribes to the consumer's MAX_DELIVERIES advisory and, until
+// Close, dead-letters every message the server gave up on, retrying a
+// failed write with backoff.
+func (s *source) watch(ctx context.Context) error {
+	stream, err := s.js.Stream(ctx, s.streamName)
+	if err != nil {
+		return fmt.Errorf("jetstream: stream %q: %w", s.streamName, err)
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(c.progress)
-		defer t.Stop()
+	s.stream = stream
+	nc := s.js.Conn()
+	ch := make(chan *nats.Msg, 1024)
+	sub, err := nc.ChanSubscribe(advisorySubject(s.streamName, s.name), ch)
+	if err != nil {
+		return fmt.Errorf("jetstream: subscribing to max-deliveries advisories: %w", err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, flushTimeout)
+	err = nc.FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("jetstream: subscribing to max-deliveries advisories: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.sub, s.cancel = sub, cancel
+	s.watcher.Go(func() {
 		for {
 			select {
-			case <-done:
+			case <-s.done:
 				return
-			case <-t.C:
-				_ = m.InProgress()
+			case m := <-ch:
+				var adv maxDeliveriesAdvisory
+				if len(m.Data) > maxAdvisoryBytes {
+					s.log.ErrorContext(wctx, "geodlq: oversized max-deliveries advisory ignored", slog.Int("bytes", len(m.Data)))
+					continue
+				}
+				if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+					s.log.ErrorContext(wctx, "geodlq: unreadable max-deliveries advisory", slog.Any("error", err))
+					continue
+				}
+				s.deadLetterWithRetry(wctx, adv)
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	return nil
 }
 
-func (c *Consumer) note(seq uint64, f failure) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.failures[seq]; !ok {
-		c.order = append(c.order, seq)
-	}
-	c.failures[seq] = f
-	for len(c.order) > c.remember {
-		delete(c.failures, c.order[0])
-		c.order = c.order[1:]
-	}
-}
-
-func (c *Consumer) forget(seq uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.failures, seq)
-}
-
-func (c *Consumer) lastFailure(seq uint64) (failure, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f, ok := c.failures[seq]
-	return f, ok
-}
-
-// Run watches the MAX_DELIVERIES advisory and processes messages until ctx
-// ends, then returns ctx.Err(). Messages are pulled Batch at a time and
-// handled one after another with [Consumer.Handle].
-func (c *Consumer) Run(ctx context.Context) error {
-	stop, err := c.WatchMaxDeliveries(ctx)
-	if err != nil {
-		return err
-	}
-	defer stop()
+func (s *source) deadLetterWithRetry(ctx context.Context, adv maxDeliveriesAdvisory) {
+	delay := 100 * time.Millisecond
 	for {
-		if err := ctx.Err(); err != nil {
-			return err
+		err := s.deadLetterGivenUp(ctx, adv.StreamSeq, adv.Deliveries)
+		if err == nil {
+			return
 		}
-		batch, err := c.cons.Fetch(c.batch, natsjs.FetchMaxWait(c.wait))
-		if err != nil {
-			if errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, natsjs.ErrConsumerNotFound) {
-				return fmt.Errorf("jetstream: consumer: %w", err)
-			}
-			c.log.WarnContext(ctx, "geodlq: jetstream pull failed", slog.Any("error", err))
-			if serr := sleep(ctx, time.Second); serr != nil {
-				return serr
-			}
-			continue
+		s.log.ErrorContext(ctx, "geodlq: dead-lettering a message the server gave up on failed",
+			slog.String("stream", s.streamName), slog.String("consumer", s.name),
+			slog.Uint64("stream_seq", adv.StreamSeq), slog.Any("error", err))
+		if errors.Is(err, natsjs.ErrMsgNotFound) || sleepCtx(ctx, delay) != nil {
+			return
 		}
-		for m := range batch.Messages() {
-			if ctx.Err() != nil {
-				_ = m.Nak()
-				continue
-			}
-			if _, err := c.Handle(ctx, m); err != nil {
-				c.log.WarnContext(ctx, "geodlq: message not acknowledged", slog.String("subject", m.Subject()), slog.Any("error", err))
-			}
-		}
-		if err := batch.Error(); err != nil && ctx.Err() == nil {
-			c.log.WarnContext(ctx, "geodlq: jetstream pull ended with an error", slog.Any("error", err))
-		}
+		delay = min(delay*2, 30*time.Second)
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -332,163 +453,53 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// MaxDeliveriesAdvisory is the server's io.nats.jetstream.advisory.v1.max_deliver
-// event.
-type MaxDeliveriesAdvisory struct {
-	Type       string    `json:"type"`
-	ID         string    `json:"id"`
-	Time       time.Time `json:"timestamp"`
-	Stream     string    `json:"stream"`
-	Consumer   string    `json:"consumer"`
-	StreamSeq  uint64    `json:"stream_seq"`
-	Deliveries int       `json:"deliveries"`
-}
+// givenUpError is the failure a message the server gave up on is
+// dead-lettered with: the failure last recorded for it, or one naming
+// max_deliver. Its RetryAfter asks for longer than any retry policy waits
+// in place, so that the Processor dead-letters it at once whatever its
+// class (a replayable one to the retry destination), without calling a
+// handler again: the server already made every delivery it will.
+type givenUpError struct{ err error }
 
-// AdvisorySubject returns the subject of the MAX_DELIVERIES advisory of a
-// stream's consumer.
-func AdvisorySubject(stream, consumer string) string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + "." + consumer
-}
+func (e *givenUpError) Error() string             { return e.err.Error() }
+func (e *givenUpError) Unwrap() error             { return e.err }
+func (e *givenUpError) RetryAfter() time.Duration { return time.Duration(math.MaxInt64) }
 
-// WatchMaxDeliveries subscribes to the consumer's MAX_DELIVERIES advisory
-// and, for every message the server gave up on, fetches it from the stream
-// by sequence and dead-letters it (see [Consumer.DeadLetterGivenUp]),
-// retrying a failed write with backoff until ctx ends. It returns once the
-// subscription is in place; stop unsubscribes and waits for the advisory
-// in hand to be finished.
-//
-// Advisories are core NATS messages: one published while no process
-// watches is not redelivered. The messages stay in the stream (unless the
-// retention removes them), so they can be dead-lettered later with
-// DeadLetterGivenUp.
-func (c *Consumer) WatchMaxDeliveries(ctx context.Context) (stop func(), err error) {
-	info := c.cons.CachedInfo()
-	nc := c.js.Conn()
-	ch := make(chan *nats.Msg, 1024)
-	sub, err := nc.ChanSubscribe(AdvisorySubject(info.Stream, info.Name), ch)
+// deadLetterGivenUp dead-letters the message at stream sequence seq, which
+// the server stopped delivering after deliveries attempts: it reads the
+// message by sequence and runs it through the Processor with a handler
+// that fails with the error last recorded for it in this process (or, when
+// none was, an unknown failure naming max_deliver), so that the envelope
+// has attempts = deliveries, the recorded class and stage, and the
+// Processor's destination, idempotency key, builder and publisher. With
+// DeleteGivenUp the message is then deleted from the stream.
+func (s *source) deadLetterGivenUp(ctx context.Context, seq uint64, deliveries int) error {
+	raw, err := s.stream.GetMsg(ctx, seq)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: subscribing to max-deliveries advisories: %w", err)
+		return fmt.Errorf("jetstream: reading given-up message #%d: %w", seq, err)
 	}
-	// nats.go's FlushWithContext refuses a context without a deadline, and
-	// a service's context (signal.NotifyContext) usually has none.
-	fctx, fcancel := context.WithTimeout(ctx, flushTimeout)
-	err = nc.FlushWithContext(fctx)
-	fcancel()
+	m := messageOf(raw.Subject, raw.Data, raw.Header, raw.Sequence, raw.Time, max(1, deliveries))
+	cause, ok := s.lastFailure(seq)
+	if !ok {
+		cause = fmt.Errorf("jetstream: consumer %s of stream %s gave up after %d deliveries (max_deliver); no failure was recorded for it in this process",
+			s.name, s.streamName, deliveries)
+	}
+	herr := &givenUpError{err: cause}
+	res, err := s.proc.Process(ctx, m, func(context.Context, *broker.Message) error { return herr })
 	if err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("jetstream: subscribing to max-deliveries advisories: %w", err)
+		return fmt.Errorf("jetstream: dead-lettering given-up message #%d: %w", seq, err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case m := <-ch:
-				var adv MaxDeliveriesAdvisory
-				if err := json.Unmarshal(m.Data, &adv); err != nil {
-					c.log.ErrorContext(wctx, "geodlq: unreadable max-deliveries advisory", slog.Any("error", err))
-					continue
-				}
-				c.deadLetterWithRetry(wctx, adv)
-			}
-		}
-	})
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			_ = sub.Unsubscribe()
-			cancel()
-			wg.Wait()
-		})
-	}, nil
-}
-
-func (c *Consumer) deadLetterWithRetry(ctx context.Context, adv MaxDeliveriesAdvisory) {
-	delay := 100 * time.Millisecond
-	for {
-		err := c.DeadLetterGivenUp(ctx, adv.StreamSeq, adv.Deliveries)
-		if err == nil {
-			return
-		}
-		c.log.ErrorContext(ctx, "geodlq: dead-lettering a message the server gave up on failed",
-			slog.String("stream", adv.Stream), slog.String("consumer", adv.Consumer),
-			slog.Uint64("stream_seq", adv.StreamSeq), slog.Any("error", err))
-		if errors.Is(err, natsjs.ErrMsgNotFound) || sleep(ctx, delay) != nil {
-			return
-		}
-		delay = min(delay*2, 30*time.Second)
-	}
-}
-
-// DeadLetterGivenUp dead-letters the message at stream sequence seq, which
-// the server stopped delivering after deliveries attempts: it fetches the
-// message by sequence, builds an envelope with attempts = deliveries and
-// the class and error last recorded for it by [Consumer.Handle] in this
-// process (unknown, with an error naming max_deliver, when none was), and
-// publishes it with the Processor's publisher, destination and key
-// functions. With DeleteGivenUp the message is then deleted from the
-// stream.
-func (c *Consumer) DeadLetterGivenUp(ctx context.Context, seq uint64, deliveries int) error {
-	raw, err := c.stream.GetMsg(ctx, seq)
-	if err != nil {
-		return fmt.Errorf("jetstream: fetching given-up message #%d: %w", seq, err)
-	}
-	m := messageOf(raw.Subject, raw.Data, raw.Header, raw.Sequence, raw.Time, deliveries)
-	info := c.cons.CachedInfo()
-	class := classify.ClassUnknown
-	herr := fmt.Errorf("jetstream: consumer %s of stream %s gave up after %d deliveries (max_deliver); no failure was recorded for it in this process",
-		info.Name, info.Stream, deliveries)
-	if f, ok := c.lastFailure(seq); ok {
-		herr = f.err
-		if f.class.Valid() {
-			class = f.class
-		}
-	}
-	dest := c.dest(m, classify.RouteFor(class))
-	limit := 0
-	if l, ok := c.pub.(broker.Limiter); ok {
-		limit = l.MaxMessageBytes(dest)
-	}
-	firstSeen := raw.Time
-	if v := m.Header(broker.HeaderFirstSeenAt); v != "" {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			firstSeen = t
-		}
-	}
-	if firstSeen.IsZero() {
-		firstSeen = c.now()
-	}
-	env, body, err := c.builder.Build(ctx, envelope.Input{
-		Payload:        m.Body,
-		IdempotencyKey: c.key(m),
-		EventID:        m.Header(broker.HeaderEventID),
-		Err:            herr,
-		Class:          class,
-		Attempts:       max(1, deliveries),
-		FirstSeenAt:    firstSeen,
-		Source:         m.Source,
-		MaxBytes:       limit,
-	})
-	if err != nil {
-		return fmt.Errorf("jetstream: building envelope for given-up message #%d: %w", seq, err)
-	}
-	if err := c.pub.Publish(ctx, dest, &broker.Message{Key: m.Key, Body: body, Headers: broker.Headers(env)}); err != nil {
-		return fmt.Errorf("jetstream: dead-lettering given-up message #%d to %q: %w", seq, dest, err)
-	}
-	c.forget(seq)
-	c.log.WarnContext(ctx, "geodlq: dead-lettered a message the server gave up on",
-		slog.String("stream", info.Stream), slog.String("consumer", info.Name), slog.Uint64("stream_seq", seq),
-		slog.Int("attempts", deliveries), slog.String("class", env.FailureClass.String()), slog.String("destination", dest),
-		slog.String("event_id", env.EventID))
-	if c.del {
-		if err := c.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, natsjs.ErrMsgNotFound) {
-			return fmt.Errorf("jetstream: deleting given-up message #%d after dead-lettering it: %w", seq, err)
+	s.forget(seq)
+	s.log.WarnContext(ctx, "geodlq: dead-lettered a message the server gave up on",
+		slog.String("stream", s.streamName), slog.String("consumer", s.name), slog.Uint64("stream_seq", seq),
+		slog.Int("attempts", res.Attempts), slog.String("destination", res.Destination))
+	if s.del {
+		if err := s.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, natsjs.ErrMsgNotFound) {
+			// Not retried: the dead letter is written, and a retry would
+			// write it again.
+			s.log.WarnContext(ctx, "geodlq: deleting a given-up message after dead-lettering it failed; it stays in the stream",
+				slog.String("stream", s.streamName), slog.Uint64("stream_seq", seq), slog.Any("error", err))
 		}
 	}
 	return nil
 }
-
-// flushTimeout bounds the flush that makes the advisory subscription live.
-const flushTimeout = DefaultTimeout

@@ -48,8 +48,30 @@ func source(t *testing.T, js natsjs.JetStream, url string, cfg natsjs.ConsumerCo
 	return subject, cons
 }
 
+func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
+	t.Helper()
+	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
+		Policy: classify.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}})
+	require.NoError(t, err)
+	return p
+}
+
+// run runs c with h until the test ends, on a context without a deadline
+// (as a service's signal.NotifyContext is).
+func run(t *testing.T, c *broker.Consumer, h broker.Handler) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, h) }()
+	t.Cleanup(func() {
+		stop()
+		require.ErrorIs(t, <-done, context.Canceled)
+		require.NoError(t, c.Close())
+	})
+}
+
 // waitRecords polls the store until n records of d are leased.
-func waitRecords(t *testing.T, s *jetstream.Store, d string, n int) []*broker.Record {
+func waitRecords(t *testing.T, s *broker.Store, d string, n int) []*broker.Record {
 	t.Helper()
 	var got []*broker.Record
 	require.Eventually(t, func() bool {
@@ -62,37 +84,35 @@ func waitRecords(t *testing.T, s *jetstream.Store, d string, n int) []*broker.Re
 	return got
 }
 
-// TestMaxDeliverAdvisory: a source consumer with MaxDeliver 2 whose
+// TestMaxDeliverAdvisory: a source consumer with max_deliver 2 whose
 // dead-letter writes fail twice. The source message is Nak'ed twice (never
 // acked while it is not dead-lettered), the server gives up, and the
-// advisory dead-letters it with attempts = 2 and the recorded class.
+// consumer dead-letters it from the advisory with attempts = 2 and the
+// recorded class, stage and error.
 func TestMaxDeliverAdvisory(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := context.Background()
 	url := testenv.NATS(t)
 	_, js := connect(t, url)
 	dlq, _ := newStore(t, nil)
-	subject, cons := source(t, js, url, natsjs.ConsumerConfig{MaxDeliver: 2, AckWait: 2 * time.Second})
+	subject, cons := source(t, js, url, natsjs.ConsumerConfig{MaxDeliver: 2, AckWait: 5 * time.Second})
 
 	pub := &flaky{n: 2, next: dlq}
 	var mu sync.Mutex
 	var seen []int
-	h := func(_ context.Context, m *broker.Message) error {
+	var results []broker.Result
+	c, err := jetstream.NewConsumer(ctx, js, cons, processor(t, pub), &jetstream.ConsumerOptions{FetchWait: 200 * time.Millisecond,
+		ConsumerOptions: broker.ConsumerOptions{NackDelay: 10 * time.Millisecond, OnResult: func(_ *broker.Delivery, res broker.Result, _ error) {
+			mu.Lock()
+			results = append(results, res)
+			mu.Unlock()
+		}}})
+	require.NoError(t, err)
+	run(t, c, func(_ context.Context, m *broker.Message) error {
 		mu.Lock()
 		seen = append(seen, m.DeliveryAttempt)
 		mu.Unlock()
 		return classify.WithStage(classify.SchemaViolation(errors.New("geometry member missing")), classify.StageParse)
-	}
-	c, err := jetstream.NewConsumer(ctx, js, cons, h, &jetstream.ConsumerOptions{
-		Processor: broker.ProcessorOptions{Publisher: pub}, FetchWait: 200 * time.Millisecond,
 	})
-	require.NoError(t, err)
-	// Run gets a context without a deadline, as a service's
-	// signal.NotifyContext is.
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	defer func() { stop(); <-done }()
 
 	payload := []byte(`{"event_id":"evt-md","geometry":null}`)
 	_, err = js.Publish(ctx, subject, payload)
@@ -116,27 +136,25 @@ func TestMaxDeliverAdvisory(t *testing.T) {
 	require.EqualValues(t, 3, pub.calls.Load(), "two failed writes, then the advisory's")
 	mu.Lock()
 	require.Equal(t, []int{1, 2}, seen, "the Processor starts its attempts at NumDelivered")
+	require.Len(t, results, 2, "the user's OnResult sees every delivery")
+	require.False(t, results[0].Ack)
 	mu.Unlock()
 	require.NoError(t, dlq.Ack(ctx, recs[0]))
 }
 
 // TestGivenUpWithoutRecordedFailure: the deliveries went to processes that
-// crashed, so nothing was recorded: the advisory dead-letters the message
-// as unknown to the retry destination, and DeleteGivenUp removes it from
-// the source.
+// crashed, so nothing was recorded: the consumer's watch (live from
+// NewConsumer, before any Run) dead-letters the message as unknown to the
+// retry destination, and DeleteGivenUp removes it from the source.
 func TestGivenUpWithoutRecordedFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := context.Background()
 	url := testenv.NATS(t)
 	_, js := connect(t, url)
 	dlq, _ := newStore(t, nil)
 	subject, cons := source(t, js, url, natsjs.ConsumerConfig{MaxDeliver: 2, AckWait: 300 * time.Millisecond})
-	c, err := jetstream.NewConsumer(ctx, js, cons, func(context.Context, *broker.Message) error { return nil },
-		&jetstream.ConsumerOptions{Processor: broker.ProcessorOptions{Publisher: dlq}, DeleteGivenUp: true})
+	c, err := jetstream.NewConsumer(ctx, js, cons, processor(t, dlq), &jetstream.ConsumerOptions{DeleteGivenUp: true})
 	require.NoError(t, err)
-	stop, err := c.WatchMaxDeliveries(ctx)
-	require.NoError(t, err)
-	defer stop()
+	defer c.Close()
 
 	payload := []byte(`{"event_id":"evt-crash","geometry":{"type":"Point","coordinates":[1,2]}}`)
 	ack, err := js.Publish(ctx, subject, payload)
@@ -167,6 +185,7 @@ func TestGivenUpWithoutRecordedFailure(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, env.Attempts)
 	require.Equal(t, classify.ClassUnknown, env.FailureClass)
+	require.Equal(t, classify.RouteRetry, env.Route)
 	require.Contains(t, env.ErrorMessage, "max_deliver")
 	require.Equal(t, "evt-crash", env.EventID)
 	require.NoError(t, dlq.Ack(ctx, recs[0]))
@@ -179,44 +198,166 @@ func TestGivenUpWithoutRecordedFailure(t *testing.T) {
 	}, 60*time.Second, 20*time.Millisecond, "DeleteGivenUp removed it from the source")
 }
 
-// TestHandleAcksOnlyAfterDeadLetter: the source message is acknowledged
-// when the dead-letter write was acknowledged, Nak'ed (and redelivered)
-// when it failed; attempts start at the server's delivery count.
-func TestHandleAcksOnlyAfterDeadLetter(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// TestAckOnlyAfterDeadLetter: the source message is acknowledged when the
+// dead-letter write was acknowledged, Nak'ed (and redelivered) when it
+// failed; attempts start at the server's delivery count.
+func TestAckOnlyAfterDeadLetter(t *testing.T) {
+	ctx := context.Background()
 	url := testenv.NATS(t)
 	_, js := connect(t, url)
 	dlq, _ := newStore(t, nil)
-	subject, cons := source(t, js, url, natsjs.ConsumerConfig{AckWait: 5 * time.Second})
+	subject, cons := source(t, js, url, natsjs.ConsumerConfig{AckWait: 30 * time.Second})
 	pub := &flaky{n: 1, next: dlq}
-	c, err := jetstream.NewConsumer(ctx, js, cons, func(context.Context, *broker.Message) error {
-		return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
-	}, &jetstream.ConsumerOptions{Processor: broker.ProcessorOptions{Publisher: pub}})
+	type seenResult struct {
+		res   broker.Result
+		floor uint64
+	}
+	results := make(chan seenResult, 4)
+	c, err := jetstream.NewConsumer(ctx, js, cons, processor(t, pub), &jetstream.ConsumerOptions{FetchWait: 200 * time.Millisecond,
+		ConsumerOptions: broker.ConsumerOptions{NackDelay: 300 * time.Millisecond, OnResult: func(_ *broker.Delivery, res broker.Result, _ error) {
+			info, err := cons.Info(ctx)
+			require.NoError(t, err)
+			results <- seenResult{res, info.AckFloor.Stream}
+		}}})
 	require.NoError(t, err)
+	run(t, c, func(context.Context, *broker.Message) error {
+		return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
+	})
 	_, err = js.Publish(ctx, subject, []byte(`{"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`))
 	require.NoError(t, err)
 
-	next := func() natsjs.Msg {
-		m, err := cons.Next(natsjs.FetchMaxWait(3 * time.Second))
+	first := <-results
+	require.False(t, first.res.Ack, "the dead-letter write failed")
+	require.Zero(t, first.floor, "not acknowledged")
+	second := <-results
+	require.True(t, second.res.DeadLettered, "redelivered after NackDelay, dead-lettered")
+	require.Equal(t, 2, second.res.Attempts, "attempts start at NumDelivered")
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
 		require.NoError(t, err)
-		return m
-	}
-	out, err := c.Handle(ctx, next())
-	require.ErrorIs(t, err, broker.ErrNotAcked, "the dead-letter write failed")
-	require.False(t, out.Ack)
-	info, err := cons.Info(ctx)
-	require.NoError(t, err)
-	require.Zero(t, info.AckFloor.Stream, "not acknowledged")
-
-	out, err = c.Handle(ctx, next())
-	require.NoError(t, err, "redelivered at once, dead-lettered")
-	require.True(t, out.DeadLettered)
-	require.Equal(t, 2, out.Attempts, "attempts start at NumDelivered")
-	info, err = cons.Info(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, info.AckFloor.Stream, "acknowledged once the write was")
-	require.Zero(t, info.NumAckPending)
+		return info.AckFloor.Stream == 1 && info.NumAckPending == 0
+	}, 60*time.Second, 20*time.Millisecond, "acknowledged once the write was")
 	recs := waitRecords(t, dlq, subject+".poison.dlt", 1)
 	require.NoError(t, dlq.Ack(ctx, recs[0]))
+}
+
+// TestProgressKeepsTheMessage: a handler that runs longer than the ack
+// wait keeps its message, reported in progress (the consumer's Extender),
+// and it is processed once.
+func TestProgressKeepsTheMessage(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.NATS(t)
+	_, js := connect(t, url)
+	subject, cons := source(t, js, url, natsjs.ConsumerConfig{AckWait: time.Second})
+	dlq, _ := newStore(t, nil)
+	c, err := jetstream.NewConsumer(ctx, js, cons, processor(t, dlq), &jetstream.ConsumerOptions{FetchWait: 200 * time.Millisecond,
+		ConsumerOptions: broker.ConsumerOptions{Concurrency: 2}})
+	require.NoError(t, err)
+	var calls, done atomic.Int32
+	run(t, c, func(ctx context.Context, m *broker.Message) error {
+		calls.Add(1)
+		select {
+		case <-time.After(2500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		done.Add(1)
+		return nil
+	})
+	_, err = js.Publish(ctx, subject, []byte(`{"event_id":"evt-slow"}`))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return done.Load() == 1 }, 60*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		require.NoError(t, err)
+		return info.AckFloor.Stream == 1
+	}, 60*time.Second, 20*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	require.EqualValues(t, 1, calls.Load(), "not redelivered while in progress")
+}
+
+// TestShutdownGivesThePullBack: a consumer stopped while its pull waits
+// gives back what the pull brings afterwards at once, instead of leaving
+// it to its ack wait (30s here).
+func TestShutdownGivesThePullBack(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.NATS(t)
+	_, js := connect(t, url)
+	subject, cons := source(t, js, url, natsjs.ConsumerConfig{AckWait: 30 * time.Second})
+	dlq, _ := newStore(t, nil)
+	proc := processor(t, dlq)
+	c, err := jetstream.NewConsumer(ctx, js, cons, proc, &jetstream.ConsumerOptions{FetchWait: 3 * time.Second})
+	require.NoError(t, err)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(rctx, func(context.Context, *broker.Message) error {
+			t.Error("the stopped consumer processed a message")
+			return nil
+		})
+	}()
+	time.Sleep(500 * time.Millisecond) // the pull is waiting on the server
+	stop()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return at once when its context ended during a pull")
+	}
+	// The server still holds the pull request: this message goes to it.
+	start := time.Now()
+	_, err = js.Publish(ctx, subject, []byte(`{"event_id":"evt-late"}`))
+	require.NoError(t, err)
+	require.NoError(t, c.Close(), "Close waits for the pull to be given back")
+
+	c2, err := jetstream.NewConsumer(ctx, js, cons, proc, &jetstream.ConsumerOptions{FetchWait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	got := make(chan int, 1)
+	run(t, c2, func(_ context.Context, m *broker.Message) error {
+		got <- m.DeliveryAttempt
+		return nil
+	})
+	select {
+	case n := <-got:
+		require.Less(t, time.Since(start), 20*time.Second, "given back, not left to the 30s ack wait")
+		require.Equal(t, 2, n, "the dead pull's delivery counts")
+	case <-time.After(25 * time.Second):
+		t.Fatal("the message was not given back")
+	}
+}
+
+func TestNewConsumerArguments(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.NATS(t)
+	_, js := connect(t, url)
+	dlq, _ := newStore(t, nil)
+	proc := processor(t, dlq)
+	_, cons := source(t, js, url, natsjs.ConsumerConfig{})
+	tests := []struct {
+		name string
+		js   natsjs.JetStream
+		cons natsjs.Consumer
+		proc *broker.Processor
+		opts *jetstream.ConsumerOptions
+	}{
+		{"nil JetStream", nil, cons, proc, nil},
+		{"nil consumer", js, nil, proc, nil},
+		{"nil processor", js, cons, nil, nil},
+		{"negative batch", js, cons, proc, &jetstream.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{MaxBatch: -1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := jetstream.NewConsumer(ctx, tc.js, tc.cons, tc.proc, tc.opts)
+			require.ErrorIs(t, err, broker.ErrInvalidArgument)
+		})
+	}
+	t.Run("acks must be explicit", func(t *testing.T) {
+		st, err := js.Stream(ctx, cons.CachedInfo().Stream)
+		require.NoError(t, err)
+		none, err := st.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{Durable: "noack", AckPolicy: natsjs.AckNonePolicy})
+		require.NoError(t, err)
+		_, err = jetstream.NewConsumer(ctx, js, none, proc, nil)
+		require.ErrorIs(t, err, broker.ErrInvalidArgument)
+		require.ErrorContains(t, err, "explicit acks")
+	})
 }

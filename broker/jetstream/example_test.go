@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -13,20 +14,11 @@ import (
 	"github.com/geodlq/geodlq/broker/jetstream"
 )
 
-func ExampleSubjectToken() {
-	fmt.Println(jetstream.SubjectToken("parcels.poison.dlt"))
-	d, _ := jetstream.DestinationOfToken("parcels_2Epoison_2Edlt")
-	fmt.Println(d)
-	// Output:
-	// parcels_2Epoison_2Edlt
-	// parcels.poison.dlt
-}
-
 // A dead-letter store and a replay-side fetch. Needs a server with
 // JetStream, so it has no Output and is only compiled.
 func ExampleNew() {
 	ctx := context.Background()
-	nc, err := nats.Connect(nats.DefaultURL)
+	nc, err := nats.Connect(nats.DefaultURL, nats.Timeout(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,10 +27,12 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := jetstream.New(ctx, js, &jetstream.Options{AckWait: time.Minute})
+	store, err := jetstream.New(ctx, js, &jetstream.Options{Create: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer store.Close()
 	recs, err := store.Fetch(ctx, "parcels.poison.dlt", broker.Filter{}, 10)
 	if err != nil {
 		log.Fatal(err)
@@ -52,10 +46,11 @@ func ExampleNew() {
 }
 
 // The source side: a pipeline's pull consumer with max_deliver 5, whose
-// failures go to the JetStream dead-letter store. Needs a server.
+// failures go to the JetStream dead-letter store; the messages the server
+// gives up on are dead-lettered too. Needs a server.
 func ExampleNewConsumer() {
 	ctx := context.Background()
-	nc, err := nats.Connect(nats.DefaultURL)
+	nc, err := nats.Connect(nats.DefaultURL, nats.Timeout(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,25 +59,55 @@ func ExampleNewConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := jetstream.New(ctx, js, nil)
+	store, err := jetstream.New(ctx, js, &jetstream.Options{Create: true})
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer store.Close()
 	cons, err := js.CreateOrUpdateConsumer(ctx, "PARCELS", natsjs.ConsumerConfig{
 		Durable: "ingest", AckPolicy: natsjs.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: 5,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	handle := func(ctx context.Context, m *broker.Message) error {
-		// Parse, validate and store the feature in m.Body.
-		return nil
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store})
+	if err != nil {
+		log.Fatal(err)
 	}
-	c, err := jetstream.NewConsumer(ctx, js, cons, handle, &jetstream.ConsumerOptions{
-		Processor: broker.ProcessorOptions{Publisher: store},
+	c, err := jetstream.NewConsumer(ctx, js, cons, proc, &jetstream.ConsumerOptions{
+		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Print(c.Run(ctx))
+	defer c.Close()
+	log.Print(c.Run(ctx, func(ctx context.Context, m *broker.Message) error {
+		// Parse, validate and store the feature in m.Body.
+		return nil
+	}))
+}
+
+// Opening the store by URL, read-only, as an operator's tool does.
+func Example_openStore() {
+	ctx := context.Background()
+	store, err := broker.OpenStore(ctx, "nats://127.0.0.1:4222?geodlq_stream=GEODLQ", &broker.OpenOptions{ReadOnly: true, ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	page, err := store.List(ctx, broker.ListOptions{Destination: "parcels.poison.dlt", Newest: true, Limit: 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range page.Entries {
+		log.Print(e.Record.ID, " ", e.PublishedAt)
+	}
+}
+
+// The opener refuses a URL it does not understand before it connects: a
+// misspelt parameter is an error, not a default.
+func Example_urlParameters() {
+	_, err := broker.OpenStore(context.Background(), "nats://127.0.0.1:4222?geodlq_stram=GEODLQ", nil)
+	fmt.Println(errors.Is(err, broker.ErrInvalidArgument))
+	// Output: true
 }

@@ -21,15 +21,14 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// Header names the adapter sets on the messages it publishes, besides the
-// message's own headers. They are not returned in Record.Message.Headers.
-const (
-	// HeaderKey carries the message's ordering key, base64 (standard
-	// encoding), since NATS messages have no key of their own.
-	HeaderKey = "Geodlq-Key"
-	// HeaderMsgID is JetStream's de-duplication header.
-	HeaderMsgID = "Nats-Msg-Id"
-)
+// HeaderKey is the NATS header carrying a message's ordering key, base64
+// (standard encoding), since NATS messages have no key of their own. The
+// store sets it on what it publishes and the consumer reads it; it is not
+// returned in Record.Message.Headers.
+const HeaderKey = "Geodlq-Key"
+
+// headerMsgID is JetStream's de-duplication header.
+const headerMsgID = natsjs.MsgIDHeader
 
 // Defaults of [Options].
 const (
@@ -39,77 +38,81 @@ const (
 	DefaultSubjectPrefix = "geodlq.dlq"
 	// DefaultReplayer is Options.Replayer's default.
 	DefaultReplayer = "geodlq-replay"
-	// DefaultAckWait is Options.AckWait's default (the server's own).
-	DefaultAckWait = 30 * time.Second
-	// DefaultMaxAckPending is Options.MaxAckPending's default.
-	DefaultMaxAckPending = 10_000
-	// DefaultDuplicates is Options.Duplicates's default (the server's own).
-	DefaultDuplicates = 2 * time.Minute
-	// DefaultHeaderBytes is Options.HeaderBytes's default.
-	DefaultHeaderBytes = 4096
-	// DefaultTimeout is Options.Timeout's default.
-	DefaultTimeout = 10 * time.Second
+	// DefaultLeaseTTL is the default of Options.LeaseTTL, the replay
+	// consumers' ack_wait (the server's own default).
+	DefaultLeaseTTL = 30 * time.Second
 )
 
-// Options configures a [Store]. nil means all defaults.
+const (
+	defaultMaxAckPending = 10_000
+	defaultDuplicates    = 2 * time.Minute
+	defaultHeaderBudget  = 4096
+	defaultTimeout       = 30 * time.Second
+)
+
+// Options configures the store [New] returns. nil means all defaults.
 type Options struct {
+	// StoreOptions: LeaseTTL is the ack_wait of the replay consumers,
+	// default 30s; the store refuses Ack and Release a tenth of it (at
+	// most 5s) earlier, so 27s by default (see the package doc, Leases).
+	// MaxMessageBytes defaults to, and may only lower, the smaller of the
+	// server's max_payload (the connection's MaxPayload, 1 MiB by
+	// default) and the stream's max_msg_size, less HeaderBudget:
+	// 1,044,480 bytes on a default server. WriteTimeout (30s) also bounds
+	// every other request to the server whose context has no deadline.
+	// ReadOnly opens the store for reading: New creates and changes
+	// nothing (not even the replay consumers), and the portable store
+	// refuses Publish, Fetch, Ack and Release with an error wrapping
+	// broker.ErrReadOnly; List, Destinations and Stats work.
+	broker.StoreOptions
 	// Stream names the JetStream stream holding every destination.
-	// Default "GEODLQ". [New] creates it when missing.
+	// Default "GEODLQ".
 	Stream string
 	// SubjectPrefix is the literal subject prefix of the dead-letter
-	// subjects: destination d is stored under "<prefix>.<SubjectToken(d)>"
-	// and the stream captures "<prefix>.>". Default "geodlq.dlq".
+	// subjects: a destination is stored under "<prefix>.<token>" (see the
+	// package doc, Layout) and the stream captures "<prefix>.>". Default
+	// "geodlq.dlq".
 	SubjectPrefix string
 	// Replayer names the replayer group: each destination is read through
-	// the durable pull consumer "<Replayer>_<SubjectToken(d)>" (hashed when
-	// long), shared by every handle with the same Replayer, so handles in
-	// several processes share the work and never hold the same record.
-	// Default "geodlq-replay".
+	// the durable pull consumer "<Replayer>_<token>" (hashed when long),
+	// shared by every handle with the same Replayer, so handles in several
+	// processes share the work and never hold the same record. Default
+	// "geodlq-replay".
 	Replayer string
-	// AckWait is the consumer's ack_wait: how long the server waits for an
-	// acknowledgement of a fetched record before redelivering it. The
-	// lease a [Store] enforces is slightly shorter (see [Store.Lease]).
-	// Default 30s.
-	AckWait time.Duration
-	// MaxDeliver is the consumer's max_deliver. Default -1 (unlimited): a
-	// dead-letter store must not stop delivering a record because replays
-	// of it failed or filtered fetches skipped it (each skip is a delivery).
+	// MaxDeliver is the replay consumers' max_deliver. Default -1
+	// (unlimited): a dead-letter store must not stop delivering a record
+	// because replays of it failed or filtered fetches skipped it (each
+	// skip is a delivery).
 	MaxDeliver int
-	// MaxAckPending is the consumer's max_ack_pending: the most records
-	// leased at once across all handles. A filtered Fetch leases (and then
-	// releases) the records it skips, so it sees at most this many records
-	// past the oldest. Default 10,000.
+	// MaxAckPending is the replay consumers' max_ack_pending: the most
+	// records leased at once across all handles. A filtered Fetch leases
+	// (and then releases) the records it skips, so it sees at most this
+	// many records past the oldest. Default 10,000.
 	MaxAckPending int
-	// Storage is the stream's storage when [New] creates it. Default
+	// Storage is the stream's storage when New creates it. Default
 	// natsjs.FileStorage (the server fsyncs per its sync_interval).
 	Storage natsjs.StorageType
-	// Replicas is the stream's replica count when [New] creates it.
+	// Replicas is the stream's replica count when New creates it.
 	// Default 1.
 	Replicas int
-	// Duplicates is the stream's duplicate_window when [New] creates it:
+	// Duplicates is the stream's duplicate_window when New creates it:
 	// how long a Nats-Msg-Id is remembered. Default 2 minutes.
 	Duplicates time.Duration
-	// MaxMessageBytes caps message bodies. Default and upper bound: the
-	// smaller of the server's max_payload (the connection's MaxPayload, 1
-	// MiB by default) and the stream's max_msg_size, minus HeaderBytes.
-	MaxMessageBytes int
-	// HeaderBytes is the room reserved for headers within max_payload when
-	// the body limit is computed. Default 4096.
-	HeaderBytes int
-	// Timeout bounds each server request whose context has no deadline
-	// (publish acks, acks, naks, lookups). Default 10s.
-	Timeout time.Duration
-	// Logger receives warnings (a Nak that failed, a lapsed lease). Nil
-	// discards.
-	Logger *slog.Logger
+	// HeaderBudget is the room reserved for headers within max_payload
+	// when the body limit is computed. Default 4096 bytes.
+	HeaderBudget int
+	// Create creates the stream when it is missing, and adds
+	// "<prefix>.>" to an existing stream that lacks it (never with
+	// StoreOptions.ReadOnly). Default false: New fails with an error
+	// wrapping [broker.ErrNoStore] and changes nothing.
+	Create bool
 }
 
-// Store is a dead-letter store in a JetStream stream: a [broker.Publisher],
-// [broker.DeadLetterSource] and [broker.Limiter]. It is safe for
-// concurrent use.
-type Store struct {
+// driver is the JetStream [broker.Driver].
+type driver struct {
 	js         natsjs.JetStream
 	nc         *nats.Conn
+	ownsConn   bool
 	stream     natsjs.Stream
 	streamName string
 	prefix     string
@@ -126,30 +129,41 @@ type Store struct {
 	mu        sync.Mutex
 	consumers map[string]natsjs.Consumer
 	settled   map[string]time.Time // lease -> deadline, for leases this handle settled
-	closed    bool
 }
 
 var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Lister  = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
 )
 
-// New returns a store on js's connection. It creates the stream when it
-// does not exist (work-queue retention: an acknowledged record is deleted;
-// subjects "<prefix>.>"; opts.Storage, Replicas and Duplicates) and adds
-// the subjects to an existing stream that lacks them. It refuses an
-// existing stream with limits retention, where an acknowledgement does not
-// remove a record. The connection stays the caller's: [Store.Close] does
-// not close it.
-func New(ctx context.Context, js natsjs.JetStream, opts *Options) (*Store, error) {
+// New returns a dead-letter store in a stream of js's connection. The
+// stream must exist and capture "<prefix>.>" with work-queue (or
+// interest) retention; with opts.Create, New creates it when missing
+// (work-queue retention, no limits, discard "new"; opts.Storage, Replicas,
+// Duplicates) and adds "<prefix>.>" to an existing stream that lacks it. A
+// missing stream, one with limits retention (where an acknowledgement does
+// not remove a record) or one that does not capture the prefix is refused
+// with an error wrapping [broker.ErrNoStore]. The connection stays the
+// caller's: closing the store does not close it.
+func New(ctx context.Context, js natsjs.JetStream, opts *Options) (*broker.Store, error) {
 	if js == nil {
-		return nil, errors.New("jetstream: nil JetStream")
+		return nil, fmt.Errorf("jetstream: nil JetStream: %w", broker.ErrInvalidArgument)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	d, err := newDriver(ctx, js, &o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewStore("jetstream", d, &o.StoreOptions), nil
+}
+
+// newDriver fills o's defaults and returns the driver.
+func newDriver(ctx context.Context, js natsjs.JetStream, o *Options) (*driver, error) {
 	if o.Stream == "" {
 		o.Stream = DefaultStream
 	}
@@ -159,69 +173,72 @@ func New(ctx context.Context, js natsjs.JetStream, opts *Options) (*Store, error
 	if o.Replayer == "" {
 		o.Replayer = DefaultReplayer
 	}
-	if o.AckWait <= 0 {
-		o.AckWait = DefaultAckWait
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
 	}
 	if o.MaxDeliver == 0 {
 		o.MaxDeliver = -1
 	}
 	if o.MaxAckPending <= 0 {
-		o.MaxAckPending = DefaultMaxAckPending
+		o.MaxAckPending = defaultMaxAckPending
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
 	if o.Duplicates <= 0 {
-		o.Duplicates = DefaultDuplicates
+		o.Duplicates = defaultDuplicates
 	}
-	if o.HeaderBytes <= 0 {
-		o.HeaderBytes = DefaultHeaderBytes
+	if o.HeaderBudget <= 0 {
+		o.HeaderBudget = defaultHeaderBudget
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = defaultTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.MaxMessageBytes < 0 {
+		return nil, fmt.Errorf("jetstream: negative MaxMessageBytes %d: %w", o.MaxMessageBytes, broker.ErrInvalidArgument)
+	}
 	if !validName(o.Stream) {
-		return nil, fmt.Errorf("jetstream: invalid stream name %q", o.Stream)
+		return nil, fmt.Errorf("jetstream: invalid stream name %q: %w", o.Stream, broker.ErrInvalidArgument)
 	}
 	if !validName(o.Replayer) {
-		return nil, fmt.Errorf("jetstream: invalid replayer name %q", o.Replayer)
+		return nil, fmt.Errorf("jetstream: invalid replayer name %q: %w", o.Replayer, broker.ErrInvalidArgument)
 	}
 	if !validPrefix(o.SubjectPrefix) {
-		return nil, fmt.Errorf("jetstream: invalid subject prefix %q", o.SubjectPrefix)
+		return nil, fmt.Errorf("jetstream: invalid subject prefix %q: %w", o.SubjectPrefix, broker.ErrInvalidArgument)
 	}
 	nc := js.Conn()
 	if nc == nil {
-		return nil, errors.New("jetstream: JetStream has no connection")
+		return nil, fmt.Errorf("jetstream: JetStream has no connection: %w", broker.ErrInvalidArgument)
 	}
-	s := &Store{
+	d := &driver{
 		js: js, nc: nc, streamName: o.Stream, prefix: o.SubjectPrefix, replayer: o.Replayer,
-		ackWait: o.AckWait, lease: leaseFor(o.AckWait), maxDeliver: o.MaxDeliver,
-		maxPending: o.MaxAckPending, timeout: o.Timeout, log: o.Logger,
+		ackWait: o.LeaseTTL, lease: leaseFor(o.LeaseTTL), maxDeliver: o.MaxDeliver,
+		maxPending: o.MaxAckPending, timeout: o.WriteTimeout, log: o.Logger,
 		consumers: map[string]natsjs.Consumer{}, settled: map[string]time.Time{},
 	}
-	ctx, cancel := s.withTimeout(ctx)
+	ctx, cancel := d.withTimeout(ctx)
 	defer cancel()
 	stream, err := ensureStream(ctx, js, o)
 	if err != nil {
 		return nil, err
 	}
-	s.stream = stream
+	d.stream = stream
 	physical := int(nc.MaxPayload())
 	if mm := stream.CachedInfo().Config.MaxMsgSize; mm > 0 && int(mm) < physical {
 		physical = int(mm)
 	}
-	if physical <= o.HeaderBytes {
-		return nil, fmt.Errorf("jetstream: message limit %d leaves no room for a body after %d header bytes", physical, o.HeaderBytes)
+	if physical <= o.HeaderBudget {
+		return nil, fmt.Errorf("jetstream: message limit %d leaves no room for a body after %d header bytes: %w", physical, o.HeaderBudget, broker.ErrInvalidArgument)
 	}
-	s.physical = physical
-	s.limit = physical - o.HeaderBytes
-	if o.MaxMessageBytes > 0 && o.MaxMessageBytes < s.limit {
-		s.limit = o.MaxMessageBytes
+	d.physical = physical
+	d.limit = physical - o.HeaderBudget
+	if o.MaxMessageBytes > 0 && o.MaxMessageBytes < d.limit {
+		d.limit = o.MaxMessageBytes
 	}
-	return s, nil
+	return d, nil
 }
 
 // leaseFor returns the lease a store enforces for an ack wait: a tenth
@@ -231,17 +248,20 @@ func leaseFor(ackWait time.Duration) time.Duration {
 	return ackWait - min(ackWait/10, 5*time.Second)
 }
 
-func ensureStream(ctx context.Context, js natsjs.JetStream, o Options) (natsjs.Stream, error) {
+// ensureStream finds the store's stream, creating it or adding the
+// store's subjects only with o.Create (and never with o.ReadOnly).
+func ensureStream(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.Stream, error) {
 	want := o.SubjectPrefix + ".>"
+	create := o.Create && !o.ReadOnly
 	st, err := js.Stream(ctx, o.Stream)
-	if errors.Is(err, natsjs.ErrStreamNotFound) {
-		storage := o.Storage
+	switch {
+	case errors.Is(err, natsjs.ErrStreamNotFound) && create:
 		st, err = js.CreateStream(ctx, natsjs.StreamConfig{
 			Name:        o.Stream,
 			Description: "geodlq dead-letter store",
 			Subjects:    []string{want},
 			Retention:   natsjs.WorkQueuePolicy,
-			Storage:     storage,
+			Storage:     o.Storage,
 			Replicas:    o.Replicas,
 			Duplicates:  o.Duplicates,
 			Discard:     natsjs.DiscardNew,
@@ -249,18 +269,25 @@ func ensureStream(ctx context.Context, js natsjs.JetStream, o Options) (natsjs.S
 		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
 			st, err = js.Stream(ctx, o.Stream)
 		}
+	case errors.Is(err, natsjs.ErrStreamNotFound):
+		return nil, fmt.Errorf("jetstream: no stream %q (create it with Options.Create): %w", o.Stream, broker.ErrNoStore)
+	case errors.Is(err, natsjs.ErrJetStreamNotEnabled), errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount):
+		return nil, fmt.Errorf("jetstream: %w: %w", err, broker.ErrNoStore)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: stream %q: %w", o.Stream, err)
 	}
 	cfg := st.CachedInfo().Config
 	if cfg.Retention == natsjs.LimitsPolicy {
-		return nil, fmt.Errorf("jetstream: stream %q has limits retention, where an acknowledged record stays in the stream; a dead-letter store needs work-queue (or interest) retention", o.Stream)
+		return nil, fmt.Errorf("jetstream: stream %q has limits retention, where an acknowledged record stays in the stream; a dead-letter store needs work-queue (or interest) retention: %w", o.Stream, broker.ErrNoStore)
 	}
 	for _, subj := range cfg.Subjects {
 		if subj == want {
 			return st, nil
 		}
+	}
+	if !create {
+		return nil, fmt.Errorf("jetstream: stream %q does not capture %q (add it with Options.Create): %w", o.Stream, want, broker.ErrNoStore)
 	}
 	cfg.Subjects = append(cfg.Subjects, want)
 	st, err = js.UpdateStream(ctx, cfg)
@@ -270,40 +297,38 @@ func ensureStream(ctx context.Context, js natsjs.JetStream, o Options) (natsjs.S
 	return st, nil
 }
 
-// Subject returns the subject destination is stored under.
-func (s *Store) Subject(destination string) string {
-	return s.prefix + "." + SubjectToken(destination)
+// subject returns the subject destination is stored under.
+func (d *driver) subject(destination string) string {
+	return d.prefix + "." + subjectToken(destination)
 }
 
-// ConsumerName returns the durable consumer the store reads destination
+// destinationOf returns the destination a subject of the store holds, or
+// false for a subject the store did not write.
+func (d *driver) destinationOf(subject string) (string, bool) {
+	tok, ok := strings.CutPrefix(subject, d.prefix+".")
+	if !ok || tok == "" || strings.Contains(tok, ".") {
+		return "", false
+	}
+	dest, err := destinationOfToken(tok)
+	return dest, err == nil && dest != ""
+}
+
+// consumerName returns the durable consumer the store reads destination
 // through.
-func (s *Store) ConsumerName(destination string) string {
-	return consumerName(s.replayer, destination)
+func (d *driver) consumerName(destination string) string {
+	return consumerName(d.replayer, destination)
 }
 
-// StreamName returns the stream's name.
-func (s *Store) StreamName() string { return s.streamName }
-
-// JetStream returns the client the store was made with.
-func (s *Store) JetStream() natsjs.JetStream { return s.js }
-
-// Lease returns how long a fetched record stays leased: Options.AckWait
-// less a tenth of it (at most 5s). Ack and Release refuse a record older
-// than that with [broker.ErrLeaseLost]; the server redelivers it once
-// AckWait has passed.
-func (s *Store) Lease() time.Duration { return s.lease }
-
-// As gives access to the underlying client: i may be a
-// *natsjs.JetStream, **nats.Conn or *natsjs.Stream. It reports whether i
-// was set.
-func (s *Store) As(i any) bool {
-	switch p := i.(type) {
+// As implements [broker.Aser]: target may be a *natsjs.JetStream,
+// **nats.Conn or *natsjs.Stream.
+func (d *driver) As(target any) bool {
+	switch p := target.(type) {
 	case *natsjs.JetStream:
-		*p = s.js
+		*p = d.js
 	case **nats.Conn:
-		*p = s.nc
+		*p = d.nc
 	case *natsjs.Stream:
-		*p = s.stream
+		*p = d.stream
 	default:
 		return false
 	}
@@ -312,80 +337,44 @@ func (s *Store) As(i any) bool {
 
 // MaxMessageBytes implements [broker.Limiter]: the body limit, the same
 // for every destination.
-func (s *Store) MaxMessageBytes(string) int { return s.limit }
+func (d *driver) MaxMessageBytes(string) int { return d.limit }
 
-// Close makes later operations fail with [broker.ErrClosed]. It does not
-// close the connection, and records leased through the store stay leased
-// until their ack wait passes.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
+// Close closes the connection when the store's opener made it. Records
+// leased through the store stay leased until their ack wait passes.
+func (d *driver) Close() error {
+	if d.ownsConn {
+		d.nc.Close()
+	}
 	return nil
 }
 
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
+func (d *driver) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return withTimeout(ctx, d.timeout)
 }
 
-func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
+func withTimeout(ctx context.Context, t time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || t <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.timeout)
-}
-
-// Publish appends m to destination's subject and waits for the stream's
-// acknowledgement (stored per the stream's storage and replicas). The body
-// is stored as is; headers become NATS headers, the key travels base64 in
-// [HeaderKey], and [HeaderMsgID] is set so a retried write is absorbed by
-// the stream's duplicate window (see the package documentation).
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	if destination == "" {
-		return errors.New("jetstream: empty destination")
-	}
-	if s.isClosed() {
-		return broker.ErrClosed
-	}
-	return publish(ctx, pubTarget{
-		js: s.js, stream: s.stream, subject: s.Subject(destination), destination: destination,
-		limit: s.limit, physical: s.physical, timeout: s.timeout,
-	}, m)
-}
-
-type pubTarget struct {
-	js          natsjs.JetStream
-	stream      natsjs.Stream // nil: no duplicate check against deletion
-	subject     string
-	destination string
-	limit       int
-	physical    int
-	timeout     time.Duration
+	return context.WithTimeout(ctx, t)
 }
 
 // maxChain bounds how many deleted predecessors a write with the same
 // message id is chained past.
 const maxChain = 16
 
-func publish(ctx context.Context, t pubTarget, m *broker.Message) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if m == nil {
-		return errors.New("jetstream: nil message")
-	}
-	if t.limit > 0 && len(m.Body) > t.limit {
-		return &classify.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.limit}
-	}
-	msg := nats.NewMsg(t.subject)
+// Publish appends m to destination's subject and waits for the stream's
+// acknowledgement (see the package doc, Durability). The portable store
+// has checked the body against the limit; the headers are checked here.
+func (d *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
+	subject := d.subject(destination)
+	msg := nats.NewMsg(subject)
 	msg.Data = m.Body
 	for k, v := range m.Headers {
 		if k == "" || strings.ContainsAny(k, ":\r\n \t") || strings.ContainsAny(v, "\r\n") {
-			return fmt.Errorf("jetstream: header %q cannot be carried by NATS (empty, or contains ':', whitespace or a line break)", k)
+			return fmt.Errorf("jetstream: header %q cannot be carried by NATS (empty, or contains ':', whitespace or a line break): %w", k, broker.ErrInvalidArgument)
 		}
-		if k == HeaderMsgID || k == HeaderKey {
+		if k == headerMsgID || k == HeaderKey {
 			continue
 		}
 		msg.Header[k] = []string{v}
@@ -393,27 +382,26 @@ func publish(ctx context.Context, t pubTarget, m *broker.Message) error {
 	if m.Key != nil {
 		msg.Header[HeaderKey] = []string{base64.StdEncoding.EncodeToString(m.Key)}
 	}
-	id := MsgID(t.destination, m)
+	id := msgID(destination, m)
 	if id != "" {
-		msg.Header[HeaderMsgID] = []string{id}
+		msg.Header[headerMsgID] = []string{id}
 	}
-	if t.physical > 0 {
-		if hl := headerLen(msg.Header); len(m.Body)+hl > t.physical {
-			return &classify.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.physical - hl}
-		}
+	if hl := headerLen(msg.Header); len(m.Body)+hl > d.physical {
+		return &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: max(0, d.physical-hl),
+			Hint: fmt.Sprintf("its headers take %d of the %d bytes of max_payload", hl, d.physical)}
 	}
-	ctx, cancel := withTimeout(ctx, t.timeout)
+	ctx, cancel := d.withTimeout(ctx)
 	defer cancel()
 	for range maxChain {
-		ack, err := t.js.PublishMsg(ctx, msg)
+		ack, err := d.js.PublishMsg(ctx, msg)
 		if err != nil {
 			var apiErr *natsjs.APIError
 			if errors.Is(err, nats.ErrMaxPayload) || (errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamMessageExceedsMaximum) {
-				return fmt.Errorf("jetstream: %w", &classify.TooLargeError{Destination: t.destination, Size: len(m.Body), Limit: t.limit})
+				return fmt.Errorf("jetstream: %w", &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: d.limit})
 			}
-			return fmt.Errorf("jetstream: publishing to %q: %w", t.subject, err)
+			return fmt.Errorf("jetstream: publishing to %q: %w", subject, err)
 		}
-		if !ack.Duplicate || t.stream == nil {
+		if !ack.Duplicate {
 			return nil
 		}
 		// The duplicate window remembered the id. If the earlier write is
@@ -422,24 +410,17 @@ func publish(ctx context.Context, t pubTarget, m *broker.Message) error {
 		// event failing again, and it must be stored, under an id chained
 		// to the deleted one (deterministic, so a retry of this write is
 		// absorbed in turn).
-		_, err = t.stream.GetMsg(ctx, ack.Sequence)
+		_, err = d.stream.GetMsg(ctx, ack.Sequence)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, natsjs.ErrMsgNotFound) {
-			return fmt.Errorf("jetstream: checking duplicate of %q at sequence %d: %w", t.subject, ack.Sequence, err)
+			return fmt.Errorf("jetstream: checking duplicate of %q at sequence %d: %w", subject, ack.Sequence, err)
 		}
-		msg.Header[HeaderMsgID] = []string{id + ".after." + strconv.FormatUint(ack.Sequence, 10)}
-		id = msg.Header[HeaderMsgID][0]
+		id += ".after." + strconv.FormatUint(ack.Sequence, 10)
+		msg.Header[headerMsgID] = []string{id}
 	}
-	return fmt.Errorf("jetstream: publishing to %q: more than %d deleted duplicates of message id %q", t.subject, maxChain, id)
-}
-
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || d <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
+	return fmt.Errorf("jetstream: publishing to %q: more than %d deleted duplicates of message id %q", subject, maxChain, id)
 }
 
 // headerLen returns the encoded size of h as NATS sends it.
@@ -453,7 +434,7 @@ func headerLen(h nats.Header) int {
 	return n
 }
 
-// MsgID returns the Nats-Msg-Id the adapter sets when it publishes m to
+// msgID returns the Nats-Msg-Id the adapter sets when it publishes m to
 // destination, or "" when m carries no idempotency key.
 //
 // The id hashes the destination, the idempotency key (the
@@ -466,7 +447,7 @@ func headerLen(h nats.Header) int {
 // same id and is absorbed by the duplicate window; the same event failing
 // again after a replay comes from a new source position and gets a new
 // one.
-func MsgID(destination string, m *broker.Message) string {
+func msgID(destination string, m *broker.Message) string {
 	key := m.Header(broker.HeaderIdempotencyKey)
 	disc := ""
 	if ro := m.Header(broker.HeaderReplayOf); ro != "" {
@@ -511,42 +492,42 @@ func sourcePosition(s *envelope.Source) string {
 
 // consumer returns (creating once per handle) the durable consumer of
 // destination.
-func (s *Store) consumer(ctx context.Context, destination string) (natsjs.Consumer, error) {
-	s.mu.Lock()
-	c := s.consumers[destination]
-	s.mu.Unlock()
+func (d *driver) consumer(ctx context.Context, destination string) (natsjs.Consumer, error) {
+	d.mu.Lock()
+	c := d.consumers[destination]
+	d.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	ctx, cancel := s.withTimeout(ctx)
+	ctx, cancel := d.withTimeout(ctx)
 	defer cancel()
-	name := s.ConsumerName(destination)
-	c, err := s.js.CreateOrUpdateConsumer(ctx, s.streamName, natsjs.ConsumerConfig{
+	name := d.consumerName(destination)
+	c, err := d.js.CreateOrUpdateConsumer(ctx, d.streamName, natsjs.ConsumerConfig{
 		Durable:       name,
 		Description:   "geodlq replay of " + destination,
 		DeliverPolicy: natsjs.DeliverAllPolicy,
 		AckPolicy:     natsjs.AckExplicitPolicy,
-		AckWait:       s.ackWait,
-		MaxDeliver:    s.maxDeliver,
-		MaxAckPending: s.maxPending,
-		FilterSubject: s.Subject(destination),
+		AckWait:       d.ackWait,
+		MaxDeliver:    d.maxDeliver,
+		MaxAckPending: d.maxPending,
+		FilterSubject: d.subject(destination),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: consumer %q on stream %q: %w", name, s.streamName, err)
+		return nil, fmt.Errorf("jetstream: consumer %q on stream %q: %w", name, d.streamName, err)
 	}
-	s.mu.Lock()
-	s.consumers[destination] = c
-	s.mu.Unlock()
+	d.mu.Lock()
+	d.consumers[destination] = c
+	d.mu.Unlock()
 	return c, nil
 }
 
 // forgetConsumer drops the cached consumer of destination when err says
 // the server no longer has it, so the next Fetch creates it again.
-func (s *Store) forgetConsumer(destination string, err error) {
+func (d *driver) forgetConsumer(destination string, err error) {
 	if errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, natsjs.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
-		s.mu.Lock()
-		delete(s.consumers, destination)
-		s.mu.Unlock()
+		d.mu.Lock()
+		delete(d.consumers, destination)
+		d.mu.Unlock()
 	}
 }
 
@@ -555,30 +536,22 @@ const scanBatch = 256
 
 // Fetch leases up to max records of destination matching f, oldest first,
 // through the destination's durable pull consumer. Filters are applied
-// here with [broker.Filter.Match]: records that do not match are leased
-// while the scan goes on (so the scan moves past them) and released with a
-// Nak before Fetch returns, so they are neither lost nor held. Each such
-// skip counts as a delivery in the record's NumDelivered.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if s.isClosed() {
-		return nil, broker.ErrClosed
-	}
-	if max <= 0 {
-		return nil, nil
-	}
-	cons, err := s.consumer(ctx, destination)
+// here with [broker.Filter.MatchRecord]: records that do not match are
+// leased while the scan goes on (so the scan moves past them) and released
+// with a Nak before Fetch returns, so they are neither lost nor held. Each
+// such skip counts as a delivery in the record's NumDelivered.
+func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	cons, err := d.consumer(ctx, destination)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	deadline := start.Add(s.lease)
+	deadline := time.Now().Add(d.lease)
 	filtered := !f.IsZero()
+	byEnvelope := f
+	byEnvelope.IDs = nil
+	decode := !byEnvelope.IsZero()
 	var out []*broker.Record
-	var skipped []natsjs.Msg
-	var kept []natsjs.Msg
+	var skipped, kept []natsjs.Msg
 	recreated := false
 	// Records given back are Nak'ed synchronously: the server has
 	// processed the Nak when the reply comes, so the next Fetch (of any
@@ -587,11 +560,11 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		if len(msgs) == 0 {
 			return
 		}
-		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
 		defer cancel()
 		for _, m := range msgs {
-			if _, err := s.nc.RequestWithContext(nctx, m.Reply(), []byte("-NAK")); err != nil {
-				s.log.Warn("geodlq: jetstream nak failed; the record returns after its ack wait",
+			if _, err := d.nc.RequestWithContext(nctx, m.Reply(), []byte("-NAK")); err != nil {
+				d.log.Warn("geodlq: jetstream nak failed; the record returns after its ack wait",
 					slog.String("destination", destination), slog.Any("error", err))
 			}
 		}
@@ -610,19 +583,24 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		batch, err := cons.FetchNoWait(want)
 		if err != nil {
 			giveBack(kept)
-			s.forgetConsumer(destination, err)
+			d.forgetConsumer(destination, err)
 			return nil, fmt.Errorf("jetstream: fetching from %q: %w", destination, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			rec, env, err := s.record(destination, m, deadline, filtered)
+			rec, err := d.record(destination, m, deadline)
 			if err != nil {
 				skipped = append(skipped, m)
-				s.log.Warn("geodlq: jetstream message without metadata skipped", slog.String("destination", destination), slog.Any("error", err))
+				d.log.Warn("geodlq: jetstream message without metadata skipped", slog.String("destination", destination), slog.Any("error", err))
 				continue
 			}
-			if len(out) >= max || (filtered && (env == nil || !f.Match(env))) {
+			if decode && len(out) < max {
+				if env, err := envelope.Decode(rec.Message.Body); err == nil {
+					rec.Envelope = env
+				}
+			}
+			if len(out) >= max || (filtered && !f.MatchRecord(rec)) {
 				skipped = append(skipped, m)
 				continue
 			}
@@ -631,7 +609,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		}
 		if err := batch.Error(); err != nil {
 			giveBack(kept)
-			s.forgetConsumer(destination, err)
+			d.forgetConsumer(destination, err)
 			return nil, fmt.Errorf("jetstream: fetching from %q: %w", destination, err)
 		}
 		if n == 0 && !recreated && time.Since(asked) > 500*time.Millisecond {
@@ -639,12 +617,12 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 			// has nothing; silence until the pull expires means the server
 			// has no such consumer (deleted by an operator): make it again.
 			recreated = true
-			ictx, cancel := s.withTimeout(ctx)
+			ictx, cancel := d.withTimeout(ctx)
 			_, ierr := cons.Info(ictx)
 			cancel()
 			if errors.Is(ierr, natsjs.ErrConsumerNotFound) {
-				s.forgetConsumer(destination, ierr)
-				if cons, err = s.consumer(ctx, destination); err != nil {
+				d.forgetConsumer(destination, ierr)
+				if cons, err = d.consumer(ctx, destination); err != nil {
 					giveBack(kept)
 					return nil, err
 				}
@@ -658,34 +636,28 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	return out, nil
 }
 
-func (s *Store) record(destination string, m natsjs.Msg, deadline time.Time, decode bool) (*broker.Record, *envelope.Envelope, error) {
+// record converts a leased message; its Lease is the lease deadline and
+// the ack subject.
+func (d *driver) record(destination string, m natsjs.Msg, deadline time.Time) (*broker.Record, error) {
 	md, err := m.Metadata()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	msg := toMessage(m.Data(), m.Headers())
+	msg := storedMessage(m.Data(), m.Headers())
 	msg.DeliveryAttempt = int(md.NumDelivered)
-	rec := &broker.Record{
+	return &broker.Record{
 		ID:          strconv.FormatUint(md.Sequence.Stream, 10),
 		Destination: destination,
 		Message:     msg,
 		Deliveries:  int(md.NumDelivered),
 		Lease:       strconv.FormatInt(deadline.UnixNano(), 10) + " " + m.Reply(),
-	}
-	var env *envelope.Envelope
-	if decode {
-		if e, err := envelope.Decode(msg.Body); err == nil {
-			env = e
-			rec.Envelope = e
-		}
-	}
-	return rec, env, nil
+	}, nil
 }
 
-// toMessage converts a stored NATS message: the body as is, the headers
-// (first value of each) without the adapter's own, the key from
+// storedMessage converts a stored NATS message: the body as is, the
+// headers (first value of each) without the adapter's own, the key from
 // [HeaderKey].
-func toMessage(data []byte, h nats.Header) *broker.Message {
+func storedMessage(data []byte, h nats.Header) *broker.Message {
 	m := &broker.Message{Body: data}
 	if len(h) > 0 {
 		m.Headers = make(map[string]string, len(h))
@@ -699,7 +671,7 @@ func toMessage(data []byte, h nats.Header) *broker.Message {
 			if key, err := base64.StdEncoding.DecodeString(vs[0]); err == nil {
 				m.Key = key
 			}
-		case HeaderMsgID:
+		case headerMsgID:
 		default:
 			m.Headers[k] = vs[0]
 		}
@@ -709,61 +681,50 @@ func toMessage(data []byte, h nats.Header) *broker.Message {
 
 // Ack acknowledges r with a double ack (the server confirms it), which on
 // a work-queue stream deletes it. It fails with [broker.ErrLeaseLost] when
-// r's lease has lapsed ([Store.Lease] after the Fetch began) — the server
-// may have handed the record to another consumer — or when this handle
-// already settled r.
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, []byte("+ACK"))
+// r's lease has lapsed — the server may have handed the record to another
+// consumer — or when this handle already settled r.
+func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
+	return d.settle(ctx, r, []byte("+ACK"))
 }
 
-// Release gives r back at once with a Nak; the server redelivers it on the
-// next fetch. It fails like Ack on a lapsed lease.
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, []byte("-NAK"))
+// Release gives r back at once with a Nak, waited for; the server
+// redelivers it on the next fetch. It fails like Ack on a lapsed lease.
+func (d *driver) Release(ctx context.Context, r *broker.Record) error {
+	return d.settle(ctx, r, []byte("-NAK"))
 }
 
-func (s *Store) settle(ctx context.Context, r *broker.Record, body []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if r == nil {
-		return errors.New("jetstream: nil record")
-	}
-	deadline, reply, err := s.parseLease(r)
+func (d *driver) settle(ctx context.Context, r *broker.Record, body []byte) error {
+	deadline, reply, err := d.parseLease(r)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return broker.ErrClosed
-	}
-	if len(s.settled) > 4096 {
-		for l, d := range s.settled {
-			if now.After(d) {
-				delete(s.settled, l)
+	d.mu.Lock()
+	if len(d.settled) > 4096 {
+		for l, dl := range d.settled {
+			if now.After(dl) {
+				delete(d.settled, l)
 			}
 		}
 	}
-	_, done := s.settled[r.Lease]
+	_, done := d.settled[r.Lease]
 	if !done && now.Before(deadline) {
-		s.settled[r.Lease] = deadline
+		d.settled[r.Lease] = deadline
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 	if done {
 		return fmt.Errorf("jetstream: record %s/%s already settled: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	if !now.Before(deadline) {
 		return fmt.Errorf("jetstream: record %s/%s: lease lapsed %v ago (ack wait %v): %w",
-			r.Destination, r.ID, now.Sub(deadline).Round(time.Millisecond), s.ackWait, broker.ErrLeaseLost)
+			r.Destination, r.ID, now.Sub(deadline).Round(time.Millisecond), d.ackWait, broker.ErrLeaseLost)
 	}
-	ctx, cancel := s.withTimeout(ctx)
+	ctx, cancel := d.withTimeout(ctx)
 	defer cancel()
-	if _, err := s.nc.RequestWithContext(ctx, reply, body); err != nil {
-		s.mu.Lock()
-		delete(s.settled, r.Lease)
-		s.mu.Unlock()
+	if _, err := d.nc.RequestWithContext(ctx, reply, body); err != nil {
+		d.mu.Lock()
+		delete(d.settled, r.Lease)
+		d.mu.Unlock()
 		return fmt.Errorf("jetstream: settling record %s/%s: %w", r.Destination, r.ID, err)
 	}
 	return nil
@@ -771,7 +732,7 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, body []byte) error
 
 // parseLease checks that r's lease was issued for r by a store reading the
 // same stream with the same replayer.
-func (s *Store) parseLease(r *broker.Record) (time.Time, string, error) {
+func (d *driver) parseLease(r *broker.Record) (time.Time, string, error) {
 	ns, reply, ok := strings.Cut(r.Lease, " ")
 	nanos, err := strconv.ParseInt(ns, 10, 64)
 	bad := func(why string) (time.Time, string, error) {
@@ -789,7 +750,7 @@ func (s *Store) parseLease(r *broker.Record) (time.Time, string, error) {
 	if len(toks) >= 12 {
 		toks = append(toks[:2], toks[4:]...)
 	}
-	if toks[2] != s.streamName || toks[3] != s.ConsumerName(r.Destination) || toks[5] != r.ID {
+	if toks[2] != d.streamName || toks[3] != d.consumerName(r.Destination) || toks[5] != r.ID {
 		return bad("lease belongs to another stream, consumer or record")
 	}
 	return time.Unix(0, nanos), reply, nil

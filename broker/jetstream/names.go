@@ -7,53 +7,76 @@ import (
 	"strings"
 )
 
-// SubjectToken maps a destination name onto a single NATS subject token.
+// subjectToken maps a destination name onto a single NATS subject token.
 // ASCII letters, digits and '-' are kept; every other byte (including '.',
 // which would split the token, '*' and '>', which are wildcards, and '_',
 // the escape character itself) becomes '_' followed by two upper-case hex
 // digits. The mapping is one-to-one: "orders.poison.dlt" becomes
-// "orders_2Epoison_2Edlt", and [DestinationOfToken] reverses it.
+// "orders_2Epoison_2Edlt", and [destinationOfToken] reverses it.
 //
 // The token is also valid in stream and consumer names.
-func SubjectToken(destination string) string {
+func subjectToken(destination string) string {
 	const hexdig = "0123456789ABCDEF"
 	var b strings.Builder
 	b.Grow(len(destination) + 8)
 	for i := 0; i < len(destination); i++ {
 		c := destination[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-':
+		if kept(c) {
 			b.WriteByte(c)
-		default:
-			b.WriteByte('_')
-			b.WriteByte(hexdig[c>>4])
-			b.WriteByte(hexdig[c&0x0f])
+			continue
 		}
+		b.WriteByte('_')
+		b.WriteByte(hexdig[c>>4])
+		b.WriteByte(hexdig[c&0x0f])
 	}
 	return b.String()
 }
 
-// DestinationOfToken reverses [SubjectToken].
-func DestinationOfToken(token string) (string, error) {
+// kept reports whether subjectToken keeps c as it is.
+func kept(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
+}
+
+// errNotToken is returned by destinationOfToken for a token subjectToken
+// does not make.
+var errNotToken = errors.New("jetstream: not a subject token of a destination")
+
+// destinationOfToken reverses [subjectToken]. It refuses every token
+// subjectToken does not make — a byte it would have escaped, an escape of
+// a byte it keeps, lower-case hex — so that a subject someone else
+// published under the store's prefix is never taken for a destination's.
+func destinationOfToken(token string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(token))
 	for i := 0; i < len(token); i++ {
 		c := token[i]
-		if c != '_' {
+		if kept(c) {
 			b.WriteByte(c)
 			continue
 		}
-		if i+2 >= len(token) {
-			return "", errors.New("jetstream: truncated escape in subject token")
+		if c != '_' || i+2 >= len(token) {
+			return "", errNotToken
 		}
-		v, err := hex.DecodeString(token[i+1 : i+3])
-		if err != nil || token[i+1] >= 'a' || token[i+2] >= 'a' {
-			return "", errors.New("jetstream: bad escape in subject token")
+		hi, ok1 := unhex(token[i+1])
+		lo, ok2 := unhex(token[i+2])
+		if !ok1 || !ok2 || kept(hi<<4|lo) {
+			return "", errNotToken
 		}
-		b.WriteByte(v[0])
+		b.WriteByte(hi<<4 | lo)
 		i += 2
 	}
 	return b.String(), nil
+}
+
+// unhex decodes an upper-case hex digit.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // maxNameLen bounds consumer names; the server's own limit is larger, but
@@ -64,7 +87,7 @@ const maxNameLen = 200
 // destination: "<replayer>_<token>", or, when that would be too long,
 // "<replayer>_h<hash>".
 func consumerName(replayer, destination string) string {
-	n := replayer + "_" + SubjectToken(destination)
+	n := replayer + "_" + subjectToken(destination)
 	if len(n) <= maxNameLen {
 		return n
 	}

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,14 +39,14 @@ func TestSubjectToken(t *testing.T) {
 			require.Equal(t, tc.dest, back, "the mapping is reversible")
 		})
 	}
-	for _, bad := range []string{"_", "_4", "_zz", "_2e", "x_G1"} {
+	for _, bad := range []string{"_", "_4", "_zz", "_2e", "x_G1", "_41", "a.b", "caf\xc3\xa9", "a b", "*"} {
 		_, err := jetstream.DestinationOfToken(bad)
 		require.Error(t, err, "%q is not a token SubjectToken makes", bad)
 	}
 }
 
 // newStore returns a store on a fresh stream deleted when the test ends.
-func newStore(t *testing.T, opts *jetstream.Options) (*jetstream.Store, natsjs.JetStream) {
+func newStore(t *testing.T, opts *jetstream.Options) (*broker.Store, natsjs.JetStream) {
 	t.Helper()
 	url := testenv.NATS(t)
 	var o jetstream.Options
@@ -56,6 +57,7 @@ func newStore(t *testing.T, opts *jetstream.Options) (*jetstream.Store, natsjs.J
 		o.Stream = uniqueName("TEST")
 		o.SubjectPrefix = "geodlqtest." + o.Stream
 	}
+	o.Create = true
 	t.Cleanup(func() { deleteStream(t, url, o.Stream) })
 	_, js := connect(t, url)
 	s, err := jetstream.New(context.Background(), js, &o)
@@ -63,7 +65,7 @@ func newStore(t *testing.T, opts *jetstream.Options) (*jetstream.Store, natsjs.J
 	return s, js
 }
 
-func fetchAll(t *testing.T, s *jetstream.Store, dest string) []*broker.Record {
+func fetchAll(t *testing.T, s *broker.Store, dest string) []*broker.Record {
 	t.Helper()
 	var all []*broker.Record
 	for {
@@ -79,43 +81,69 @@ func fetchAll(t *testing.T, s *jetstream.Store, dest string) []*broker.Record {
 func TestStreamSetup(t *testing.T) {
 	ctx := context.Background()
 	s, js := newStore(t, nil)
-	st, err := js.Stream(ctx, s.StreamName())
+	name := jetstream.StreamName(s)
+	st, err := js.Stream(ctx, name)
 	require.NoError(t, err)
 	cfg := st.CachedInfo().Config
 	require.Equal(t, natsjs.WorkQueuePolicy, cfg.Retention, "an acknowledged record is deleted")
 	require.Equal(t, natsjs.FileStorage, cfg.Storage)
-	require.Equal(t, jetstream.DefaultDuplicates, cfg.Duplicates)
-	require.Equal(t, []string{strings.TrimSuffix(s.Subject("x"), ".x") + ".>"}, cfg.Subjects)
+	require.Equal(t, natsjs.DiscardNew, cfg.Discard, "a full stream refuses writes rather than drop records")
+	require.Equal(t, 2*time.Minute, cfg.Duplicates)
+	require.Equal(t, []string{strings.TrimSuffix(jetstream.Subject(s, "x"), ".x") + ".>"}, cfg.Subjects)
+	require.Equal(t, "geodlqtest."+name+".parcels_2Epoison_2Edlt", jetstream.Subject(s, "parcels.poison.dlt"))
 
 	t.Run("idempotent", func(t *testing.T) {
-		again, err := jetstream.New(ctx, js, &jetstream.Options{Stream: s.StreamName(), SubjectPrefix: "geodlqtest." + s.StreamName()})
+		again, err := jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest." + name, Create: true})
 		require.NoError(t, err)
-		require.Equal(t, s.Subject("a.b"), again.Subject("a.b"))
-		st, err := js.Stream(ctx, s.StreamName())
+		require.Equal(t, jetstream.Subject(s, "a.b"), jetstream.Subject(again, "a.b"))
+		st, err := js.Stream(ctx, name)
 		require.NoError(t, err)
 		require.Len(t, st.CachedInfo().Config.Subjects, 1, "no subject added twice")
 	})
-	t.Run("adds its subjects to an existing stream", func(t *testing.T) {
-		other, err := jetstream.New(ctx, js, &jetstream.Options{Stream: s.StreamName(), SubjectPrefix: "geodlqtest2." + s.StreamName()})
+	t.Run("without Create a stream lacking the subjects is no store", func(t *testing.T) {
+		for _, o := range []jetstream.Options{{}, {StoreOptions: broker.StoreOptions{ReadOnly: true}}, {StoreOptions: broker.StoreOptions{ReadOnly: true}, Create: true}} {
+			o.Stream, o.SubjectPrefix = name, "geodlqtest3."+name
+			_, err := jetstream.New(ctx, js, &o)
+			require.ErrorIs(t, err, broker.ErrNoStore, "%+v", o)
+		}
+		st, err := js.Stream(ctx, name)
 		require.NoError(t, err)
-		st, err := js.Stream(ctx, s.StreamName())
+		require.Len(t, st.CachedInfo().Config.Subjects, 1, "unchanged")
+	})
+	t.Run("Create adds its subjects to an existing stream", func(t *testing.T) {
+		other, err := jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest2." + name, Create: true})
+		require.NoError(t, err)
+		st, err := js.Stream(ctx, name)
 		require.NoError(t, err)
 		require.Len(t, st.CachedInfo().Config.Subjects, 2)
 		require.NoError(t, other.Publish(ctx, "d", &broker.Message{Body: []byte("x")}))
+	})
+	t.Run("a missing stream is no store without Create", func(t *testing.T) {
+		missing := uniqueName("MISSING")
+		for _, o := range []jetstream.Options{{Stream: missing}, {Stream: missing, StoreOptions: broker.StoreOptions{ReadOnly: true}, Create: true}} {
+			_, err := jetstream.New(ctx, js, &o)
+			require.ErrorIs(t, err, broker.ErrNoStore)
+		}
+		_, err := js.Stream(ctx, missing)
+		require.ErrorIs(t, err, natsjs.ErrStreamNotFound, "nothing created")
 	})
 	t.Run("refuses limits retention", func(t *testing.T) {
 		name := uniqueName("LIMITS")
 		_, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: name, Subjects: []string{"geodlqtest." + name + ".>"}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-		_, err = jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest." + name})
+		_, err = jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest." + name, Create: true})
 		require.ErrorContains(t, err, "limits retention")
+		require.ErrorIs(t, err, broker.ErrNoStore)
 	})
-	t.Run("bad names", func(t *testing.T) {
-		for _, o := range []jetstream.Options{{Stream: "a.b"}, {Replayer: "r*"}, {SubjectPrefix: "a..b"}, {SubjectPrefix: "a.>"}} {
+	t.Run("bad options", func(t *testing.T) {
+		for _, o := range []jetstream.Options{{Stream: "a.b"}, {Replayer: "r*"}, {SubjectPrefix: "a..b"}, {SubjectPrefix: "a.>"},
+			{StoreOptions: broker.StoreOptions{MaxMessageBytes: -1}}, {HeaderBudget: 2 << 20, Stream: name, SubjectPrefix: "geodlqtest." + name}} {
 			_, err := jetstream.New(ctx, js, &o)
-			require.Error(t, err, "%+v", o)
+			require.ErrorIs(t, err, broker.ErrInvalidArgument, "%+v", o)
 		}
+		_, err := jetstream.New(ctx, nil, nil)
+		require.ErrorIs(t, err, broker.ErrInvalidArgument)
 	})
 	t.Run("As", func(t *testing.T) {
 		var nc *nats.Conn
@@ -125,7 +153,7 @@ func TestStreamSetup(t *testing.T) {
 		require.True(t, s.As(&got))
 		var stream natsjs.Stream
 		require.True(t, s.As(&stream))
-		require.Equal(t, s.StreamName(), stream.CachedInfo().Config.Name)
+		require.Equal(t, name, stream.CachedInfo().Config.Name)
 		var wrong *int
 		require.False(t, s.As(&wrong))
 	})
@@ -134,11 +162,11 @@ func TestStreamSetup(t *testing.T) {
 func TestSizeLimit(t *testing.T) {
 	ctx := context.Background()
 	s, js := newStore(t, nil)
-	require.Equal(t, int(js.Conn().MaxPayload())-jetstream.DefaultHeaderBytes, s.MaxMessageBytes("any"),
+	require.Equal(t, int(js.Conn().MaxPayload())-jetstream.DefaultHeaderBudget, s.MaxMessageBytes("any"),
 		"the limit is the server's max_payload less the header reserve")
 
 	t.Run("headers count against max_payload", func(t *testing.T) {
-		m := &broker.Message{Body: make([]byte, s.MaxMessageBytes("d")), Headers: map[string]string{"big": strings.Repeat("h", 2*jetstream.DefaultHeaderBytes)}}
+		m := &broker.Message{Body: make([]byte, s.MaxMessageBytes("d")), Headers: map[string]string{"big": strings.Repeat("h", 2*jetstream.DefaultHeaderBudget)}}
 		err := s.Publish(ctx, "d", m)
 		require.ErrorIs(t, err, classify.ErrTooLarge)
 		require.Empty(t, fetchAll(t, s, "d"))
@@ -151,11 +179,11 @@ func TestSizeLimit(t *testing.T) {
 		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
 		small, err := jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest." + name})
 		require.NoError(t, err)
-		require.Equal(t, 64<<10-jetstream.DefaultHeaderBytes, small.MaxMessageBytes("d"))
-		err = small.Publish(ctx, "d", &broker.Message{Body: make([]byte, 64<<10-jetstream.DefaultHeaderBytes+1)})
+		require.Equal(t, 64<<10-jetstream.DefaultHeaderBudget, small.MaxMessageBytes("d"))
+		err = small.Publish(ctx, "d", &broker.Message{Body: make([]byte, 64<<10-jetstream.DefaultHeaderBudget+1)})
 		var tl *classify.TooLargeError
 		require.ErrorAs(t, err, &tl)
-		require.Equal(t, 64<<10-jetstream.DefaultHeaderBytes, tl.Limit)
+		require.Equal(t, 64<<10-jetstream.DefaultHeaderBudget, tl.Limit)
 	})
 	t.Run("headers NATS cannot carry are refused", func(t *testing.T) {
 		err := s.Publish(ctx, "h", &broker.Message{Body: []byte("x"), Headers: map[string]string{"k": "line\r\nbreak"}})
@@ -238,9 +266,10 @@ func TestDuplicateWindow(t *testing.T) {
 
 func TestLeases(t *testing.T) {
 	ctx := context.Background()
-	s, js := newStore(t, &jetstream.Options{Stream: "", AckWait: time.Second})
-	require.Equal(t, 900*time.Millisecond, s.Lease())
-	other, err := jetstream.New(ctx, js, &jetstream.Options{Stream: s.StreamName(), SubjectPrefix: "geodlqtest." + s.StreamName(), AckWait: time.Second})
+	s, js := newStore(t, &jetstream.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
+	require.Equal(t, 900*time.Millisecond, jetstream.Lease(s))
+	name := jetstream.StreamName(s)
+	other, err := jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest." + name, StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
 	require.NoError(t, err)
 	const d = "lease.test"
 	for _, m := range brokertest.Messages(t, brokertest.SampleInputs()[:3]) {
@@ -270,7 +299,7 @@ func TestLeases(t *testing.T) {
 		require.ErrorIs(t, s.Ack(ctx, &f), broker.ErrLeaseLost)
 	})
 	t.Run("a lapsed lease", func(t *testing.T) {
-		time.Sleep(s.Lease() + 10*time.Millisecond)
+		time.Sleep(jetstream.Lease(s) + 10*time.Millisecond)
 		require.ErrorIs(t, s.Ack(ctx, recs[2]), broker.ErrLeaseLost, "too late to ack: the server may redeliver")
 		require.ErrorIs(t, s.Release(ctx, recs[2]), broker.ErrLeaseLost)
 	})
@@ -327,7 +356,7 @@ func TestConsumerRecreated(t *testing.T) {
 	s, js := newStore(t, nil)
 	require.NoError(t, s.Publish(ctx, "d", &broker.Message{Body: []byte("one")}))
 	require.Len(t, fetchAll(t, s, "d"), 1)
-	require.NoError(t, js.DeleteConsumer(ctx, s.StreamName(), s.ConsumerName("d")))
+	require.NoError(t, js.DeleteConsumer(ctx, jetstream.StreamName(s), jetstream.ConsumerName(s, "d")))
 	var recs []*broker.Record
 	for range 3 {
 		got, err := s.Fetch(ctx, "d", broker.Filter{}, 10)
@@ -337,4 +366,92 @@ func TestConsumerRecreated(t *testing.T) {
 	}
 	require.Len(t, recs, 1, "the new consumer delivers the un-acked record")
 	require.NoError(t, s.Ack(ctx, recs[0]))
+}
+
+// TestReadOnly: a read-only store lists, but neither writes nor leases,
+// and creates no consumer on the server.
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	s, js := newStore(t, nil)
+	name := jetstream.StreamName(s)
+	msgs := brokertest.Messages(t, brokertest.SampleInputs()[:2])
+	for _, m := range msgs {
+		require.NoError(t, s.Publish(ctx, "d", m))
+	}
+	ro, err := jetstream.New(ctx, js, &jetstream.Options{Stream: name, SubjectPrefix: "geodlqtest." + name, StoreOptions: broker.StoreOptions{ReadOnly: true}})
+	require.NoError(t, err)
+	require.ErrorIs(t, ro.Publish(ctx, "d", msgs[0]), broker.ErrReadOnly)
+	_, err = ro.Fetch(ctx, "d", broker.Filter{}, 1)
+	require.ErrorIs(t, err, broker.ErrReadOnly)
+	recs := fetchAll(t, s, "d")
+	require.Len(t, recs, 2)
+	require.ErrorIs(t, ro.Ack(ctx, recs[0]), broker.ErrReadOnly)
+	require.ErrorIs(t, ro.Release(ctx, recs[0]), broker.ErrReadOnly)
+	p, err := ro.List(ctx, broker.ListOptions{Destination: "d"})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 2, "leased records are listed")
+	for i, e := range p.Entries {
+		require.Equal(t, msgs[i].Body, e.Record.Message.Body)
+		require.Equal(t, msgs[i].Key, e.Record.Message.Key)
+		require.Empty(t, e.Record.Lease)
+		require.False(t, e.PublishedAt.IsZero())
+	}
+	st, err := js.Stream(ctx, name)
+	require.NoError(t, err)
+	info, err := st.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, info.State.Consumers, "only the writer's replay consumer: listing creates none")
+	for _, r := range recs {
+		require.NoError(t, s.Ack(ctx, r))
+	}
+}
+
+// TestListAcrossDestinations: a listing of every destination pages
+// through the stream in order, names each record's destination, and skips
+// messages under the prefix that the store did not write; newest first
+// finds a sparse destination's records far back in the stream.
+func TestListAcrossDestinations(t *testing.T) {
+	ctx := context.Background()
+	s, js := newStore(t, nil)
+	var want []string
+	for i := range 7 {
+		d := []string{"a.poison.dlt", "b.retry.dlt"}[i%2]
+		require.NoError(t, s.Publish(ctx, d, &broker.Message{Body: []byte("body " + strconv.Itoa(i))}))
+		want = append(want, d+"/body "+strconv.Itoa(i))
+	}
+	// A foreign message under the prefix, and a crowd of another
+	// destination's records after the listed ones.
+	_, err := js.Publish(ctx, strings.TrimSuffix(jetstream.Subject(s, "x"), "x")+"not.a.token", []byte("foreign"))
+	require.NoError(t, err)
+	for i := range 300 {
+		require.NoError(t, s.Publish(ctx, "crowd", &broker.Message{Body: []byte("crowd " + strconv.Itoa(i))}))
+	}
+	ds, err := s.Destinations(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a.poison.dlt", "b.retry.dlt", "crowd"}, ds)
+
+	var got []string
+	err = s.ScanAll(ctx, broker.ListOptions{Limit: 3}, func(e broker.Entry) error {
+		if e.Record.Destination != "crowd" {
+			got = append(got, e.Record.Destination+"/"+string(e.Record.Message.Body))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	var back []string
+	err = s.ScanAll(ctx, broker.ListOptions{Destination: "a.poison.dlt", Newest: true, Limit: 2}, func(e broker.Entry) error {
+		back = append(back, string(e.Record.Message.Body))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"body 6", "body 4", "body 2", "body 0"}, back)
+
+	_, err = s.List(ctx, broker.ListOptions{After: "not-a-sequence"})
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	counts, err := s.Stats(ctx, broker.StatsOptions{Destination: "b.retry.dlt"})
+	require.NoError(t, err)
+	require.Len(t, counts, 1)
+	require.Equal(t, 3, counts[0].Total())
 }

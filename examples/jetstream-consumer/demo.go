@@ -134,7 +134,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	}
 	// The first replayer is a process of its own that dies after
 	// re-injecting: the server redelivers its records after ack_wait.
-	crashed, err := jetstream.New(ctx, p.js, &jetstream.Options{Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, AckWait: c.lease})
+	crashed, err := jetstream.New(ctx, p.js, &jetstream.Options{Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, StoreOptions: broker.StoreOptions{LeaseTTL: c.lease}})
 	if err != nil {
 		return res, err
 	}

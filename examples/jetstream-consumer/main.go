@@ -1,6 +1,6 @@
 // Command jetstream-consumer is a NATS JetStream consumer with geodlq's
 // dead-letter path, ready to copy. It pulls GeoJSON events from a source
-// stream through a durable consumer (broker/jetstream's Consumer: explicit
+// stream through a durable consumer (broker/jetstream's NewConsumer: explicit
 // acks, attempts counted from the server's NumDelivered), validates each
 // with GEOS and PROJ, retries transient failures in place, and
 // dead-letters what cannot be processed to "<subject>.retry.dlt" or
@@ -108,7 +108,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.dlqStream, "dlq-stream", jetstream.DefaultStream, "dead-letter stream")
 	fs.StringVar(&c.dlqPrefix, "dlq-prefix", jetstream.DefaultSubjectPrefix, "dead-letter subject prefix")
 	fs.StringVar(&c.replayer, "replayer", jetstream.DefaultReplayer, "replayer group: the durable consumers replay reads the dead-letter stream through")
-	fs.DurationVar(&c.lease, "lease", jetstream.DefaultAckWait, "how long replay leases a dead-letter record (its consumers' ack_wait)")
+	fs.DurationVar(&c.lease, "lease", jetstream.DefaultLeaseTTL, "how long replay leases a dead-letter record (its consumers' ack_wait)")
 	fs.StringVar(&c.claims, "claims", "memory", "idempotency claims: memory (this process only), redis://…[?geodlq_prefix=P] or postgres://…[?geodlq_schema=S]")
 	fs.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries (replay reads them back)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per delivery before a transient failure is dead-lettered")
@@ -186,7 +186,7 @@ type pipeline struct {
 	c      config
 	nc     *nats.Conn
 	js     natsjs.JetStream
-	store  *jetstream.Store
+	store  *broker.Store
 	kv     natsjs.KeyValue
 	claims replay.Claims
 	chk    *spatial.Checker
@@ -226,7 +226,8 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 	// created when missing. Run nats-server with sync_interval: always (or
 	// replicas) so an acknowledged write survives a machine crash.
 	if p.store, err = jetstream.New(ctx, p.js, &jetstream.Options{
-		Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, AckWait: c.lease, Logger: log,
+		Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, Create: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: c.lease, Logger: log},
 	}); err != nil {
 		return fail(fmt.Errorf("dead-letter stream: %w", err))
 	}
@@ -340,13 +341,18 @@ func (p *pipeline) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	jc, err := jetstream.NewConsumer(ctx, p.js, cons, p.handle, &jetstream.ConsumerOptions{
-		Processor: p.popts, FetchWait: p.c.fetchWait, Logger: p.log,
+	proc, err := broker.NewProcessor(p.popts)
+	if err != nil {
+		return err
+	}
+	jc, err := jetstream.NewConsumer(ctx, p.js, cons, proc, &jetstream.ConsumerOptions{
+		FetchWait: p.c.fetchWait, ConsumerOptions: broker.ConsumerOptions{Logger: p.log},
 	})
 	if err != nil {
 		return err
 	}
-	err = jc.Run(ctx) // also dead-letters what the server gives up on
+	defer jc.Close()            // also stops dead-lettering what the server gives up on
+	err = jc.Run(ctx, p.handle) // until ctx ends
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -385,8 +391,7 @@ func parcelKey(idempotencyKey string) string {
 
 // subjectPublisher publishes to a subject and waits for the stream's
 // acknowledgement: the replayer's target. Headers travel as NATS headers,
-// the key base64 in jetstream.HeaderKey, as jetstream.MessageFrom reads
-// them.
+// the key base64 in jetstream.HeaderKey, as the consumer reads them.
 type subjectPublisher struct{ js natsjs.JetStream }
 
 // Publish publishes m to subject and waits for the PubAck.

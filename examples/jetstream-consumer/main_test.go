@@ -113,7 +113,7 @@ func TestDemo(t *testing.T) {
 	require.Zero(t, info.NumAckPending)
 	require.Zero(t, info.NumPending)
 	require.EqualValues(t, 10, info.Delivered.Stream, "6 sample events and 4 re-injections")
-	store, err := jetstream.New(ctx, js, &jetstream.Options{Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, AckWait: time.Second})
+	store, err := jetstream.New(ctx, js, &jetstream.Options{Stream: c.dlqStream, SubjectPrefix: c.dlqPrefix, Replayer: c.replayer, StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
 	require.NoError(t, err)
 	var left []string
 	for _, d := range []string{retry, poison} {
