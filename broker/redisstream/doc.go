@@ -23,12 +23,12 @@
 //	            ErrDurabilityUnconfirmed (the entry is written). Off by default.
 //	Outcome     Publish, Ack and Release report what Redis did. A write whose
 //	            reply is lost (a dropped connection, a reply after the client's
-//	            ReadTimeout) is retried until Redis answers or WriteTimeout
-//	            passes, and the retry finds the first attempt's effect: a
-//	            message's digest for Publish (Options.DedupWindow, 2 minutes), a
-//	            per-call mark for Ack and Release. Beyond WriteTimeout the error
-//	            wraps broker.ErrOutcomeUnknown, and a retry of the same message
-//	            within the window is still stored once.
+//	            ReadTimeout) is retried until Redis answers, and the retry finds
+//	            the first attempt's effect: a message's digest for Publish
+//	            (Options.DedupWindow, 2 minutes), a per-call mark for Ack and
+//	            Release. A write cut short (WriteTimeout, or CancelGrace after
+//	            the caller gave up) fails with broker.ErrOutcomeUnknown, and a
+//	            retry of the same message within the window is stored once.
 //	Redelivery  A lease is an entry in the consumer group's pending entries list
 //	            (PEL). Fetch takes over entries idle for LeaseTTL (30 s, on the
 //	            Redis server's clock; XAUTOCLAIM), so a crashed or stalled
@@ -77,8 +77,9 @@
 // one it fails with an error wrapping [broker.ErrNoStore] ("no geodlq store
 // here"), unless OpenOptions.Create lets it create the catalog. A store
 // opened ReadOnly writes nothing — it creates no catalog, stream or
-// consumer group — and refuses Publish, Fetch, Ack, Release and a Purge
-// that is not a dry run with an error wrapping [errors.ErrUnsupported].
+// consumer group — and the portable store refuses Publish, Fetch, Ack,
+// Release and a Purge that is not a dry run with an error wrapping
+// [broker.ErrReadOnly].
 // The store owns the client the opener made and closes it on Close; its
 // socket reads honour the store's deadlines (ContextTimeoutEnabled).
 //
@@ -136,9 +137,9 @@
 //
 // # Write outcomes
 //
-// The portable store runs Publish and Ack without the caller's
-// cancellation, bounded by WriteTimeout (30s), so that a caller giving up
-// does not leave a write half-known. Inside that bound the driver makes the
+// The portable store lets a started Publish or Ack run on for CancelGrace
+// (2s) after its caller gives up, bounded by WriteTimeout (30s), so that
+// the caller learns the outcome. Inside that bound the driver makes the
 // outcome certain against go-redis's own behaviour too: go-redis retries a
 // command whose connection dropped or whose reply came after ReadTimeout
 // (5s by default, shorter than WriteTimeout), and a retried XADD writes a
@@ -150,10 +151,11 @@
 // go-redis's or the store's (which retries an attempt whose outcome it did
 // not see until Redis answers or the deadline passes), is then harmless,
 // and the outcome reported is the outcome Redis had. What remains
-// uncertain is a write whose every attempt failed until WriteTimeout: its
-// error wraps [broker.ErrOutcomeUnknown], and because the digest outlives
-// it, the caller's retry of the same message within DedupWindow is still
-// stored once. A Fetch whose reply is lost leases entries nobody sees; they
+// uncertain is a write cut short before Redis answered — every attempt
+// failed until WriteTimeout, or the grace after a cancellation ran out:
+// its error wraps [broker.ErrOutcomeUnknown], and because the digest
+// outlives it, the caller's retry of the same message within DedupWindow
+// is still stored once. A Fetch whose reply is lost leases entries nobody sees; they
 // come back after LeaseTTL. With DedupWindow negative, Publish sends a bare
 // XADD and these guarantees do not hold.
 //

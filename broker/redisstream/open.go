@@ -90,7 +90,7 @@ func open(ctx context.Context, u *url.URL, _ string, oo broker.OpenOptions) (*br
 		_ = client.Close()
 		return nil, err
 	}
-	d.ownsClient, d.readOnly = true, oo.ReadOnly
+	d.ownsClient = true
 	if err := d.checkStore(ctx, oo, ro.Addr); err != nil {
 		_ = client.Close()
 		return nil, err

@@ -3,7 +3,6 @@ package redisstream_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -90,12 +89,13 @@ func TestOpenStore(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: time.Now().Add(time.Hour)}, IncludePending: true, DryRun: true})
 			require.NoError(t, err)
-			require.ErrorIs(t, s.Publish(ctx, "d", &broker.Message{Body: []byte("x")}), errors.ErrUnsupported)
+			require.ErrorIs(t, s.Publish(ctx, "d", &broker.Message{Body: []byte("x")}), broker.ErrReadOnly)
 			_, err = s.Fetch(ctx, "parcels.poison.dlt", broker.Filter{}, 1)
-			require.ErrorIs(t, err, errors.ErrUnsupported)
-			require.ErrorIs(t, s.Release(ctx, &broker.Record{ID: "1-1", Destination: "d", Lease: "1:x"}), errors.ErrUnsupported)
+			require.ErrorIs(t, err, broker.ErrReadOnly)
+			require.ErrorIs(t, s.Release(ctx, &broker.Record{ID: "1-1", Destination: "d", Lease: "1:x"}), broker.ErrReadOnly)
 			_, err = s.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: time.Now().Add(time.Hour)}, IncludePending: true})
-			require.ErrorIs(t, err, errors.ErrUnsupported)
+			require.ErrorIs(t, err, broker.ErrReadOnly)
+			require.True(t, s.ReadOnly())
 			require.Equal(t, before, snapshot(t, c, prefix), "a read-only store wrote nothing")
 		}},
 		{name: "a store, read-write", seed: seedStore, check: func(t *testing.T, s *broker.Store, _ string) {

@@ -233,3 +233,31 @@ func TestSameSlotKey(t *testing.T) {
 		})
 	}
 }
+
+// The uncertainty that remains: the caller gives up, the grace runs out,
+// and Redis has not answered. Publish then fails with ErrOutcomeUnknown —
+// although Redis did write — and the caller's retry of the same message
+// (a redelivery dead-lettering it again) finds the write by its digest:
+// one entry.
+func TestOutcomeUnknownThenRetryStoresOnce(t *testing.T) {
+	ctx := context.Background()
+	direct := newClient(t)
+	p := redistest.NewFaultProxy(t)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := redisstream.New(c, &redisstream.Options{Prefix: uniquePrefix(t), StoreOptions: broker.StoreOptions{CancelGrace: 200 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	d := "unknown"
+	require.NoError(t, s.Publish(ctx, d, &broker.Message{Body: []byte("warm-up")}))
+	m := &broker.Message{Body: []byte("written-but-unanswered"), Headers: map[string]string{broker.HeaderIdempotencyKey: "idem:test:unknown"}}
+	p.DelayReply(string(m.Body), time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = s.Publish(cctx, d, m)
+	require.ErrorIs(t, err, broker.ErrOutcomeUnknown)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's own deadline")
+	require.Equal(t, 1, count(t, direct, redisstream.StreamKey(s, d), string(m.Body)), "Redis wrote it")
+	require.NoError(t, s.Publish(ctx, d, m.Clone()), "the retry")
+	require.Equal(t, 1, count(t, direct, redisstream.StreamKey(s, d), string(m.Body)), "stored once")
+}

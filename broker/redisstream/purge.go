@@ -28,9 +28,6 @@ const purgeChunk = 500
 // live set itself and quarantines for a grace period first, is the safe
 // way to delete blobs.
 func (d *driver) Purge(ctx context.Context, req broker.PurgeRequest) (broker.PurgeResult, error) {
-	if d.readOnly && !req.DryRun {
-		return broker.PurgeResult{}, errReadOnly
-	}
 	targets, err := d.dests(ctx, req.Destination)
 	if err != nil {
 		return broker.PurgeResult{}, err

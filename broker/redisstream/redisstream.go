@@ -62,9 +62,6 @@ var (
 	ErrDurabilityUnconfirmed = errors.New("redisstream: write not confirmed by WAIT/WAITAOF")
 )
 
-// errReadOnly is wrapped by every write of a store opened read-only.
-var errReadOnly = fmt.Errorf("redisstream: store opened read-only: %w", errors.ErrUnsupported)
-
 // StoreFullError reports a write refused by [Options.MaxEntries]. It
 // unwraps to [ErrStoreFull].
 type StoreFullError struct {
@@ -155,7 +152,6 @@ type Options struct {
 type driver struct {
 	client       redis.UniversalClient
 	ownsClient   bool // made by the opener: closed with the store
-	readOnly     bool // opened read-only: every write is refused
 	prefix       string
 	rawKeys      bool
 	group        string
@@ -335,9 +331,6 @@ func (d *driver) register(ctx context.Context, destination string) error {
 // ctx ends. When it returns nil the entry is in the primary's memory and,
 // as configured, in its AOF and on WaitReplicas replicas.
 func (d *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	if d.readOnly {
-		return errReadOnly
-	}
 	fields := entryFields(m)
 	if len(fields) > maxFields {
 		return fmt.Errorf("redisstream: publish to %q: the message has %d headers; at most %d fit one entry: %w",
@@ -528,9 +521,6 @@ func (d *driver) confirmed(wait *redis.Cmd) error {
 // Fetch returns what it leased so far. A Fetch whose reply is lost leases
 // entries nobody sees; they come back after LeaseTTL.
 func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if d.readOnly {
-		return nil, errReadOnly
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -610,9 +600,6 @@ func (d *driver) Release(ctx context.Context, r *broker.Record) error {
 }
 
 func (d *driver) settle(ctx context.Context, r *broker.Record, mode, del string) error {
-	if d.readOnly {
-		return errReadOnly
-	}
 	count, consumer, ok := strings.Cut(r.Lease, ":")
 	if !ok || consumer == "" || consumer == parkConsumer {
 		return fmt.Errorf("redisstream: %s %s/%s: malformed lease %q: %w", mode, r.Destination, r.ID, r.Lease, broker.ErrLeaseLost)
