@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -268,6 +270,12 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"schema_version":"dlq.v1"}`))
 	f.Add([]byte(`{"schema_version":"dlq.v1","raw_payload_encoding":"base64","raw_payload":"AAEC"}`))
+	// The hostile corpus's forged envelopes: claimed sizes, tampered
+	// hashes, deep payloads, duplicates, trailing bytes.
+	for _, seed := range corpus.HostileSeeds(corpus.InputEnvelope) {
+		f.Add(seed)
+	}
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := envelope.Decode(data)
 		if err != nil {

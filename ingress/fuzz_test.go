@@ -3,11 +3,13 @@ package ingress_test
 import (
 	"bytes"
 	"encoding/json"
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/geodlq/geodlq/ingress"
 	"github.com/geodlq/geodlq/internal/corpus"
+	"github.com/geodlq/geodlq/internal/corpus/nesting"
 )
 
 // FuzzValidate: Validate never panics, never modifies its input, and
@@ -25,6 +27,15 @@ func FuzzValidate(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, seed := range corpus.HostileSeeds(corpus.InputEvent) {
+		f.Add(seed)
+	}
+	for s := range nesting.Shapes() {
+		f.Add(nesting.Build(s, 20_000, nil)) // past every depth limit, under the 1 MiB cap
+	}
+	// With the stack capped at 1 MiB, a reader that recursed per level
+	// would overflow within the 1 MiB inputs the fuzzer may grow.
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	opts := &ingress.Options{MaxVertices: 10_000, MaxBytes: 1 << 20}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		orig := bytes.Clone(payload)

@@ -2,10 +2,12 @@ package spatial
 
 import (
 	"errors"
+	"runtime/debug"
 	"testing"
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/corpus"
+	"github.com/geodlq/geodlq/internal/corpus/nesting"
 )
 
 // geometrySeeds are geometry objects exercising every parser path.
@@ -25,6 +27,8 @@ var geometrySeeds = []string{
 	`null`,
 	`[`,
 	`{"type":"Point","coordinates":[1,2]} trailing`,
+	`{"type":"Point","coordinates":[1,2]}` + "\x00garbage",
+	`{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[0,10],[0,0]],[[1,1],[2,1],[2,2],[1,1]],[[20,20],[21,20],[21,21],[20,20]]]}`,
 }
 
 // requireWellClassified fails unless err is nil or a *classify.Error with a
@@ -55,6 +59,9 @@ func FuzzCheckGeometry(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = c.Close() })
+	// With the stack capped, per-level recursion in any reader or walker
+	// would overflow within the 1 MiB inputs the fuzzer may grow.
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		requireWellClassified(t, c.CheckGeometry(data))
 		out, _, err := c.MakeValid(data)
@@ -84,13 +91,51 @@ func FuzzCheckEvent(f *testing.F) {
 	}
 	f.Add([]byte(`{"crs":{"type":"link","properties":{"href":"x"}},"geometry":{"type":"Point","coordinates":[1,2]}}`))
 	f.Add([]byte(`{"crs":3857,"geometry":{"type":"Point","coordinates":[1,2]},"properties":{"a":[{"b":"\ud83d\ude00"}]}}`))
+	for _, seed := range corpus.HostileSeeds(corpus.InputEvent) {
+		f.Add(seed)
+	}
 	c, err := NewChecker(&Options{MaxVertices: 10_000, MaxBytes: 1 << 20, CRSCacheSize: 64})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = c.Close() })
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := c.CheckEvent(data)
+		requireWellClassified(t, err)
+	})
+}
+
+// maxFuzzDepth bounds the depth FuzzCheckEventNesting builds: with the
+// stack capped at 1 MiB, per-level recursion overflows within a few
+// thousand levels.
+const maxFuzzDepth = 200_000
+
+// FuzzCheckEventNesting is a structured fuzzer for depth, which a byte
+// mutator working under a 1 MiB input cap cannot reach: it chooses the
+// position (nesting.Build's shapes), the depth (up to 200,000 levels, a
+// few megabytes, under the default byte budget) and what fills each level,
+// and CheckEvent — with default options — must answer with a classified
+// error or a verdict, never Go's fatal stack overflow. A ~30 MB event of
+// nested GeometryCollections used to die so.
+func FuzzCheckEventNesting(f *testing.F) {
+	for s := range nesting.Shapes() {
+		for _, d := range []uint32{0, 1, 8, 9, 512, 513, 10_000, maxFuzzDepth} {
+			f.Add(uint8(s), d, []byte(nil))
+		}
+		f.Add(uint8(s), uint32(2000), []byte(`"type":"Point",`))
+	}
+	c, err := NewChecker(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = c.Close() })
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
+	f.Fuzz(func(t *testing.T, shape uint8, depth uint32, filler []byte) {
+		if len(filler) > 32 {
+			filler = filler[:32]
+		}
+		_, err := c.CheckEvent(nesting.Build(int(shape), int(depth%(maxFuzzDepth+1)), filler))
 		requireWellClassified(t, err)
 	})
 }

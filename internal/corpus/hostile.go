@@ -77,6 +77,10 @@ type Family struct {
 	// Scales is true when Generate fills the size it is given (nesting or
 	// repetition up to a byte limit); other families ignore the size.
 	Scales bool
+	// Large is true for a family that does not scale and whose instance
+	// is larger than MaxSeedSize (up to 30 MB: a million-position ring,
+	// five million positions).
+	Large bool
 	// Class is the expected failure class of an event; zero: valid.
 	Class classify.Class
 	// Kind is the expected reason kind of an event, or "".
@@ -123,6 +127,28 @@ func Hostile() []Family {
 		f.Input = InputEnvelope
 		f.Group = "envelope"
 		out = append(out, f)
+	}
+	return out
+}
+
+// MaxSeedSize is the largest instance [HostileSeeds] returns.
+const MaxSeedSize = 64 << 10
+
+// HostileSeeds returns an instance of every family of the given input
+// small enough to seed a fuzz target: the scaling families at
+// [MinHostileSize], the others when they are at most [MaxSeedSize] bytes.
+// (The large fixed families — a million-position ring, five million
+// positions — would slow a fuzzer to a crawl; the fuzz targets reach size
+// and depth with structured generators instead, see package nesting.)
+func HostileSeeds(in Input) [][]byte {
+	var out [][]byte
+	for _, f := range Hostile() {
+		if f.Input != in {
+			continue
+		}
+		if !f.Large {
+			out = append(out, f.Generate(MinHostileSize).Data)
+		}
 	}
 	return out
 }
@@ -306,7 +332,7 @@ var hostileEvents = []Family{
 	{Name: "infinity_coordinate", Group: "nan", Class: invalid, Kind: classify.KindInvalidCoordinate,
 		Description: "bare Infinity and -Infinity coordinates",
 		gen:         fixed(hHead + `{"type":"LineString","coordinates":[[0,0],[Infinity,-Infinity]]}` + hTail)},
-	{Name: "nan_many", Group: "nan", Class: invalid, Kind: classify.KindInvalidCoordinate,
+	{Name: "nan_many", Large: true, Group: "nan", Class: invalid, Kind: classify.KindInvalidCoordinate,
 		Description: "a MultiPoint of a million NaN positions",
 		gen: func(int) Sample {
 			return Sample{Data: repeatN(hHead+`{"type":"MultiPoint","coordinates":[`, "[NaN,NaN]", ",", "]}"+hTail, 1_000_000)}
@@ -433,33 +459,33 @@ var hostileEvents = []Family{
 		gen:         fixed("\x00" + hValid)},
 
 	// Sizes.
-	{Name: "ring_1e6", Group: "size", Class: valid,
+	{Name: "ring_1e6", Large: true, Group: "size", Class: valid,
 		Description: "a valid polygon whose ring has a million positions",
 		gen:         func(int) Sample { return Sample{Data: ringEvent(1_000_000, false)} }},
-	{Name: "ring_1e6_self_intersecting", Group: "size", Class: invalid,
+	{Name: "ring_1e6_self_intersecting", Large: true, Group: "size", Class: invalid,
 		Description: "a million-position ring with two adjacent positions swapped: one self-intersection",
 		gen:         func(int) Sample { return Sample{Data: ringEvent(1_000_000, true)} }},
 	{Name: "ring_star_crossings", Group: "size", Class: invalid, Kind: classify.KindSelfIntersection,
 		Description: "a 42 KB star polygon, each of 2001 positions joined to the one almost opposite: two million crossings for a repair to node",
 		gen:         func(int) Sample { return Sample{Data: starEvent(2001)} }},
-	{Name: "holes_1e5", Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
+	{Name: "holes_1e5", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
 		Description: "a valid polygon with a hundred thousand holes: over the default holes budget (10,000), which bounds GEOS's memory",
 		gen:         func(int) Sample { return Sample{Data: holesEvent(100_000, false)} }},
-	{Name: "holes_1e5_one_outside", Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
+	{Name: "holes_1e5_one_outside", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
 		Description: "a hundred thousand holes, the last outside the shell",
 		gen:         func(int) Sample { return Sample{Data: holesEvent(100_000, true)} }},
-	{Name: "holes_1e4", Group: "size", Class: valid,
+	{Name: "holes_1e4", Large: true, Group: "size", Class: valid,
 		Description: "a valid polygon with ten thousand holes, as many as the holes budget allows",
 		gen:         func(int) Sample { return Sample{Data: holesEvent(10_000, false)} }},
-	{Name: "holes_1e4_one_outside", Group: "size", Class: invalid, Kind: classify.KindHoleOutsideShell,
+	{Name: "holes_1e4_one_outside", Large: true, Group: "size", Class: invalid, Kind: classify.KindHoleOutsideShell,
 		Description: "ten thousand holes, the last outside the shell: invalid, and over the repair budget (GEOS would take seconds)",
 		gen:         func(int) Sample { return Sample{Data: holesEvent(10_000, true)} }},
-	{Name: "vertex_budget", Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
+	{Name: "vertex_budget", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
 		Description: "a MultiPoint of one position more than the default vertex budget",
 		gen: func(int) Sample {
 			return Sample{Data: repeatN(hHead+`{"type":"MultiPoint","coordinates":[`, "[0,0]", ",", "]}"+hTail, geojson.DefaultMaxVertices+1)}
 		}},
-	{Name: "parts_budget", Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
+	{Name: "parts_budget", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
 		Description: "a Polygon of a million empty rings: parts, not positions, exhaust memory",
 		gen: func(int) Sample {
 			return Sample{Data: repeatN(hHead+`{"type":"Polygon","coordinates":[`, "[]", ",", "]}"+hTail, geojson.DefaultMaxParts)}
@@ -469,18 +495,18 @@ var hostileEvents = []Family{
 		gen: func(int) Sample {
 			return Sample{Data: repeatN(hHead+`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]],`, "[]", ",", "]}"+hTail, 5_000)}
 		}},
-	{Name: "collection_members_many", Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
+	{Name: "collection_members_many", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
 		Description: "a GeometryCollection of two hundred thousand Points: over the parts budget",
 		gen: func(int) Sample {
 			return Sample{Data: repeatN(hHead+`{"type":"GeometryCollection","geometries":[`, hPoint, ",", "]}"+hTail, 200_000)}
 		}},
-	{Name: "multipolygon_parts_many", Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
+	{Name: "multipolygon_parts_many", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
 		Description: "a valid MultiPolygon of a hundred thousand small squares: over the parts budget",
 		gen:         func(int) Sample { return Sample{Data: squaresEvent(100_000)} }},
-	{Name: "multipolygon_parts_under_budget", Group: "size", Class: valid,
+	{Name: "multipolygon_parts_under_budget", Large: true, Group: "size", Class: valid,
 		Description: "a valid MultiPolygon of forty-five thousand small squares (ninety thousand parts, under the budget)",
 		gen:         func(int) Sample { return Sample{Data: squaresEvent(45_000)} }},
-	{Name: "lines_of_one_position", Group: "size", Class: invalid, Kind: classify.KindTooFewPoints,
+	{Name: "lines_of_one_position", Large: true, Group: "size", Class: invalid, Kind: classify.KindTooFewPoints,
 		Description: "a MultiLineString of twenty thousand one-position lines",
 		gen: func(int) Sample {
 			return Sample{Data: repeatN(hHead+`{"type":"MultiLineString","coordinates":[`, "[[0,0]]", ",", "]}"+hTail, 20_000)}
@@ -824,7 +850,7 @@ var hostileEnvelopes = []Family{
 				f.env.Geometry.ContentSHA256 = hex.EncodeToString(sum[:])
 			})(size)
 		}},
-	{Name: "envelope_deep_inline_json", Class: valid,
+	{Name: "envelope_deep_inline_json", Large: true, Class: valid,
 		Description: "geometry.inline embedded as JSON, 4990 nested GeometryCollections (as deep as encoding/json reads)",
 		gen: forge(func(f *forger) {
 			f.inline(bowtieEvent)

@@ -35,6 +35,8 @@ func TestHostileFamilies(t *testing.T) {
 			require.Nil(t, f.RestoreErr, f.Name)
 			require.True(t, f.Valid() || f.Class.Valid(), f.Name)
 		}
+		require.Equal(t, f.Large, len(f.Generate(MinHostileSize).Data) > MaxSeedSize, "%s: Large", f.Name)
+		require.False(t, f.Large && f.Scales, f.Name)
 		got, ok := HostileFamily(f.Name)
 		require.True(t, ok)
 		require.Equal(t, f.Name, got.Name)
@@ -123,4 +125,13 @@ func TestHostileEnvelopes(t *testing.T) {
 		})
 	}
 	require.True(t, slices.ContainsFunc(Hostile(), func(f Family) bool { return f.RestoreErr != nil && f.Input == InputEnvelope }))
+}
+
+func TestHostileSeeds(t *testing.T) {
+	events, envelopes := HostileSeeds(InputEvent), HostileSeeds(InputEnvelope)
+	require.Greater(t, len(events), 60)
+	require.Greater(t, len(envelopes), 20)
+	for _, s := range append(events, envelopes...) {
+		require.LessOrEqual(t, len(s), MaxSeedSize)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -401,9 +402,20 @@ func FuzzParseGeometry(f *testing.F) {
 		`{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1,2,3]}]}`,
 		`{"type":"MultiPoint","coordinates":[[1e999,-Infinity],[-0.0,1E-7]],"x":"\ud83d"}`,
 		`null`,
+		// Bytes after the document, NUL first.
+		`{"type":"Point","coordinates":[1,2]}` + "\x00garbage",
+		`{"type":"Point","coordinates":[1,2]} ` + "\v",
+		`{"type":"Point","coordinates":[1,2]}{}`,
+		// Depth a mutator can extend: the stack is capped at 1 MiB below.
+		`{"type":"GeometryCollection","geometries":[` + strings.Repeat(`{"type":"GeometryCollection","geometries":[`, 2000) + strings.Repeat(`]}`, 2001),
+		`{"coordinates":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `,"type":"Polygon"}`,
+		`{"type":"Point","coordinates":[1,2],"p":` + strings.Repeat(`{"a":[`, 2000) + strings.Repeat(`]}`, 2000) + `}`,
+		`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]` + strings.Repeat(`,[]`, 200) + `]}`,
+		`{"type":"Point","coordinates":[1.` + strings.Repeat("5", 600) + `,2]}`,
 	} {
 		f.Add([]byte(s))
 	}
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := ParseGeometry(data, Limits{MaxVertices: 10_000})
 		if err != nil {

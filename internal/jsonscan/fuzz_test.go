@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"runtime/debug"
 	"strings"
 	"testing"
 
+	"github.com/geodlq/geodlq/internal/corpus"
+	"github.com/geodlq/geodlq/internal/corpus/nesting"
 	"github.com/geodlq/geodlq/internal/jsonscan"
 )
 
@@ -65,9 +68,21 @@ func FuzzFind(f *testing.F) {
 		"{\"\xff\":1}",
 		`{"a~b/c":{"d":[true,false,null]}}`,
 		`"str"`, `12`, `{}`, `[]`, `{"a":{}}`, `[[[[]]]]`,
+		`{"a":1}` + "\x00garbage", `{"a":1} ` + "\v", `{"a":1}{"a":2}`,
+		strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth),
+		`{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`,
 	} {
 		f.Add([]byte(s))
 	}
+	// The hostile corpus, small instances: every family of event and of
+	// envelope (nesting in every position, trailing bytes, forgeries).
+	for _, seed := range append(corpus.HostileSeeds(corpus.InputEvent), corpus.HostileSeeds(corpus.InputEnvelope)...) {
+		f.Add(seed)
+	}
+	for s := range nesting.Shapes() {
+		f.Add(nesting.Build(s, jsonscan.MaxDepth-4, nil))
+	}
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Never panic, whatever the input.
 		_, _, skipErr := jsonscan.Skip(data, 0)
