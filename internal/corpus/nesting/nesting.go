@@ -8,7 +8,7 @@ package nesting
 // shape is nesting in one position: head, open repeated depth times,
 // inner, close repeated depth times, tail.
 type shape struct {
-	name                          string
+	name                           string
 	head, open, inner, close, tail string
 }
 
