@@ -11,7 +11,11 @@
 // An event is a JSON object with source_uri (an absolute URI),
 // processing_mode (one of a configured set, by default "vector"), an
 // optional crs, and a GeoJSON geometry with type and coordinates, within
-// a byte and a vertex budget; see [Validate] for the exact rules. Each
+// byte, vertex, part and hole budgets (spatial.Checker's, except for the
+// smaller byte and vertex defaults of a gate); see [Validate] for the exact
+// rules. Nothing after the event but white space is accepted, nesting is
+// refused before it is entered, and nothing is allocated on the strength
+// of a Content-Length; docs/threat-model.md lists every limit. Each
 // violation is reported with an RFC 6901 JSON pointer to the offending
 // member or position, the failure class the event would have been
 // dead-lettered with, a bounded kind, a message, and for geometry faults
@@ -33,8 +37,8 @@
 // # HTTP answers
 //
 // [Middleware] answers a refused event with status 400 (413 when it is
-// over the byte or vertex budget; a declared Content-Length over the
-// budget is refused before the body is read) and an RFC 9457 problem
+// over a byte, vertex, part or hole budget; a declared Content-Length over
+// the byte budget is refused before the body is read) and an RFC 9457 problem
 // details body, Content-Type application/problem+json:
 //
 //	{"type":"urn:geodlq:problem:invalid-event","title":"Invalid event","status":400,
