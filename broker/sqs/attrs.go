@@ -15,23 +15,25 @@ import (
 	"github.com/geodlq/geodlq/broker"
 )
 
-// Message attributes the adapter sets besides the message's own headers.
+// HeaderKey is the message attribute that carries a message's ordering
+// key, base64 (standard encoding), when it has one.
+const HeaderKey = "geodlq-key"
+
+// Message attributes the adapter sets besides the message's own headers
+// and HeaderKey (named in the package doc).
 const (
-	// AttrKey carries the message's ordering key, base64 (standard
-	// encoding), when it has one.
-	AttrKey = "geodlq-key"
-	// AttrBodyEncoding is "base64" when the body holds characters SQS
+	// attrBodyEncoding is "base64" when the body holds characters SQS
 	// refuses (invalid UTF-8, most control characters, U+FFFE/U+FFFF) and
 	// was sent base64-encoded. Absent otherwise: the body is sent as is.
-	AttrBodyEncoding = "geodlq-body-encoding"
-	// AttrHeaders carries all the headers as one JSON object of strings
+	attrBodyEncoding = "geodlq-body-encoding"
+	// attrHeaders carries all the headers as one JSON object of strings
 	// when they cannot travel as individual attributes: more than SQS's
 	// 10 attributes would be needed, or a name or value SQS refuses.
-	AttrHeaders = "geodlq-headers"
+	attrHeaders = "geodlq-headers"
 )
 
-// MaxMessageAttributes is SQS's limit on message attributes per message.
-const MaxMessageAttributes = 10
+// maxMessageAttributes is SQS's limit on message attributes per message.
+const maxMessageAttributes = 10
 
 const dataTypeString = "String"
 
@@ -80,7 +82,7 @@ func validAttrName(name string) bool {
 }
 
 func reservedAttr(name string) bool {
-	return name == AttrKey || name == AttrBodyEncoding || name == AttrHeaders
+	return name == HeaderKey || name == attrBodyEncoding || name == attrHeaders
 }
 
 func strAttr(v string) types.MessageAttributeValue {
@@ -104,12 +106,12 @@ func encodeMessage(m *broker.Message) (encoded, error) {
 		e.body = string(m.Body)
 	} else {
 		e.body = base64.StdEncoding.EncodeToString(m.Body)
-		attrs[AttrBodyEncoding] = strAttr("base64")
+		attrs[attrBodyEncoding] = strAttr("base64")
 	}
 	if len(m.Key) > 0 {
-		attrs[AttrKey] = strAttr(base64.StdEncoding.EncodeToString(m.Key))
+		attrs[HeaderKey] = strAttr(base64.StdEncoding.EncodeToString(m.Key))
 	}
-	individual := len(attrs)+len(m.Headers) <= MaxMessageAttributes
+	individual := len(attrs)+len(m.Headers) <= maxMessageAttributes
 	for k, v := range m.Headers {
 		if reservedAttr(k) {
 			return encoded{}, fmt.Errorf("sqs: header %q uses a name the adapter reserves", k)
@@ -128,7 +130,7 @@ func encodeMessage(m *broker.Message) (encoded, error) {
 			if err != nil {
 				return encoded{}, fmt.Errorf("sqs: packing headers: %w", err)
 			}
-			attrs[AttrHeaders] = strAttr(string(b))
+			attrs[attrHeaders] = strAttr(string(b))
 		}
 	}
 	if len(attrs) > 0 {
@@ -159,21 +161,21 @@ func decodeMessage(msg types.Message) (body, key []byte, headers map[string]stri
 		a := msg.MessageAttributes[k]
 		v := aws.ToString(a.StringValue)
 		switch k {
-		case AttrBodyEncoding:
+		case attrBodyEncoding:
 			if v != "base64" {
-				return nil, nil, nil, fmt.Errorf("sqs: message %s: unknown %s %q", aws.ToString(msg.MessageId), AttrBodyEncoding, v)
+				return nil, nil, nil, fmt.Errorf("sqs: message %s: unknown %s %q", aws.ToString(msg.MessageId), attrBodyEncoding, v)
 			}
 			if body, err = base64.StdEncoding.DecodeString(aws.ToString(msg.Body)); err != nil {
 				return nil, nil, nil, fmt.Errorf("sqs: message %s: base64 body: %w", aws.ToString(msg.MessageId), err)
 			}
-		case AttrKey:
+		case HeaderKey:
 			if key, err = base64.StdEncoding.DecodeString(v); err != nil {
-				return nil, nil, nil, fmt.Errorf("sqs: message %s: %s: %w", aws.ToString(msg.MessageId), AttrKey, err)
+				return nil, nil, nil, fmt.Errorf("sqs: message %s: %s: %w", aws.ToString(msg.MessageId), HeaderKey, err)
 			}
-		case AttrHeaders:
+		case attrHeaders:
 			var h map[string]string
 			if err := json.Unmarshal([]byte(v), &h); err != nil {
-				return nil, nil, nil, fmt.Errorf("sqs: message %s: %s: %w", aws.ToString(msg.MessageId), AttrHeaders, err)
+				return nil, nil, nil, fmt.Errorf("sqs: message %s: %s: %w", aws.ToString(msg.MessageId), attrHeaders, err)
 			}
 			if headers == nil {
 				headers = make(map[string]string, len(h))

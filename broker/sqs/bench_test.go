@@ -18,14 +18,14 @@ import (
 // openBench returns a store with the conformance harness's options on a
 // new SDK client, a standard queue of its own (created by the store,
 // deleted at the end), its URL and the client.
-func openBench(b *testing.B) (*geosqs.Store, string, string, *awssqs.Client) {
+func openBench(b *testing.B) (*broker.Store, string, string, *awssqs.Client) {
 	b.Helper()
 	ctx := context.Background()
 	c := newClient(b)
 	s, err := geosqs.New(ctx, c, harnessOpts)
 	require.NoError(b, err)
 	dest := benchenv.Name("bench-dlq")
-	qurl, err := s.QueueURL(ctx, dest)
+	qurl, err := geosqs.QueueURL(ctx, s, dest)
 	require.NoError(b, err)
 	b.Cleanup(func() {
 		_ = s.Close()
@@ -67,7 +67,7 @@ func BenchmarkBareClientWrite(b *testing.B) {
 		for k, v := range m.Headers {
 			attrs[k] = str(v)
 		}
-		attrs[geosqs.AttrKey] = str(base64.StdEncoding.EncodeToString(m.Key))
+		attrs[geosqs.HeaderKey] = str(base64.StdEncoding.EncodeToString(m.Key))
 		_, err := c.SendMessage(ctx, &awssqs.SendMessageInput{
 			QueueUrl: aws.String(qurl), MessageBody: aws.String(string(m.Body)), MessageAttributes: attrs,
 		})

@@ -102,6 +102,50 @@ const bowtie = `{
     }
   }`
 
+// results collects a consumer's results (ConsumerOptions.OnResult).
+type results struct {
+	mu   sync.Mutex
+	list []broker.Result
+	errs []error
+}
+
+func (r *results) on(_ *broker.Delivery, res broker.Result, err error) {
+	r.mu.Lock()
+	r.list = append(r.list, res)
+	r.errs = append(r.errs, err)
+	r.mu.Unlock()
+}
+
+func (r *results) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.list)
+}
+
+// consume runs c with h until cond holds (or a minute passed), then stops
+// it and waits for Run to return.
+func consume(t *testing.T, c *broker.Consumer, h broker.Handler, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, h) }()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && !cond() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.True(t, cond(), "condition not met within a minute")
+}
+
+func consumerOpts(r *results, o geosqs.ConsumerOptions) *geosqs.ConsumerOptions {
+	o.OnResult = r.on
+	if o.WaitTime == 0 {
+		o.WaitTime = time.Second
+	}
+	return &o
+}
+
 // TestSeedVerification reproduces the seed's verification step: a bowtie
 // sent to the primary queue (with Debian's aws CLI), one consumer pass
 // (GEOS finds the self-intersection), and the CLI reads
@@ -120,15 +164,14 @@ func TestSeedVerification(t *testing.T) {
 	require.NoError(t, err)
 	defer checker.Close()
 	store := newStore(t, nil)
-	c, err := geosqs.NewConsumer(context.Background(), client, primaryURL, processor(t, store, dlqURL, classify.Policy{}), &geosqs.ConsumerOptions{WaitTime: time.Second})
+	var r results
+	c, err := geosqs.NewConsumer(context.Background(), client, primaryURL, processor(t, store, dlqURL, classify.Policy{}), consumerOpts(&r, geosqs.ConsumerOptions{}))
 	require.NoError(t, err)
-	require.Equal(t, 72*time.Second, c.VisibilityTimeout(), "read from the queue the redrive helper configured")
-	n, err := c.Poll(context.Background(), func(ctx context.Context, m *broker.Message) error {
+	consume(t, c, func(ctx context.Context, m *broker.Message) error {
 		_, err := checker.CheckEvent(m.Body)
 		return err
-	})
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	}, func() bool { return r.len() >= 1 })
+	require.True(t, r.list[0].DeadLettered)
 
 	for _, q := range []struct{ url, want string }{{dlqURL, "1"}, {primaryURL, "0"}} {
 		var out struct{ Attributes map[string]string }
@@ -148,8 +191,8 @@ func TestSeedVerification(t *testing.T) {
 	require.Equal(t, bowtie, string(restored), "the bowtie restores byte for byte")
 }
 
-// failingDelete wraps the client and records the order of dead-letter
-// writes and deletes.
+// recorder wraps the client and records the order of dead-letter writes
+// and deletes.
 type recorder struct {
 	geosqs.API
 	mu    sync.Mutex
@@ -168,7 +211,7 @@ func (r *recorder) DeleteMessage(ctx context.Context, in *awssqs.DeleteMessageIn
 }
 
 type recordingStore struct {
-	*geosqs.Store
+	*broker.Store
 	r *recorder
 }
 
@@ -186,14 +229,15 @@ func TestConsumerDeletesOnlyAfterDeadLetterWrite(t *testing.T) {
 	dlq, _ := createQueue(t, client, queueName(t, "-dlq"), nil)
 	rec := &recorder{API: client}
 	store := recordingStore{Store: newStore(t, nil), r: rec}
-	c, err := geosqs.NewConsumer(context.Background(), rec, src, processor(t, store, dlq, classify.Policy{}), &geosqs.ConsumerOptions{WaitTime: -1})
+	var r results
+	c, err := geosqs.NewConsumer(context.Background(), rec, src, processor(t, store, dlq, classify.Policy{}), consumerOpts(&r, geosqs.ConsumerOptions{}))
 	require.NoError(t, err)
 	_, err = client.SendMessage(context.Background(), &awssqs.SendMessageInput{QueueUrl: &src, MessageBody: aws.String(`{"geometry":null}`)})
 	require.NoError(t, err)
-	_, err = c.Poll(context.Background(), func(context.Context, *broker.Message) error {
+	consume(t, c, func(context.Context, *broker.Message) error {
 		return classify.InvalidGeometry(errors.New("geometry is null"))
-	})
-	require.NoError(t, err)
+	}, func() bool { return r.len() >= 1 })
+	require.NoError(t, r.errs[0])
 	require.Equal(t, []string{"dead-letter", "delete"}, rec.calls, "the envelope is durable before the source is deleted")
 	v, inflight := depth(t, client, src)
 	require.Equal(t, []string{"0", "0"}, []string{v, inflight})
@@ -201,8 +245,8 @@ func TestConsumerDeletesOnlyAfterDeadLetterWrite(t *testing.T) {
 
 // TestConsumerNeverDeletesWhenSQSFails: the dead-letter write fails with an
 // SQS error (the seed's ClientError: here the dead-letter queue does not
-// exist). The message is not deleted; its visibility timeout brings it
-// back with a higher receive count, and after maxReceiveCount receives SQS's
+// exist). The message is given back, never deleted; SQS delivers it again
+// with a higher receive count, and after maxReceiveCount receives SQS's
 // own redrive moves it to the source's dead-letter queue. Nothing is lost.
 func TestConsumerNeverDeletesWhenSQSFails(t *testing.T) {
 	client := newClient(t)
@@ -212,37 +256,40 @@ func TestConsumerNeverDeletesWhenSQSFails(t *testing.T) {
 	attrs := settings.Attributes()
 	attrs["VisibilityTimeout"] = "1"
 	src, _ := createQueue(t, client, queueName(t, "-src"), attrs)
-	store := newStore(t, &geosqs.Options{Lease: 2 * time.Second}) // no CreateQueues: the dead-letter queue is missing
+	store := newStore(t, &geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second}}) // no CreateQueues: the dead-letter queue is missing
+	var r results
 	c, err := geosqs.NewConsumer(context.Background(), client, src, processor(t, store, queueName(t, "-missing"), classify.Policy{}),
-		&geosqs.ConsumerOptions{WaitTime: -1, Heartbeat: -1})
+		consumerOpts(&r, geosqs.ConsumerOptions{ExtendEvery: -1}))
 	require.NoError(t, err)
 	_, err = client.SendMessage(context.Background(), &awssqs.SendMessageInput{QueueUrl: &src, MessageBody: aws.String(bowtie)})
 	require.NoError(t, err)
+	var mu sync.Mutex
 	var attempts []int
 	h := func(_ context.Context, m *broker.Message) error {
+		mu.Lock()
 		attempts = append(attempts, m.DeliveryAttempt)
+		mu.Unlock()
 		return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
 	}
-	for range 2 {
-		var n int
-		require.Eventually(t, func() bool {
-			n, err = c.Poll(context.Background(), h)
-			return n == 1
-		}, 60*time.Second, 50*time.Millisecond)
+	consume(t, c, h, func() bool {
+		v, _ := depth(t, client, nativeURL)
+		return v == "1"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, attempts)
+	require.Equal(t, 1, attempts[0])
+	require.True(t, slices.IsSorted(attempts), "DeliveryAttempt is ApproximateReceiveCount: %v", attempts)
+	r.mu.Lock()
+	for _, err := range r.errs {
 		require.ErrorIs(t, err, broker.ErrNotAcked)
 		var dl *broker.DeadLetterError
 		require.ErrorAs(t, err, &dl)
 		require.Equal(t, "publish", dl.Op)
-		_, inflight := depth(t, client, src)
-		require.Equal(t, "1", inflight, "not deleted: invisible until the visibility timeout ends")
 	}
-	require.Equal(t, []int{1, 2}, attempts, "DeliveryAttempt is ApproximateReceiveCount")
-	require.Eventually(t, func() bool {
-		v, _ := depth(t, client, nativeURL)
-		return v == "1"
-	}, 60*time.Second, 50*time.Millisecond, "after maxReceiveCount receives SQS moved it to the redrive dead-letter queue")
+	r.mu.Unlock()
 	v, inflight := depth(t, client, src)
-	require.Equal(t, []string{"0", "0"}, []string{v, inflight})
+	require.Equal(t, []string{"0", "0"}, []string{v, inflight}, "after maxReceiveCount receives SQS moved it to the redrive dead-letter queue")
 }
 
 // TestConsumerAttemptsStartAtReceiveCount: a message already received once
@@ -253,7 +300,8 @@ func TestConsumerAttemptsStartAtReceiveCount(t *testing.T) {
 	src, _ := createQueue(t, client, queueName(t, "-src"), nil)
 	store := newStore(t, nil)
 	dlq := queueName(t, "-dlq")
-	c, err := geosqs.NewConsumer(context.Background(), client, src, processor(t, store, dlq, classify.Policy{MaxAttempts: 3}), &geosqs.ConsumerOptions{WaitTime: -1})
+	var r results
+	c, err := geosqs.NewConsumer(context.Background(), client, src, processor(t, store, dlq, classify.Policy{MaxAttempts: 3}), consumerOpts(&r, geosqs.ConsumerOptions{}))
 	require.NoError(t, err)
 	_, err = client.SendMessage(context.Background(), &awssqs.SendMessageInput{QueueUrl: &src, MessageBody: aws.String(`{"event_id":"evt-tile","geometry":{"type":"Point","coordinates":[1,2]}}`)})
 	require.NoError(t, err)
@@ -262,16 +310,15 @@ func TestConsumerAttemptsStartAtReceiveCount(t *testing.T) {
 	first, err := client.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: &src, VisibilityTimeout: 1})
 	require.NoError(t, err)
 	require.Len(t, first.Messages, 1)
+	var mu sync.Mutex
 	var seen []int
-	var n int
-	require.Eventually(t, func() bool {
-		n, err = c.Poll(context.Background(), func(_ context.Context, m *broker.Message) error {
-			seen = append(seen, m.DeliveryAttempt)
-			return classify.Transient(errors.New("tile server: HTTP 502"))
-		})
-		return n == 1
-	}, 60*time.Second, 20*time.Millisecond)
-	require.NoError(t, err)
+	consume(t, c, func(_ context.Context, m *broker.Message) error {
+		mu.Lock()
+		seen = append(seen, m.DeliveryAttempt)
+		mu.Unlock()
+		return classify.Transient(errors.New("tile server: HTTP 502"))
+	}, func() bool { return r.len() >= 1 })
+	require.NoError(t, r.errs[0])
 	require.Equal(t, []int{2, 2}, seen, "attempts 2 and 3 of a budget of 3; DeliveryAttempt is the receive count, 2")
 	recs := drainAll(t, store, dlq, broker.Filter{})
 	require.Len(t, recs, 1)
@@ -280,23 +327,23 @@ func TestConsumerAttemptsStartAtReceiveCount(t *testing.T) {
 	require.Equal(t, classify.ClassTransient, recs[0].Envelope.FailureClass)
 }
 
-// TestConsumerHeartbeat: a spatial operation longer than the visibility
-// timeout keeps its message invisible, and it is processed once.
-func TestConsumerHeartbeat(t *testing.T) {
+// TestConsumerExtendsVisibility: a spatial operation longer than the
+// visibility timeout keeps its message invisible, and it is processed
+// once.
+func TestConsumerExtendsVisibility(t *testing.T) {
 	client := newClient(t)
-	src, _ := createQueue(t, client, queueName(t, "-src"), map[string]string{"VisibilityTimeout": "1"})
+	src, _ := createQueue(t, client, queueName(t, "-src"), map[string]string{"VisibilityTimeout": "2"})
+	var r results
 	c, err := geosqs.NewConsumer(context.Background(), client, src, processor(t, newStore(t, nil), queueName(t, "-dlq"), classify.Policy{}),
-		&geosqs.ConsumerOptions{WaitTime: -1, Heartbeat: 250 * time.Millisecond})
+		consumerOpts(&r, geosqs.ConsumerOptions{ExtendEvery: 250 * time.Millisecond}))
 	require.NoError(t, err)
-	require.Equal(t, time.Second, c.VisibilityTimeout())
 	_, err = client.SendMessage(context.Background(), &awssqs.SendMessageInput{QueueUrl: &src, MessageBody: aws.String(`{"geometry":{"type":"Point","coordinates":[1,2]}}`)})
 	require.NoError(t, err)
-	var stolen int
-	runs := 0
-	_, err = c.Poll(context.Background(), func(ctx context.Context, m *broker.Message) error {
+	var stolen, runs int
+	consume(t, c, func(ctx context.Context, m *broker.Message) error {
 		runs++
 		// 2.5 visibility timeouts of "reprojection", while another consumer polls.
-		for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
 			out, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &src})
 			if err != nil {
 				return err
@@ -305,8 +352,9 @@ func TestConsumerHeartbeat(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		return nil
-	})
-	require.NoError(t, err)
+	}, func() bool { return r.len() >= 1 })
+	require.NoError(t, r.errs[0])
+	require.Zero(t, stolen, "no other consumer received the message while it was processed")
 	require.Equal(t, 1, runs)
 	require.Zero(t, stolen, "no other consumer received the message while it was processed")
 	v, inflight := depth(t, client, src)
@@ -321,8 +369,9 @@ func TestConsumerFIFO(t *testing.T) {
 	src, _ := createQueue(t, client, queueName(t, "-src.fifo"), nil)
 	store := newStore(t, nil)
 	dlq := queueName(t, "-dlq.fifo")
+	var r results
 	c, err := geosqs.NewConsumer(context.Background(), client, src, processor(t, store, dlq, classify.Policy{}),
-		&geosqs.ConsumerOptions{WaitTime: time.Second, VisibilityTimeout: 30 * time.Second, Concurrency: 4})
+		consumerOpts(&r, geosqs.ConsumerOptions{LeaseTTL: 30 * time.Second, ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}}))
 	require.NoError(t, err)
 	bodies := []string{`{"n":1,"geometry":{"type":"Point","coordinates":[1,2]}}`, `{"n":2,"bowtie":true}`, `{"n":3,"geometry":{"type":"Point","coordinates":[1,2]}}`}
 	for i, b := range bodies {
@@ -332,30 +381,24 @@ func TestConsumerFIFO(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []string
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() {
-		done <- c.Run(ctx, func(_ context.Context, m *broker.Message) error {
-			mu.Lock()
-			order = append(order, string(m.Body))
-			mu.Unlock()
-			require.Equal(t, "parcel-42", string(m.Key), "the group is the key")
-			if strings.Contains(string(m.Body), "bowtie") {
-				return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
-			}
-			return nil
-		})
-	}()
-	require.Eventually(t, func() bool {
+	consume(t, c, func(_ context.Context, m *broker.Message) error {
 		mu.Lock()
-		defer mu.Unlock()
-		return len(order) == 3
-	}, 60*time.Second, 20*time.Millisecond)
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+		order = append(order, string(m.Body))
+		mu.Unlock()
+		if string(m.Key) != "parcel-42" {
+			return errors.New("the group is not the key")
+		}
+		if strings.Contains(string(m.Body), "bowtie") {
+			return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
+		}
+		return nil
+	}, func() bool { return r.len() >= 3 })
 	require.Equal(t, bodies, order, "one group, in order")
+	for _, err := range r.errs {
+		require.NoError(t, err)
+	}
 
-	dlqURL, err := store.QueueURL(context.Background(), dlq)
+	dlqURL, err := geosqs.QueueURL(context.Background(), store, dlq)
 	require.NoError(t, err)
 	raw, err := client.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: &dlqURL, MaxNumberOfMessages: 10,
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
@@ -367,7 +410,7 @@ func TestConsumerFIFO(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "parcel-42", env.Source.GroupID)
 	require.Equal(t, "upload-b", env.Source.DedupID)
-	require.True(t, slices.Contains([]string{"sqs"}, env.Source.System))
+	require.Equal(t, "sqs", env.Source.System)
 	v, inflight := depth(t, client, src)
 	require.Equal(t, []string{"0", "0"}, []string{v, inflight})
 }
@@ -376,13 +419,13 @@ func TestNewConsumerOptions(t *testing.T) {
 	client := newClient(t)
 	src, _ := createQueue(t, client, queueName(t, ""), nil)
 	p := processor(t, newStore(t, nil), "x", classify.Policy{})
-	for _, o := range []geosqs.ConsumerOptions{{MaxMessages: 11}, {WaitTime: 21 * time.Second}, {VisibilityTimeout: 1500 * time.Millisecond},
-		{VisibilityTimeout: time.Second, Heartbeat: time.Second}, {Concurrency: -1}} {
+	for _, o := range []geosqs.ConsumerOptions{{ConsumerOptions: broker.ConsumerOptions{MaxBatch: 11}}, {WaitTime: 21 * time.Second},
+		{LeaseTTL: 1500 * time.Millisecond}, {LeaseTTL: time.Second, ExtendEvery: time.Second}, {ConsumerOptions: broker.ConsumerOptions{Concurrency: -1}}} {
 		_, err := geosqs.NewConsumer(context.Background(), client, src, p, &o)
-		require.Error(t, err, "%+v", o)
+		require.ErrorIs(t, err, broker.ErrInvalidArgument, "%+v", o)
 	}
 	_, err := geosqs.NewConsumer(context.Background(), client, src, nil, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
 	_, err = geosqs.NewConsumer(context.Background(), client, src+"-missing", p, nil)
 	require.Error(t, err, "the queue's VisibilityTimeout cannot be read")
 }

@@ -35,11 +35,11 @@ func (e *FIFOMismatchError) Error() string {
 // Unwrap returns [ErrFIFOMismatch].
 func (e *FIFOMismatchError) Unwrap() error { return ErrFIFOMismatch }
 
-// EntryError is the failure of one entry of a batch request
+// entryError is the failure of one entry of a batch request
 // (SendMessageBatch, DeleteMessageBatch, ChangeMessageVisibilityBatch), as
 // SQS reported it. It implements smithy.APIError, so code that checks
 // ErrorCode treats batched and single requests alike.
-type EntryError struct {
+type entryError struct {
 	// Op is the batch operation.
 	Op string
 	// Code is SQS's error code, e.g. "ReceiptHandleIsInvalid".
@@ -50,25 +50,25 @@ type EntryError struct {
 	SenderFault bool
 }
 
-func (e *EntryError) Error() string {
+func (e *entryError) Error() string {
 	return fmt.Sprintf("sqs: %s entry failed: %s: %s", e.Op, e.Code, e.Message)
 }
 
 // ErrorCode returns the SQS error code.
-func (e *EntryError) ErrorCode() string { return e.Code }
+func (e *entryError) ErrorCode() string { return e.Code }
 
 // ErrorMessage returns the SQS error message.
-func (e *EntryError) ErrorMessage() string { return e.Message }
+func (e *entryError) ErrorMessage() string { return e.Message }
 
 // ErrorFault says whose fault the failure is.
-func (e *EntryError) ErrorFault() smithy.ErrorFault {
+func (e *entryError) ErrorFault() smithy.ErrorFault {
 	if e.SenderFault {
 		return smithy.FaultClient
 	}
 	return smithy.FaultServer
 }
 
-var _ smithy.APIError = (*EntryError)(nil)
+var _ smithy.APIError = (*entryError)(nil)
 
 // isLeaseLost reports whether err is SQS saying a receipt handle is no
 // longer valid: ReceiptHandleIsInvalid, MessageNotInflight, or an invalid

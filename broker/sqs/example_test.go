@@ -37,7 +37,7 @@ func ExampleRedriveConfig_Settings() {
 }
 
 // A consumer of a source queue that dead-letters into SQS queues.
-func ExampleConsumer() {
+func ExampleNewConsumer() {
 	ctx := context.Background()
 	var client *awssqs.Client // awssqs.NewFromConfig(cfg)
 	if client == nil {

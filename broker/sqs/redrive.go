@@ -15,26 +15,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// Redrive policy bounds.
+// Redrive policy bounds (see [RedriveConfig]).
 const (
-	// MinMaxReceiveCount and MaxMaxReceiveCount bound maxReceiveCount as
-	// SQS does.
-	MinMaxReceiveCount, MaxMaxReceiveCount = 1, 1000
-	// RecommendedMinReceiveCount and RecommendedMaxReceiveCount are the
-	// seed's advice for vector workloads: 3 to 5. Below, a rate-limited
-	// tile server's transient failure is dead-lettered too soon; above,
-	// broken geometries burn compute.
-	RecommendedMinReceiveCount, RecommendedMaxReceiveCount = 3, 5
-	// DefaultMaxReceiveCount is 4, the seed's recommendation.
-	DefaultMaxReceiveCount = 4
-	// VisibilityFactor multiplies the longest expected spatial operation
-	// to give the visibility timeout (AWS's advice for Lambda consumers is
-	// 6× the function timeout).
-	VisibilityFactor = 6
-	// MinVisibilityTimeout is the least visibility timeout
-	// [VisibilityTimeoutFor] returns: 30 s, SQS's default.
-	MinVisibilityTimeout = 30 * time.Second
+	// SQS's bounds of maxReceiveCount.
+	minMaxReceiveCount, maxMaxReceiveCount = 1, 1000
+	// The seed's advice for vector workloads: 3 to 5. Below, a
+	// rate-limited tile server's transient failure is dead-lettered too
+	// soon; above, broken geometries burn compute.
+	recommendedMinReceiveCount, recommendedMaxReceiveCount = 3, 5
+	// defaultMaxReceiveCount is 4, the seed's recommendation.
+	defaultMaxReceiveCount = 4
+	// minVisibilityTimeout is the least visibility timeout
+	// VisibilityTimeoutFor returns: 30s, SQS's default.
+	minVisibilityTimeout = 30 * time.Second
 )
+
+// VisibilityFactor multiplies the longest expected spatial operation to
+// give a source queue's visibility timeout: 6, AWS's advice for Lambda
+// consumers (6 × the function timeout).
+const VisibilityFactor = 6
 
 // ErrInvalidRedrive is wrapped by [*MaxReceiveCountError] and
 // [*VisibilityTimeoutError].
@@ -45,7 +44,7 @@ type MaxReceiveCountError struct{ Value int }
 
 func (e *MaxReceiveCountError) Error() string {
 	return fmt.Sprintf("sqs: maxReceiveCount %d outside SQS's %d..%d (the seed recommends %d..%d)",
-		e.Value, MinMaxReceiveCount, MaxMaxReceiveCount, RecommendedMinReceiveCount, RecommendedMaxReceiveCount)
+		e.Value, minMaxReceiveCount, maxMaxReceiveCount, recommendedMinReceiveCount, recommendedMaxReceiveCount)
 }
 
 // Unwrap returns [ErrInvalidRedrive].
@@ -66,26 +65,26 @@ func (e *VisibilityTimeoutError) Unwrap() error { return ErrInvalidRedrive }
 // whose longest expected spatial operation (reprojecting a dense
 // multipolygon: 8–12 s on a cold Lambda, says the seed) takes longest:
 // VisibilityFactor × longest, rounded up to whole seconds, at least
-// [MinVisibilityTimeout] and at most 12 h. The factor leaves room for the
+// 30s (SQS's default) and at most 12h. The factor leaves room for the
 // processor's in-place retries and their backoff, which run while the
-// message is invisible; the [Consumer]'s heartbeat extends it further
-// when needed. An operation of 12 h or more is refused with a
+// message is invisible; a consumer's lease extension
+// (ConsumerOptions.ExtendEvery) extends it further when needed. An operation of 12 h or more is refused with a
 // *[VisibilityTimeoutError].
 func VisibilityTimeoutFor(longest time.Duration) (time.Duration, error) {
-	if longest >= MaxVisibilityTimeout {
+	if longest >= maxVisibilityTimeout {
 		return 0, &VisibilityTimeoutError{LongestOperation: longest}
 	}
 	if longest < 0 {
 		longest = 0
 	}
 	v := longest * VisibilityFactor
-	if v/VisibilityFactor != longest || v > MaxVisibilityTimeout {
-		v = MaxVisibilityTimeout
+	if v/VisibilityFactor != longest || v > maxVisibilityTimeout {
+		v = maxVisibilityTimeout
 	}
 	if r := v % time.Second; r != 0 {
 		v += time.Second - r
 	}
-	return max(v, MinVisibilityTimeout), nil
+	return max(v, minVisibilityTimeout), nil
 }
 
 // RedrivePolicy is an SQS queue's RedrivePolicy attribute.
@@ -132,13 +131,13 @@ type RedriveConfig struct {
 	SourceQueue string
 	// DeadLetterTargetARN is the dead-letter queue's ARN. Required.
 	DeadLetterTargetARN string
-	// MaxReceiveCount is the redrive policy's maxReceiveCount. Default
-	// [DefaultMaxReceiveCount] (4). Outside 1–1000 it is refused with a
+	// MaxReceiveCount is the redrive policy's maxReceiveCount. Default 4
+	// (the seed's advice). Outside 1–1000 it is refused with a
 	// *[MaxReceiveCountError]; outside the seed's 3–5 a warning is logged.
 	MaxReceiveCount int
 	// LongestOperation is the longest spatial operation a message may need
 	// (see [VisibilityTimeoutFor]). Default 0: the visibility timeout is
-	// [MinVisibilityTimeout].
+	// 30s.
 	LongestOperation time.Duration
 	// Logger receives the warnings. Nil discards.
 	Logger *slog.Logger
@@ -167,14 +166,14 @@ func (c RedriveConfig) Settings() (QueueSettings, error) {
 	if c.DeadLetterTargetARN == "" {
 		return QueueSettings{}, fmt.Errorf("%w: DeadLetterTargetARN is required", ErrInvalidRedrive)
 	}
-	if c.SourceQueue != "" && IsFIFO(c.SourceQueue) != IsFIFO(c.DeadLetterTargetARN) {
-		return QueueSettings{}, &FIFOMismatchError{Source: c.SourceQueue, DeadLetter: c.DeadLetterTargetARN, SourceFIFO: IsFIFO(c.SourceQueue)}
+	if c.SourceQueue != "" && isFIFO(c.SourceQueue) != isFIFO(c.DeadLetterTargetARN) {
+		return QueueSettings{}, &FIFOMismatchError{Source: c.SourceQueue, DeadLetter: c.DeadLetterTargetARN, SourceFIFO: isFIFO(c.SourceQueue)}
 	}
 	n := c.MaxReceiveCount
 	if n == 0 {
-		n = DefaultMaxReceiveCount
+		n = defaultMaxReceiveCount
 	}
-	if n < MinMaxReceiveCount || n > MaxMaxReceiveCount {
+	if n < minMaxReceiveCount || n > maxMaxReceiveCount {
 		return QueueSettings{}, &MaxReceiveCountError{Value: n}
 	}
 	vt, err := VisibilityTimeoutFor(c.LongestOperation)
@@ -183,14 +182,14 @@ func (c RedriveConfig) Settings() (QueueSettings, error) {
 	}
 	s := QueueSettings{RedrivePolicy: RedrivePolicy{DeadLetterTargetARN: c.DeadLetterTargetARN, MaxReceiveCount: n}, VisibilityTimeout: vt}
 	switch {
-	case n < RecommendedMinReceiveCount:
+	case n < recommendedMinReceiveCount:
 		s.Warnings = append(s.Warnings, fmt.Sprintf("maxReceiveCount %d is below the recommended %d..%d: a transient failure (a rate-limited tile server, a network blip) may be dead-lettered before it recovers",
-			n, RecommendedMinReceiveCount, RecommendedMaxReceiveCount))
-	case n > RecommendedMaxReceiveCount:
+			n, recommendedMinReceiveCount, recommendedMaxReceiveCount))
+	case n > recommendedMaxReceiveCount:
 		s.Warnings = append(s.Warnings, fmt.Sprintf("maxReceiveCount %d is above the recommended %d..%d: broken geometries are retried in vain, burning compute",
-			n, RecommendedMinReceiveCount, RecommendedMaxReceiveCount))
+			n, recommendedMinReceiveCount, recommendedMaxReceiveCount))
 	}
-	if VisibilityFactor*c.LongestOperation > MaxVisibilityTimeout {
+	if VisibilityFactor*c.LongestOperation > maxVisibilityTimeout {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("a %v operation needs more than 12h at %d×; the visibility timeout is capped at 12h", c.LongestOperation, VisibilityFactor))
 	}
 	for _, w := range s.Warnings {

@@ -5,14 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -42,67 +40,49 @@ type API interface {
 
 var _ API = (*awssqs.Client)(nil)
 
-// Limits and defaults.
+// Limits and defaults (documented in numbers on the options).
 const (
-	// DefaultMaxMessageBytes is SQS's default MaximumMessageSize: 256 KiB.
-	DefaultMaxMessageBytes = 256 << 10
-	// MaxMessageBytesLimit is the largest MaximumMessageSize SQS allows:
-	// 1 MiB.
-	MaxMessageBytesLimit = 1 << 20
-	// DefaultAttributeBudget is the part of the message size kept for
-	// message attributes: 4 KiB.
-	DefaultAttributeBudget = 4 << 10
-	// DefaultLease is the default visibility timeout of a Fetch: 30 s,
-	// SQS's default VisibilityTimeout.
-	DefaultLease = 30 * time.Second
-	// MaxVisibilityTimeout is SQS's largest visibility timeout: 12 h.
-	MaxVisibilityTimeout = 12 * time.Hour
-	// DefaultFilterScanLimit is how many messages a filtered Fetch looks
-	// at, at most.
-	DefaultFilterScanLimit = 10_000
-	// DefaultMaxConcurrentBatches is how many batch requests per queue and
-	// kind run at once.
-	DefaultMaxConcurrentBatches = 2
-	// DefaultRetentionPeriod is the MessageRetentionPeriod of queues the
-	// store creates: 14 days, SQS's maximum.
-	DefaultRetentionPeriod = 14 * 24 * time.Hour
+	defaultMaxMessageBytes = 256 << 10 // SQS's default MaximumMessageSize
+	maxMessageBytesLimit   = 1 << 20   // SQS's largest MaximumMessageSize
+	defaultHeaderBudget    = 4 << 10
+	defaultLease           = 30 * time.Second // SQS's default VisibilityTimeout
+	maxVisibilityTimeout   = 12 * time.Hour
+	defaultFilterScanLimit = 10_000
+	defaultMaxBatches      = 2
+	retentionPeriod        = 14 * 24 * time.Hour // SQS's maximum
 )
 
-// Options configures a [Store]. The zero value (and nil) uses the defaults.
+// Options configures [New]. The zero value and nil are valid.
 type Options struct {
-	// MaxMessageBytes is the queues' MaximumMessageSize: the most a message
-	// (body plus attributes, counted as SQS counts them) may weigh.
-	// Default [DefaultMaxMessageBytes] (256 KiB); at most
-	// [MaxMessageBytesLimit] (1 MiB), which the queues must then be
-	// configured with too.
-	MaxMessageBytes int
-	// AttributeBudget is the part of MaxMessageBytes kept for message
-	// attributes: the body may use MaxMessageBytes − AttributeBudget, the
-	// limit the store reports through broker.Limiter, so the envelope
-	// builder leaves room for the headers. Default [DefaultAttributeBudget].
-	AttributeBudget int
-	// Lease is the visibility timeout Fetch passes to ReceiveMessage:
-	// how long a fetched record stays invisible to other fetchers. Whole
-	// seconds, from 1 s to 12 h. Default [DefaultLease] (30 s).
-	Lease time.Duration
+	// StoreOptions: LeaseTTL is the visibility timeout Fetch passes to
+	// ReceiveMessage, whole seconds from 1s to 12h; default 30s (SQS's
+	// default VisibilityTimeout). MaxMessageBytes is the queues'
+	// MaximumMessageSize: the most a message (body plus attributes,
+	// counted as SQS counts them) may weigh; default 262,144 (256 KiB),
+	// from 1,024 to 1,048,576 (1 MiB, which the queues must then be
+	// configured with too).
+	broker.StoreOptions
+	// HeaderBudget is the part of MaxMessageBytes kept for message
+	// attributes: the body may use MaxMessageBytes − HeaderBudget, the
+	// limit the store reports (broker.Limiter), so that the envelope
+	// builder leaves room for the headers. Default 4,096 bytes.
+	HeaderBudget int
 	// WaitTime is ReceiveMessage's WaitTimeSeconds (long polling), up to
-	// 20 s. Default 0: the queue's ReceiveMessageWaitTimeSeconds. With
+	// 20s. Default 0: the queue's ReceiveMessageWaitTimeSeconds. With
 	// short polling SQS samples a subset of its servers, so an empty Fetch
-	// does not prove the queue empty; set 1 s or more for a complete view.
+	// does not prove the queue empty; set 1s or more for a complete view.
 	WaitTime time.Duration
 	// FilterScanLimit bounds how many messages a Fetch with a non-zero
-	// filter receives while looking for matches. Default
-	// [DefaultFilterScanLimit].
+	// filter receives while looking for matches. Default 10,000.
 	FilterScanLimit int
 	// MaxConcurrentBatches is how many SendMessageBatch (and, separately,
 	// DeleteMessageBatch and ChangeMessageVisibilityBatch) requests run at
 	// once per queue. Concurrent Publish, Ack and Release calls beyond it
-	// wait and are coalesced, up to 10 per request. Default
-	// [DefaultMaxConcurrentBatches].
+	// wait and are coalesced, up to 10 per request. Default 2.
 	MaxConcurrentBatches int
 	// CreateQueues creates a destination queue that does not exist, with
-	// MaximumMessageSize = MaxMessageBytes, MessageRetentionPeriod =
-	// [DefaultRetentionPeriod] and, for names ending in ".fifo", FifoQueue.
+	// MaximumMessageSize = MaxMessageBytes, MessageRetentionPeriod = 14
+	// days (SQS's maximum) and, for names ending in ".fifo", FifoQueue.
 	// Default false: queues are infrastructure, and a missing one is an
 	// error.
 	CreateQueues bool
@@ -115,29 +95,29 @@ type Options struct {
 	// the body is not a dlq.v1 envelope. Default [DeduplicationID].
 	DeduplicationID func(m *broker.Message, env *envelope.Envelope) string
 	// AllowFIFOToStandard lets Publish write an envelope whose source is a
-	// FIFO SQS queue into a standard queue, dropping its FIFO ordering and
-	// deduplication. Default false: such a write is refused with a
+	// FIFO SQS queue to a standard queue, dropping its MessageGroupId and
+	// MessageDeduplicationId. Default false: refused with a
 	// *[FIFOMismatchError] (SQS's own redrive refuses the pairing too).
 	AllowFIFOToStandard bool
-	// Logger receives warnings (messages released late after a filtered
-	// scan). Nil discards.
-	Logger *slog.Logger
 }
 
-// Store is a dead-letter store on Amazon SQS queues: a [broker.Publisher],
-// [broker.Limiter] and [broker.DeadLetterSource]. Destinations are queues.
-// It is safe for concurrent use.
-type Store struct {
+// driver is the SQS [broker.Driver]. It is safe for concurrent use.
+type driver struct {
 	client API
 	opts   Options
 	log    *slog.Logger
 	margin time.Duration
-	closed atomic.Bool
 
 	mu       sync.Mutex
 	urls     map[string]string
 	batchers map[string]*queueBatchers
 }
+
+var (
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
+)
 
 type sendItem struct {
 	enc          encoded
@@ -150,43 +130,55 @@ type queueBatchers struct {
 	vis  *batcher[string]
 }
 
-// New returns a store over client. nil opts means the defaults. New makes
-// no request.
-func New(ctx context.Context, client API, opts *Options) (*Store, error) {
-	_ = ctx
+// New returns a dead-letter store on the SQS queues client reaches (pass
+// an *sqs.Client). New makes no request; closing the store leaves client
+// open. Options are checked: a value SQS would refuse is an error wrapping
+// broker.ErrInvalidArgument.
+func New(ctx context.Context, client API, opts *Options) (*broker.Store, error) {
+	d, err := newDriver(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewStore("sqs", d, &d.opts.StoreOptions), nil
+}
+
+func newDriver(client API, opts *Options) (*driver, error) {
 	if client == nil {
-		return nil, errors.New("sqs: nil client")
+		return nil, fmt.Errorf("sqs: New: nil client: %w", broker.ErrInvalidArgument)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	invalid := func(format string, args ...any) (*driver, error) {
+		return nil, fmt.Errorf("sqs: "+format+": %w", append(args, broker.ErrInvalidArgument)...)
+	}
 	if o.MaxMessageBytes == 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	if o.MaxMessageBytes < 1024 || o.MaxMessageBytes > MaxMessageBytesLimit {
-		return nil, fmt.Errorf("sqs: MaxMessageBytes %d outside SQS's 1024..%d", o.MaxMessageBytes, MaxMessageBytesLimit)
+	if o.MaxMessageBytes < 1024 || o.MaxMessageBytes > maxMessageBytesLimit {
+		return invalid("MaxMessageBytes %d outside SQS's 1024..%d", o.MaxMessageBytes, maxMessageBytesLimit)
 	}
-	if o.AttributeBudget == 0 {
-		o.AttributeBudget = DefaultAttributeBudget
+	if o.HeaderBudget == 0 {
+		o.HeaderBudget = defaultHeaderBudget
 	}
-	if o.AttributeBudget < 0 || o.AttributeBudget >= o.MaxMessageBytes {
-		return nil, fmt.Errorf("sqs: AttributeBudget %d must be in 0..MaxMessageBytes", o.AttributeBudget)
+	if o.HeaderBudget < 0 || o.HeaderBudget >= o.MaxMessageBytes {
+		return invalid("HeaderBudget %d must be in 0..MaxMessageBytes", o.HeaderBudget)
 	}
-	if o.Lease == 0 {
-		o.Lease = DefaultLease
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = defaultLease
 	}
-	if o.Lease < time.Second || o.Lease > MaxVisibilityTimeout || o.Lease%time.Second != 0 {
-		return nil, fmt.Errorf("sqs: Lease %v must be whole seconds from 1s to 12h (SQS VisibilityTimeout)", o.Lease)
+	if o.LeaseTTL < time.Second || o.LeaseTTL > maxVisibilityTimeout || o.LeaseTTL%time.Second != 0 {
+		return invalid("LeaseTTL %v must be whole seconds from 1s to 12h (an SQS VisibilityTimeout)", o.LeaseTTL)
 	}
 	if o.WaitTime < 0 || o.WaitTime > 20*time.Second {
-		return nil, fmt.Errorf("sqs: WaitTime %v outside 0..20s", o.WaitTime)
+		return invalid("WaitTime %v outside 0..20s", o.WaitTime)
 	}
-	if o.FilterScanLimit == 0 {
-		o.FilterScanLimit = DefaultFilterScanLimit
+	if o.FilterScanLimit <= 0 {
+		o.FilterScanLimit = defaultFilterScanLimit
 	}
-	if o.MaxConcurrentBatches == 0 {
-		o.MaxConcurrentBatches = DefaultMaxConcurrentBatches
+	if o.MaxConcurrentBatches <= 0 {
+		o.MaxConcurrentBatches = defaultMaxBatches
 	}
 	if o.QueueName == nil {
 		o.QueueName = QueueName
@@ -198,25 +190,36 @@ func New(ctx context.Context, client API, opts *Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{
+	return &driver{
 		client:   client,
 		opts:     o,
 		log:      log,
-		margin:   clocklease.Margin(o.Lease),
+		margin:   clocklease.Margin(o.LeaseTTL),
 		urls:     map[string]string{},
 		batchers: map[string]*queueBatchers{},
 	}, nil
 }
 
-// Close stops the store: later calls fail with broker.ErrClosed. Requests
-// in flight complete. The client is the caller's and stays open.
-func (s *Store) Close() error {
-	s.closed.Store(true)
-	return nil
-}
+// Close does nothing: requests in flight complete (the portable store
+// waits for them), and the client is the caller's.
+func (s *driver) Close() error { return nil }
 
-// Client returns the SQS client the store uses.
-func (s *Store) Client() API { return s.client }
+// As implements [broker.Aser]: target may be a *API or a **sqs.Client
+// (when the store was made with one).
+func (s *driver) As(target any) bool {
+	switch t := target.(type) {
+	case *API:
+		*t = s.client
+		return true
+	case **awssqs.Client:
+		c, ok := s.client.(*awssqs.Client)
+		if ok {
+			*t = c
+		}
+		return ok
+	}
+	return false
+}
 
 // QueueName is the default mapping from destination to queue name: every
 // character SQS does not allow in a queue name (letters, digits, '-' and
@@ -238,10 +241,10 @@ func QueueName(destination string) string {
 	return string(b)
 }
 
-// IsFIFO reports whether a queue name, URL or ARN names a FIFO queue: SQS
+// isFIFO reports whether a queue name, URL or ARN names a FIFO queue: SQS
 // requires FIFO queue names to end in ".fifo", and forbids it for standard
 // queues.
-func IsFIFO(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
+func isFIFO(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
 
 func isURL(s string) bool { return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") }
 
@@ -259,9 +262,9 @@ func queueNameOf(q string) string {
 	return q
 }
 
-// QueueURL resolves destination to its queue URL (GetQueueUrl, or
+// queueURL resolves destination to its queue URL (GetQueueUrl, or
 // CreateQueue when Options.CreateQueues is set), once per destination.
-func (s *Store) QueueURL(ctx context.Context, destination string) (string, error) {
+func (s *driver) queueURL(ctx context.Context, destination string) (string, error) {
 	if isURL(destination) {
 		return destination, nil
 	}
@@ -279,9 +282,9 @@ func (s *Store) QueueURL(ctx context.Context, destination string) (string, error
 	if err != nil && s.opts.CreateQueues && isQueueMissing(err) {
 		attrs := map[string]string{
 			string(types.QueueAttributeNameMaximumMessageSize):     strconv.Itoa(s.opts.MaxMessageBytes),
-			string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(DefaultRetentionPeriod / time.Second)),
+			string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(retentionPeriod / time.Second)),
 		}
-		if IsFIFO(name) {
+		if isFIFO(name) {
 			attrs[string(types.QueueAttributeNameFifoQueue)] = "true"
 		}
 		var c *awssqs.CreateQueueOutput
@@ -301,47 +304,39 @@ func (s *Store) QueueURL(ctx context.Context, destination string) (string, error
 }
 
 // MaxMessageBytes implements broker.Limiter: the largest body a message may
-// have, Options.MaxMessageBytes − Options.AttributeBudget (258,048 bytes by
+// have, Options.MaxMessageBytes − Options.HeaderBudget (258,048 bytes by
 // default).
-func (s *Store) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.AttributeBudget }
+func (s *driver) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.HeaderBudget }
 
 // Publish sends m to the destination queue (SendMessage, or
 // SendMessageBatch when concurrent calls coalesce) and returns once SQS
 // has accepted it — SQS stores a message redundantly before it answers.
 //
 // The body is sent as is when SQS accepts its characters, else
-// base64-encoded (see [AttrBodyEncoding]). Headers become String message
-// attributes, or one [AttrHeaders] attribute when they do not fit SQS's
-// 10; the key becomes [AttrKey]. A body over [Store.MaxMessageBytes], or a
-// message whose body and attributes exceed Options.MaxMessageBytes, is
-// refused with a *classify.TooLargeError.
+// base64-encoded (attribute geodlq-body-encoding). Headers become String
+// message attributes, or one geodlq-headers attribute when they do not fit
+// SQS's 10; the key becomes [HeaderKey]. A message whose body and
+// attributes exceed Options.MaxMessageBytes is refused with a
+// *classify.TooLargeError (the portable store refuses a body over
+// MaxMessageBytes − HeaderBudget before).
 //
 // On a FIFO queue (name ending in ".fifo") the MessageGroupId and
 // MessageDeduplicationId of a dlq.v1 envelope's source are preserved (see
-// [GroupID] and [DeduplicationID]). An envelope whose source is a FIFO SQS
+// groupID and [DeduplicationID]). An envelope whose source is a FIFO SQS
 // queue is refused with a *[FIFOMismatchError] when the destination is a
 // standard queue, unless Options.AllowFIFOToStandard is set.
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	if s.closed.Load() {
-		return broker.ErrClosed
-	}
-	if m == nil {
-		return errors.New("sqs: nil message")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (s *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
 	enc, err := encodeMessage(m)
 	if err != nil {
 		return err
 	}
 	if limit := s.MaxMessageBytes(destination); enc.bodyLen > limit {
-		return &classify.TooLargeError{Destination: destination, Size: enc.bodyLen, Limit: limit}
+		return &classify.TooLargeError{What: "message body", Destination: destination, Size: enc.bodyLen, Limit: limit}
 	}
 	if enc.size > s.opts.MaxMessageBytes {
-		return &classify.TooLargeError{Destination: destination, Size: enc.size, Limit: s.opts.MaxMessageBytes}
+		return &classify.TooLargeError{What: "message with its attributes", Destination: destination, Size: enc.size, Limit: s.opts.MaxMessageBytes}
 	}
-	qurl, err := s.QueueURL(ctx, destination)
+	qurl, err := s.queueURL(ctx, destination)
 	if err != nil {
 		return err
 	}
@@ -350,12 +345,12 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		env = decodeEnvelope(m.Body)
 	}
 	item := sendItem{enc: enc}
-	fifo := IsFIFO(queueNameOf(qurl))
-	if !fifo && !s.opts.AllowFIFOToStandard && env != nil && env.Source != nil && env.Source.System == "sqs" && IsFIFO(env.Source.Topic) {
+	fifo := isFIFO(queueNameOf(qurl))
+	if !fifo && !s.opts.AllowFIFOToStandard && env != nil && env.Source != nil && env.Source.System == "sqs" && isFIFO(env.Source.Topic) {
 		return &FIFOMismatchError{Source: env.Source.Topic, DeadLetter: queueNameOf(qurl), SourceFIFO: true}
 	}
 	if fifo {
-		item.group = GroupID(m, env)
+		item.group = groupID(m, env)
 		item.dedup = s.opts.DeduplicationID(m, env)
 		if !validFIFOID(item.dedup) {
 			item.dedup = hashID(item.dedup)
@@ -403,11 +398,11 @@ func hashID(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// GroupID returns the MessageGroupId a message is published with on a FIFO
+// groupID returns the MessageGroupId a message is published with on a FIFO
 // queue: the envelope source's group id (the FIFO source's
 // MessageGroupId, preserved), else the message key when it is a valid
 // group id, else the key's SHA-256 in hex, else "geodlq".
-func GroupID(m *broker.Message, env *envelope.Envelope) string {
+func groupID(m *broker.Message, env *envelope.Envelope) string {
 	if env != nil && env.Source != nil && validFIFOID(env.Source.GroupID) {
 		return env.Source.GroupID
 	}
@@ -467,7 +462,7 @@ func DeduplicationID(m *broker.Message, env *envelope.Envelope) string {
 	return hashID("body", string(m.Body))
 }
 
-func (s *Store) queue(qurl string) *queueBatchers {
+func (s *driver) queue(qurl string) *queueBatchers {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q, ok := s.batchers[qurl]; ok {
@@ -493,7 +488,7 @@ func optString(s string) *string {
 	return aws.String(s)
 }
 
-func (s *Store) sendBatch(ctx context.Context, qurl string, b []*entry[sendItem]) {
+func (s *driver) sendBatch(ctx context.Context, qurl string, b []*entry[sendItem]) {
 	if len(b) == 1 {
 		it := b[0].item
 		_, b[0].err = s.client.SendMessage(ctx, &awssqs.SendMessageInput{
@@ -518,7 +513,7 @@ func (s *Store) sendBatch(ctx context.Context, qurl string, b []*entry[sendItem]
 	})
 }
 
-func (s *Store) deleteBatch(ctx context.Context, qurl string, b []*entry[string]) {
+func (s *driver) deleteBatch(ctx context.Context, qurl string, b []*entry[string]) {
 	if len(b) == 1 {
 		_, b[0].err = s.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(qurl), ReceiptHandle: aws.String(b[0].item)})
 		return
@@ -536,7 +531,7 @@ func (s *Store) deleteBatch(ctx context.Context, qurl string, b []*entry[string]
 	})
 }
 
-func (s *Store) releaseBatch(ctx context.Context, qurl string, b []*entry[string]) {
+func (s *driver) releaseBatch(ctx context.Context, qurl string, b []*entry[string]) {
 	handles := make([]string, len(b))
 	for i, e := range b {
 		handles[i] = e.item
@@ -549,7 +544,7 @@ func (s *Store) releaseBatch(ctx context.Context, qurl string, b []*entry[string
 
 // changeVisibility sets the visibility timeout of up to 10 receipt handles
 // and returns one error per handle.
-func (s *Store) changeVisibility(ctx context.Context, qurl string, handles []string, timeout time.Duration) []error {
+func (s *driver) changeVisibility(ctx context.Context, qurl string, handles []string, timeout time.Duration) []error {
 	errs := make([]error, len(handles))
 	if len(handles) == 1 {
 		_, errs[0] = s.client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
@@ -596,7 +591,7 @@ func settle[T any](b []*entry[T], err error, op string, results func() ([]string
 	for _, f := range failed {
 		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i >= 0 && i < len(b) {
 			seen[i] = true
-			b[i].err = &EntryError{Op: op, Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+			b[i].err = &entryError{Op: op, Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 		}
 	}
 	for i, e := range b {
@@ -619,7 +614,7 @@ var (
 )
 
 // Fetch receives up to max records of destination matching f
-// (ReceiveMessage, 10 at a time, with VisibilityTimeout = Options.Lease).
+// (ReceiveMessage, 10 at a time, with VisibilityTimeout = Options.LeaseTTL).
 //
 // With a non-zero filter, Fetch keeps receiving until it has max matches,
 // the queue returns nothing more, Options.FilterScanLimit messages were
@@ -628,17 +623,8 @@ var (
 // the matching messages behind them are reached — and then released at
 // once (ChangeMessageVisibility 0). They are never deleted; if the release
 // fails, their visibility timeout brings them back.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if s.closed.Load() {
-		return nil, broker.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if max <= 0 {
-		return nil, nil
-	}
-	qurl, err := s.QueueURL(ctx, destination)
+func (s *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	qurl, err := s.queueURL(ctx, destination)
 	if err != nil {
 		return nil, err
 	}
@@ -658,7 +644,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		resp, err := s.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(qurl),
 			MaxNumberOfMessages:         int32(n),
-			VisibilityTimeout:           int32(s.opts.Lease / time.Second),
+			VisibilityTimeout:           int32(s.opts.LeaseTTL / time.Second),
 			WaitTimeSeconds:             int32(s.opts.WaitTime / time.Second),
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: receiveAttrs,
@@ -676,7 +662,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 			break
 		}
 		scanned += len(resp.Messages)
-		deadline := t0.Add(s.opts.Lease)
+		deadline := t0.Add(s.opts.LeaseTTL)
 		for _, msg := range resp.Messages {
 			rec := s.record(destination, qname, msg, deadline)
 			if rec.Envelope == nil && filtered {
@@ -694,7 +680,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 			index[rec.ID] = len(out)
 			out = append(out, rec)
 		}
-		if filtered && (scanned >= s.opts.FilterScanLimit || time.Since(start) >= s.opts.Lease/2) {
+		if filtered && (scanned >= s.opts.FilterScanLimit || time.Since(start) >= s.opts.LeaseTTL/2) {
 			break
 		}
 	}
@@ -703,7 +689,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 }
 
 // releaseHeld makes messages a filtered scan held visible again.
-func (s *Store) releaseHeld(ctx context.Context, qurl string, handles []string) {
+func (s *driver) releaseHeld(ctx context.Context, qurl string, handles []string) {
 	ctx = context.WithoutCancel(ctx)
 	for len(handles) > 0 {
 		n := min(maxBatchEntries, len(handles))
@@ -719,7 +705,7 @@ func (s *Store) releaseHeld(ctx context.Context, qurl string, handles []string) 
 
 // record turns a received message into a record. A body that is not a
 // dlq.v1 envelope gives a record without Envelope.
-func (s *Store) record(destination, qname string, msg types.Message, deadline time.Time) *broker.Record {
+func (s *driver) record(destination, qname string, msg types.Message, deadline time.Time) *broker.Record {
 	body, key, headers, err := decodeMessage(msg)
 	if err != nil {
 		s.log.Warn("geodlq: sqs: undecodable attributes; record passed on raw", slog.Any("error", err))
@@ -759,21 +745,18 @@ func sourceOf(qname string, msg types.Message, key []byte) (*envelope.Source, in
 // not reject a superseded receipt handle (DeleteMessage answers success),
 // so the store refuses to use a handle whose visibility timeout has run
 // out, less a safety margin of a tenth of the lease (at most 1 s).
-func (s *Store) lease(ctx context.Context, r *broker.Record, op string) (qurl, handle string, err error) {
-	if s.closed.Load() {
-		return "", "", broker.ErrClosed
-	}
+func (s *driver) lease(ctx context.Context, r *broker.Record, op string) (qurl, handle string, err error) {
 	if handle, err = leases.Check(r, op, s.margin); err != nil {
 		return "", "", err
 	}
-	qurl, err = s.QueueURL(ctx, r.Destination)
+	qurl, err = s.queueURL(ctx, r.Destination)
 	return qurl, handle, err
 }
 
 // Ack deletes the record (DeleteMessage, batched with concurrent Acks).
 // A lease that ran out, or a receipt handle SQS rejects, gives an error
 // wrapping broker.ErrLeaseLost.
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
+func (s *driver) Ack(ctx context.Context, r *broker.Record) error {
 	qurl, handle, err := s.lease(ctx, r, "ack")
 	if err != nil {
 		return err
@@ -789,7 +772,7 @@ func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
 
 // Release makes the record visible again at once (ChangeMessageVisibility
 // with VisibilityTimeout 0, batched with concurrent Releases).
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
+func (s *driver) Release(ctx context.Context, r *broker.Record) error {
 	qurl, handle, err := s.lease(ctx, r, "release")
 	if err != nil {
 		return err
@@ -802,9 +785,3 @@ func (s *Store) Release(ctx context.Context, r *broker.Record) error {
 	}
 	return nil
 }
-
-var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-)

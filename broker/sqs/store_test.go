@@ -37,9 +37,9 @@ func queueName(t *testing.T, suffix string) string {
 	return strings.Trim(base, "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + suffix
 }
 
-func newStore(t *testing.T, opts *geosqs.Options) *geosqs.Store {
+func newStore(t *testing.T, opts *geosqs.Options) *broker.Store {
 	t.Helper()
-	o := geosqs.Options{Lease: 2 * time.Second, CreateQueues: true}
+	o := geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second}, CreateQueues: true}
 	if opts != nil {
 		o = *opts
 	}
@@ -49,7 +49,7 @@ func newStore(t *testing.T, opts *geosqs.Options) *geosqs.Store {
 	return s
 }
 
-func drainAll(t *testing.T, s *geosqs.Store, dest string, f broker.Filter) []*broker.Record {
+func drainAll(t *testing.T, s *broker.Store, dest string, f broker.Filter) []*broker.Record {
 	t.Helper()
 	var all []*broker.Record
 	for {
@@ -74,7 +74,7 @@ func TestMessageMapping(t *testing.T) {
 	}{
 		{"plain headers as attributes", &broker.Message{Body: []byte(`{"a":1}`), Headers: map[string]string{"dlq-class": "transient", "idempotency-key": "k"}},
 			[]string{"dlq-class", "idempotency-key"}},
-		{"binary key", &broker.Message{Key: []byte{0, 1, 2, 0xff}, Body: []byte("x")}, []string{geosqs.AttrKey}},
+		{"binary key", &broker.Message{Key: []byte{0, 1, 2, 0xff}, Body: []byte("x")}, []string{geosqs.HeaderKey}},
 		{"more than ten headers are packed", &broker.Message{Body: []byte("x"), Headers: many}, []string{geosqs.AttrHeaders}},
 		{"header name SQS refuses is packed", &broker.Message{Body: []byte("x"), Headers: map[string]string{"AWS.trace": "t", "a": "b"}}, []string{geosqs.AttrHeaders}},
 		{"empty header value is packed", &broker.Message{Body: []byte("x"), Headers: map[string]string{"e": ""}}, []string{geosqs.AttrHeaders}},
@@ -87,7 +87,7 @@ func TestMessageMapping(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dest := queueName(t, "")
 			require.NoError(t, s.Publish(context.Background(), dest, tc.msg))
-			qurl, err := s.QueueURL(context.Background(), dest)
+			qurl, err := geosqs.QueueURL(context.Background(), s, dest)
 			require.NoError(t, err)
 			raw, err := client.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: &qurl, MessageAttributeNames: []string{"All"}})
 			require.NoError(t, err)
@@ -125,13 +125,13 @@ func TestSizeLimits(t *testing.T) {
 		{"default body budget accepted", geosqs.Options{}, 256<<10 - 4<<10, nil, 0, 0},
 		{"one byte over the body budget", geosqs.Options{}, 256<<10 - 4<<10 + 1, nil, 256<<10 - 4<<10 + 1, 256<<10 - 4<<10},
 		{"attributes count against the message limit", geosqs.Options{}, 256<<10 - 4<<10, bigHeaders, 256<<10 - 4<<10 + 1 + 6 + 5000, 256 << 10},
-		{"1 MiB queues", geosqs.Options{MaxMessageBytes: 1 << 20}, 1<<20 - 4<<10, nil, 0, 0},
-		{"1 MiB queues refuse more", geosqs.Options{MaxMessageBytes: 1 << 20}, 1<<20 - 4<<10 + 1, nil, 1<<20 - 4<<10 + 1, 1<<20 - 4<<10},
+		{"1 MiB queues", geosqs.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: 1 << 20}}, 1<<20 - 4<<10, nil, 0, 0},
+		{"1 MiB queues refuse more", geosqs.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: 1 << 20}}, 1<<20 - 4<<10 + 1, nil, 1<<20 - 4<<10 + 1, 1<<20 - 4<<10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.opts
-			o.Lease, o.CreateQueues = 2*time.Second, true
+			o.LeaseTTL, o.CreateQueues = 2*time.Second, true
 			s := newStore(t, &o)
 			dest := queueName(t, "")
 			m := &broker.Message{Body: bytes.Repeat([]byte("x"), tc.body), Headers: tc.headers}
@@ -153,9 +153,10 @@ func TestSizeLimits(t *testing.T) {
 		})
 	}
 	t.Run("options are checked", func(t *testing.T) {
-		for _, o := range []geosqs.Options{{MaxMessageBytes: 1<<20 + 1}, {MaxMessageBytes: 100}, {Lease: 1500 * time.Millisecond}, {Lease: 13 * time.Hour}, {WaitTime: 21 * time.Second}} {
+		for _, o := range []geosqs.Options{{StoreOptions: broker.StoreOptions{MaxMessageBytes: 1<<20 + 1}}, {StoreOptions: broker.StoreOptions{MaxMessageBytes: 100}},
+			{StoreOptions: broker.StoreOptions{LeaseTTL: 1500 * time.Millisecond}}, {StoreOptions: broker.StoreOptions{LeaseTTL: 13 * time.Hour}}, {WaitTime: 21 * time.Second}, {HeaderBudget: 1 << 20}} {
 			_, err := geosqs.New(context.Background(), newClient(t), &o)
-			require.Error(t, err, "%+v", o)
+			require.ErrorIs(t, err, broker.ErrInvalidArgument, "%+v", o)
 		}
 	})
 }
@@ -164,7 +165,7 @@ func TestSizeLimits(t *testing.T) {
 // the envelope builder and an offloader: the dead-letter message fits
 // SQS's 256 KiB, and the payload restores byte for byte.
 func TestLargeMultiPolygon(t *testing.T) {
-	s := newStore(t, &geosqs.Options{Lease: time.Minute, CreateQueues: true})
+	s := newStore(t, &geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}, CreateQueues: true})
 	payload := corpus.LargeEvent(40 << 20)
 	blobs := offload.NewMemStore()
 	off, err := offload.New(blobs, nil)
@@ -215,7 +216,7 @@ func TestFIFODeadLetterQueuePreservesGroupAndDedup(t *testing.T) {
 	require.NotEqual(t, m.Body, again.Body)
 	require.NoError(t, s.Publish(context.Background(), dest, again))
 
-	qurl, err := s.QueueURL(context.Background(), dest)
+	qurl, err := geosqs.QueueURL(context.Background(), s, dest)
 	require.NoError(t, err)
 	raw, err := client.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: &qurl, MaxNumberOfMessages: 10,
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}, VisibilityTimeout: 1})
@@ -286,7 +287,7 @@ func TestFilteredFetchReachesMatchesBehindOthers(t *testing.T) {
 	}
 
 	t.Run("the scan limit bounds one Fetch", func(t *testing.T) {
-		o := geosqs.Options{Lease: 2 * time.Second, CreateQueues: true, FilterScanLimit: 10}
+		o := geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second}, CreateQueues: true, FilterScanLimit: 10}
 		s := newStore(t, &o)
 		dest := queueName(t, "")
 		for i := range 20 {
@@ -306,7 +307,7 @@ func TestFilteredFetchReachesMatchesBehindOthers(t *testing.T) {
 // receipt handle, and the store reports broker.ErrLeaseLost even while
 // its own clock says the lease lives.
 func TestLeaseLostReportedBySQS(t *testing.T) {
-	o := geosqs.Options{Lease: 30 * time.Second, CreateQueues: true}
+	o := geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 30 * time.Second}, CreateQueues: true}
 	a, b := newStore(t, &o), newStore(t, &o)
 	dest := queueName(t, ".fifo")
 	require.NoError(t, a.Publish(context.Background(), dest, fifoEnvelope(t, &envelope.Source{System: "sqs", Topic: "jobs.fifo", GroupID: "g", DedupID: "d1"}, "k1")))
@@ -315,7 +316,7 @@ func TestLeaseLostReportedBySQS(t *testing.T) {
 	require.Len(t, first, 1)
 	// Someone makes the message visible again and b receives it: a's
 	// receipt handle is superseded.
-	qurl, err := a.QueueURL(context.Background(), dest)
+	qurl, err := geosqs.QueueURL(context.Background(), a, dest)
 	require.NoError(t, err)
 	_, handle, _ := strings.Cut(first[0].Lease, ":")
 	_, err = newClient(t).ChangeMessageVisibility(context.Background(), &awssqs.ChangeMessageVisibilityInput{QueueUrl: &qurl, ReceiptHandle: &handle, VisibilityTimeout: 0})
@@ -331,7 +332,7 @@ func TestLeaseLostReportedBySQS(t *testing.T) {
 }
 
 func TestLeaseGuard(t *testing.T) {
-	o := geosqs.Options{Lease: time.Second, CreateQueues: true}
+	o := geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}, CreateQueues: true}
 	s := newStore(t, &o)
 	dest := queueName(t, "")
 	require.NoError(t, s.Publish(context.Background(), dest, &broker.Message{Body: []byte("x")}))
@@ -353,14 +354,14 @@ func TestLeaseGuard(t *testing.T) {
 }
 
 func TestMissingQueue(t *testing.T) {
-	o := geosqs.Options{Lease: 2 * time.Second}
+	o := geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second}}
 	s := newStore(t, &o)
 	err := s.Publish(context.Background(), queueName(t, ""), &broker.Message{Body: []byte("x")})
 	require.Error(t, err, "without CreateQueues a missing queue is an error")
 	var api smithy.APIError
 	require.ErrorAs(t, err, &api)
 	require.Contains(t, []string{"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"}, api.ErrorCode())
-	_, err = s.QueueURL(context.Background(), strings.Repeat("q", 81))
+	_, err = geosqs.QueueURL(context.Background(), s, strings.Repeat("q", 81))
 	require.ErrorContains(t, err, "1 to 80 characters")
 	require.Equal(t, "spatial-events-poison-dlt", geosqs.QueueName("spatial.events.poison.dlt"))
 	require.Equal(t, "jobs-dlq.fifo", geosqs.QueueName("jobs.dlq.fifo"))
@@ -384,7 +385,7 @@ func (c *countingAPI) SendMessageBatch(ctx context.Context, in *awssqs.SendMessa
 // leave in SendMessageBatch requests of up to 10, every one stored once.
 func TestConcurrentPublishesCoalesce(t *testing.T) {
 	api := &countingAPI{API: newClient(t)}
-	s, err := geosqs.New(context.Background(), api, &geosqs.Options{Lease: 5 * time.Second, CreateQueues: true, MaxConcurrentBatches: 1})
+	s, err := geosqs.New(context.Background(), api, &geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 5 * time.Second}, CreateQueues: true, MaxConcurrentBatches: 1})
 	require.NoError(t, err)
 	dest := queueName(t, "")
 	require.NoError(t, s.Publish(context.Background(), dest, &broker.Message{Body: []byte("first")}))
