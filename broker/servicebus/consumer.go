@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -13,33 +12,38 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/envelope"
 )
 
-// inFlight is the message a Consumer is handling, carried in the context
-// so a [DeadLetterer] can dead-letter it.
+// inFlight is a message a consumer is handling, which a [DeadLetterer]
+// may dead-letter natively.
 type inFlight struct {
 	recv    Receiver
 	msg     *azservicebus.ReceivedMessage
 	queue   string
 	mu      sync.Mutex
-	settled bool
+	settled bool // dead-lettered by the DeadLetterer, or settled by the consumer
 }
 
-type inFlightKey struct{}
+// inFlightKey identifies a message in flight: its entity and sequence
+// number, which the envelope's provenance carries (Topic, Offset).
+type inFlightKey struct {
+	queue string
+	seq   int64
+}
 
-// DeadLettererOptions configures a [DeadLetterer].
+// DeadLettererOptions configures [NewDeadLetterer]. The zero value and nil
+// are valid.
 type DeadLettererOptions struct {
 	// MaxMessageBytes is the source entity's message size limit. Default
-	// [DefaultMaxMessageBytes] (Standard tier, 256 KiB).
+	// 262,144 (the Standard tier's 256 KiB).
 	MaxMessageBytes int
-	// AttributeBudget is kept for system and application properties.
-	// Default [DefaultAttributeBudget].
-	AttributeBudget int
+	// HeaderBudget is kept for system and application properties.
+	// Default 8,192 bytes.
+	HeaderBudget int
 }
 
 // DeadLetterer is a broker.Publisher that dead-letters the message a
-// [Consumer] is handling into its queue's $DeadLetterQueue sub-queue
+// consumer is handling into its queue's $DeadLetterQueue sub-queue
 // (DeadLetterMessage), as Service Bus intends, instead of sending a new
 // message:
 //
@@ -47,35 +51,58 @@ type DeadLettererOptions struct {
 //   - DeadLetterErrorDescription: the error message (cut to 4,096 bytes; the
 //     envelope has it whole);
 //   - application properties: the dead-letter headers, and the encoded
-//     envelope in [PropEnvelope]. The body stays the original payload.
+//     envelope in [HeaderEnvelope]. The body stays the original payload.
 //
-// It works only inside [Consumer.Handle] (the message travels in the
-// context); the destination the processor names is ignored. The envelope
-// shares the message with the original body, so the limit it reports is
-// half of MaxMessageBytes − AttributeBudget; Publish refuses with a
-// *classify.TooLargeError when body, envelope and properties together exceed
-// MaxMessageBytes — the message is then abandoned, and Service Bus
-// dead-letters it itself after MaxDeliveryCount (without the envelope).
+// Give it to the Processor as its Publisher and to [NewConsumer] as
+// ConsumerOptions.DeadLetterer: the consumer tells it which messages are
+// in flight, and it finds the one an envelope is about by the envelope's
+// provenance (queue and sequence number); the destination the Processor
+// names is ignored. Publish refuses an envelope of a message no consumer
+// of it has in flight.
+//
+// The envelope shares the message with the original body, so the limit
+// it reports is half of MaxMessageBytes − HeaderBudget; Publish refuses
+// with a *classify.TooLargeError when body, envelope and properties
+// together exceed MaxMessageBytes — the message is then abandoned, and
+// Service Bus dead-letters it itself after MaxDeliveryCount (without the
+// envelope).
 type DeadLetterer struct {
 	max, budget int
+
+	mu       sync.Mutex
+	inFlight map[inFlightKey]*inFlight
 }
 
-// NewDeadLetterer returns a DeadLetterer. nil opts means the defaults.
+// NewDeadLetterer returns a DeadLetterer.
 func NewDeadLetterer(opts *DeadLettererOptions) (*DeadLetterer, error) {
 	var o DeadLettererOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.MaxMessageBytes == 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	if o.AttributeBudget == 0 {
-		o.AttributeBudget = DefaultAttributeBudget
+	if o.HeaderBudget == 0 {
+		o.HeaderBudget = defaultHeaderBudget
 	}
-	if o.AttributeBudget < 0 || o.AttributeBudget >= o.MaxMessageBytes {
-		return nil, fmt.Errorf("servicebus: AttributeBudget %d must be below MaxMessageBytes %d", o.AttributeBudget, o.MaxMessageBytes)
+	if o.HeaderBudget < 0 || o.HeaderBudget >= o.MaxMessageBytes {
+		return nil, fmt.Errorf("servicebus: HeaderBudget %d must be below MaxMessageBytes %d: %w", o.HeaderBudget, o.MaxMessageBytes, broker.ErrInvalidArgument)
 	}
-	return &DeadLetterer{max: o.MaxMessageBytes, budget: o.AttributeBudget}, nil
+	return &DeadLetterer{max: o.MaxMessageBytes, budget: o.HeaderBudget, inFlight: map[inFlightKey]*inFlight{}}, nil
+}
+
+func (d *DeadLetterer) track(k inFlightKey, f *inFlight) {
+	d.mu.Lock()
+	d.inFlight[k] = f
+	d.mu.Unlock()
+}
+
+func (d *DeadLetterer) forget(k inFlightKey, f *inFlight) {
+	d.mu.Lock()
+	if d.inFlight[k] == f {
+		delete(d.inFlight, k)
+	}
+	d.mu.Unlock()
 }
 
 // MaxMessageBytes implements broker.Limiter.
@@ -94,32 +121,38 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// Publish dead-letters the in-flight message with m (an encoded envelope)
-// in its properties.
+// Publish dead-letters the in-flight message m's envelope is about, with
+// m (the encoded envelope) in its properties.
 func (d *DeadLetterer) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	f, _ := ctx.Value(inFlightKey{}).(*inFlight)
-	if f == nil {
-		return errors.New("servicebus: DeadLetterer publishes only for a message a Consumer is handling")
-	}
 	if m == nil {
-		return errors.New("servicebus: nil message")
+		return fmt.Errorf("servicebus: nil message: %w", broker.ErrInvalidArgument)
+	}
+	env, err := broker.EnvelopeOf(m)
+	if err != nil {
+		return fmt.Errorf("servicebus: DeadLetterer publishes dlq.v1 envelopes only: %w", err)
+	}
+	var f *inFlight
+	if src := env.Source; src != nil && src.System == "servicebus" && src.Offset != nil {
+		d.mu.Lock()
+		f = d.inFlight[inFlightKey{src.Topic, *src.Offset}]
+		d.mu.Unlock()
+	}
+	if f == nil {
+		return errors.New("servicebus: DeadLetterer: the envelope's message is not in flight in a consumer (pass the DeadLetterer in ConsumerOptions.DeadLetterer)")
 	}
 	props, psize := properties(m)
-	props[PropEnvelope] = string(m.Body)
-	total := len(f.msg.Body) + len(m.Body) + len(PropEnvelope) + psize
+	props[HeaderEnvelope] = string(m.Body)
+	total := len(f.msg.Body) + len(m.Body) + len(HeaderEnvelope) + psize
 	for k, v := range f.msg.ApplicationProperties {
 		if _, replaced := props[k]; !replaced {
 			total += len(k) + len(fmt.Sprint(v))
 		}
 	}
 	if total > d.max {
-		return &classify.TooLargeError{Destination: DeadLetterQueue(f.queue), Size: total, Limit: d.max}
+		return &classify.TooLargeError{What: "dead-lettered message with its envelope", Destination: DeadLetterQueue(f.queue), Size: total, Limit: d.max}
 	}
 	reason := m.Header(broker.HeaderClass) + "/" + m.Header(broker.HeaderStage)
-	var desc string
-	if env, err := envelope.Decode(m.Body); err == nil {
-		desc = truncate(env.ErrorMessage, maxDescription)
-	}
+	desc := truncate(env.ErrorMessage, maxDescription)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.settled {
@@ -137,188 +170,171 @@ var (
 	_ broker.Limiter   = (*DeadLetterer)(nil)
 )
 
-// ConsumerOptions configures a [Consumer]. The zero value (and nil) uses
-// the defaults.
+// ConsumerOptions configures [NewConsumer]. The zero value and nil are
+// valid.
 type ConsumerOptions struct {
-	// MaxMessages is how many messages one ReceiveMessages asks for.
-	// Default 10.
-	MaxMessages int
-	// LockRenewal is how often the lock of a message being processed is
+	// ConsumerOptions: MaxBatch is how many messages one ReceiveMessages
+	// asks for; default 10. Concurrency default 1. NackDelay does not
+	// apply: an abandoned message is available again at once.
+	broker.ConsumerOptions
+	// ExtendEvery is how often the lock of a message being processed is
 	// renewed (RenewMessageLock), so a long spatial operation keeps it.
-	// Default 20 s (a third of Service Bus's default 60 s LockDuration);
+	// Default 20s (a third of Service Bus's default 60s LockDuration);
 	// negative disables renewal. Keep it below a third of the queue's
 	// LockDuration.
-	LockRenewal time.Duration
-	// Concurrency is how many messages are processed at once. Default 1.
-	Concurrency int
-	// Logger receives one record per message not settled as processed.
-	// Nil discards.
-	Logger *slog.Logger
-}
-
-// Consumer receives from a source queue and runs each message through a
-// [broker.Processor]. When the outcome allows it, the message is settled:
-// completed (CompleteMessage) when the handler succeeded or the envelope
-// was sent to a separate dead-letter store, or already dead-lettered into
-// the queue's $DeadLetterQueue when the processor's publisher is a
-// [DeadLetterer]. Otherwise it is abandoned (AbandonMessage): Service Bus
-// redelivers it, and after the queue's MaxDeliveryCount moves it to the
-// dead-letter sub-queue itself. Attempts start at DeliveryCount; the lock
-// is renewed while the handler runs.
-type Consumer struct {
-	recv  Receiver
-	queue string
-	proc  *broker.Processor
-	opts  ConsumerOptions
-	log   *slog.Logger
+	ExtendEvery time.Duration
+	// DeadLetterer, when the Processor publishes to one, is told which
+	// messages are in flight, so that it can dead-letter them natively.
+	// Default nil.
+	DeadLetterer *DeadLetterer
 }
 
 // NewConsumer returns a consumer reading recv (a PeekLock receiver for
-// queue). nil opts means the defaults.
-func NewConsumer(ctx context.Context, recv Receiver, queue string, proc *broker.Processor, opts *ConsumerOptions) (*Consumer, error) {
+// queue; *azservicebus.Receiver) that runs every message through proc:
+// the handler with in-place retries, then the dead-letter write. Run it
+// with Run(ctx, handler). Closing the consumer leaves recv open.
+//
+// A message is settled only when the outcome allows it: completed
+// (CompleteMessage) when the handler succeeded or the envelope was sent to
+// a separate dead-letter store, or already dead-lettered into the queue's
+// $DeadLetterQueue when the Processor's publisher is a [DeadLetterer].
+// Otherwise it is abandoned (AbandonMessage): Service Bus redelivers it,
+// and after the queue's MaxDeliveryCount moves it to the dead-letter
+// sub-queue itself. Attempts start at DeliveryCount; the lock is renewed
+// every ExtendEvery while the handler runs.
+func NewConsumer(ctx context.Context, recv Receiver, queue string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
 	_ = ctx
 	if recv == nil || proc == nil || queue == "" {
-		return nil, errors.New("servicebus: NewConsumer needs a receiver, a queue name and a processor")
+		return nil, fmt.Errorf("servicebus: NewConsumer needs a receiver, a queue name and a processor: %w", broker.ErrInvalidArgument)
 	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxMessages == 0 {
-		o.MaxMessages = 10
+	switch {
+	case o.ExtendEvery == 0:
+		o.ExtendEvery = 20 * time.Second
+	case o.ExtendEvery < 0:
+		o.ExtendEvery = 0
 	}
-	if o.LockRenewal == 0 {
-		o.LockRenewal = 20 * time.Second
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 1
-	}
-	if o.MaxMessages < 0 || o.Concurrency < 0 {
-		return nil, errors.New("servicebus: MaxMessages and Concurrency must be positive")
-	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Consumer{recv: recv, queue: queue, proc: proc, opts: o, log: log}, nil
+	src := &source{recv: recv, queue: queue, every: o.ExtendEvery, dl: o.DeadLetterer, closed: make(chan struct{})}
+	return broker.NewConsumer(src, proc, &o.ConsumerOptions)
 }
 
-// Run receives and processes messages until ctx ends, then returns
-// ctx.Err(). Receive errors are logged and retried after a second.
-func (c *Consumer) Run(ctx context.Context, h broker.Handler) error {
-	for ctx.Err() == nil {
-		if _, err := c.Poll(ctx, h); err != nil && ctx.Err() == nil {
-			var re *ReceiveError
-			if errors.As(err, &re) {
-				c.log.ErrorContext(ctx, "geodlq: servicebus: receive failed", slog.String("queue", c.queue), slog.Any("error", err))
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
+// source is the [broker.Source] of a queue's receiver.
+type source struct {
+	recv  Receiver
+	queue string
+	every time.Duration
+	dl    *DeadLetterer
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var (
+	_ broker.Source   = (*source)(nil)
+	_ broker.Extender = (*source)(nil)
+)
+
+func (s *source) Receive(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	select {
+	case <-s.closed:
+		return nil, fmt.Errorf("servicebus: consumer of %s: %w", s.queue, broker.ErrClosed)
+	default:
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-rctx.Done():
 		}
-	}
-	return ctx.Err()
-}
-
-// ReceiveError is returned by [Consumer.Poll] when ReceiveMessages failed.
-type ReceiveError struct{ Err error }
-
-func (e *ReceiveError) Error() string { return "servicebus: receive: " + e.Err.Error() }
-
-// Unwrap returns the SDK's error.
-func (e *ReceiveError) Unwrap() error { return e.Err }
-
-// Poll makes one ReceiveMessages call (which blocks until a message
-// arrives or ctx ends) and processes what it returns. The error is a
-// *[ReceiveError], or the joined errors of messages not settled as
-// processed.
-func (c *Consumer) Poll(ctx context.Context, h broker.Handler) (int, error) {
-	msgs, err := c.recv.ReceiveMessages(ctx, c.opts.MaxMessages, nil)
+	}()
+	msgs, err := s.recv.ReceiveMessages(rctx, max, nil)
 	if err != nil {
-		return 0, &ReceiveError{Err: err}
+		select {
+		case <-s.closed:
+			return nil, fmt.Errorf("servicebus: consumer of %s: %w", s.queue, broker.ErrClosed)
+		default:
+		}
+		return nil, fmt.Errorf("servicebus: receive from %s: %w", s.queue, err)
 	}
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, c.opts.Concurrency)
-	)
-	for _, m := range msgs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if _, err := c.Handle(ctx, m, h); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+	ds := make([]*broker.Delivery, 0, len(msgs))
+	for _, msg := range msgs {
+		f := &inFlight{recv: s.recv, msg: msg, queue: s.queue}
+		if s.dl != nil && msg.SequenceNumber != nil {
+			s.dl.track(inFlightKey{s.queue, *msg.SequenceNumber}, f)
+		}
+		ds = append(ds, &broker.Delivery{Message: messageOf(s.queue, msg), Handle: f})
 	}
-	wg.Wait()
-	return len(msgs), errors.Join(errs...)
+	return ds, nil
 }
 
-// Handle processes one received message and settles it. The error is nil
-// exactly when the message was completed or dead-lettered with its
-// envelope.
-func (c *Consumer) Handle(ctx context.Context, msg *azservicebus.ReceivedMessage, h broker.Handler) (broker.Result, error) {
-	f := &inFlight{recv: c.recv, msg: msg, queue: c.queue}
-	pctx := context.WithValue(ctx, inFlightKey{}, f)
-	stop := c.renew(ctx, msg)
-	out, err := c.proc.Process(pctx, ToMessage(c.queue, msg), h)
-	stop()
+func (s *source) take(d *broker.Delivery) (f *inFlight, settled bool, err error) {
+	f, ok := d.Handle.(*inFlight)
+	if !ok || f == nil {
+		return nil, false, fmt.Errorf("servicebus: a delivery of another source: %w", broker.ErrInvalidArgument)
+	}
+	if s.dl != nil && f.msg.SequenceNumber != nil {
+		s.dl.forget(inFlightKey{s.queue, *f.msg.SequenceNumber}, f)
+	}
 	f.mu.Lock()
-	settled := f.settled
-	f.settled = true
+	settled, f.settled = f.settled, true
 	f.mu.Unlock()
-	sctx := context.WithoutCancel(ctx)
-	if err != nil {
-		if aerr := c.recv.AbandonMessage(sctx, msg, nil); aerr != nil {
-			err = errors.Join(err, fmt.Errorf("servicebus: abandon: %w", aerr))
-		}
-		c.log.WarnContext(ctx, "geodlq: servicebus: message abandoned; Service Bus redelivers it",
-			slog.String("queue", c.queue), slog.String("message_id", msg.MessageID), slog.Any("error", err))
-		return out, err
-	}
-	if settled {
-		return out, nil
-	}
-	if err := c.recv.CompleteMessage(sctx, msg, nil); err != nil {
-		if IsLockLost(err) {
-			err = fmt.Errorf("%w: %w", broker.ErrLeaseLost, err)
-		}
-		c.log.ErrorContext(ctx, "geodlq: servicebus: CompleteMessage failed; the message will be redelivered",
-			slog.String("queue", c.queue), slog.String("message_id", msg.MessageID), slog.Bool("dead_lettered", out.DeadLettered), slog.Any("error", err))
-		return out, fmt.Errorf("servicebus: complete %s: %w", msg.MessageID, err)
-	}
-	return out, nil
+	return f, settled, nil
 }
 
-func (c *Consumer) renew(ctx context.Context, msg *azservicebus.ReceivedMessage) (stop func()) {
-	if c.opts.LockRenewal <= 0 {
-		return func() {}
+// Ack completes the message, unless a DeadLetterer dead-lettered it. A
+// lost lock gives an error wrapping broker.ErrLeaseLost.
+func (s *source) Ack(ctx context.Context, d *broker.Delivery) error {
+	f, settled, err := s.take(d)
+	if err != nil || settled {
+		return err
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(c.opts.LockRenewal)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := c.recv.RenewMessageLock(ctx, msg, nil); err != nil && ctx.Err() == nil {
-				c.log.WarnContext(ctx, "geodlq: servicebus: lock renewal failed", slog.String("queue", c.queue), slog.Any("error", err))
-				if IsLockLost(err) {
-					return
-				}
-			}
+	if err := s.recv.CompleteMessage(ctx, f.msg, nil); err != nil {
+		if isLockLost(err) {
+			return fmt.Errorf("servicebus: complete %s: %w: %w", f.msg.MessageID, broker.ErrLeaseLost, err)
 		}
-	})
-	return func() { close(done); wg.Wait() }
+		return fmt.Errorf("servicebus: complete %s: %w", f.msg.MessageID, err)
+	}
+	return nil
+}
+
+// Nack abandons the message: Service Bus delivers it again at once (the
+// delay does not apply), or dead-letters it after MaxDeliveryCount.
+func (s *source) Nack(ctx context.Context, d *broker.Delivery, _ time.Duration) error {
+	f, settled, err := s.take(d)
+	if err != nil || settled {
+		return err
+	}
+	if err := s.recv.AbandonMessage(ctx, f.msg, nil); err != nil && !isLockLost(err) {
+		return fmt.Errorf("servicebus: abandon %s: %w", f.msg.MessageID, err)
+	}
+	return nil
+}
+
+// ExtendEvery implements [broker.Extender].
+func (s *source) ExtendEvery() time.Duration { return s.every }
+
+// Extend renews the message's lock.
+func (s *source) Extend(ctx context.Context, d *broker.Delivery) error {
+	f, ok := d.Handle.(*inFlight)
+	if !ok || f == nil {
+		return fmt.Errorf("servicebus: a delivery of another source: %w", broker.ErrInvalidArgument)
+	}
+	if err := s.recv.RenewMessageLock(ctx, f.msg, nil); err != nil {
+		if isLockLost(err) {
+			return fmt.Errorf("servicebus: renew the lock of %s: %w: %w", f.msg.MessageID, broker.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("servicebus: renew the lock of %s: %w", f.msg.MessageID, err)
+	}
+	return nil
+}
+
+// Close stops Receive; the receiver stays open.
+func (s *source) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return nil
 }

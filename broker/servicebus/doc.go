@@ -4,8 +4,8 @@
 // NOT RUN AGAINST A REAL NAMESPACE. No Service Bus server can run on
 // geodlq's test machines (the emulator needs Docker), so this package is
 // tested only against an in-memory fake of the SDK's sender and receiver
-// (the [Sender] and [Receiver] interfaces, which *azservicebus.Sender and
-// *azservicebus.Receiver satisfy). The fake implements the semantics the
+// (the boundary *azservicebus.Sender and *azservicebus.Receiver sit at;
+// [Receiver] is the receiver's part the consumer uses). The fake implements the semantics the
 // adapter relies on — PeekLock with lock tokens and expiry, DeliveryCount,
 // MaxDeliveryCount, DeadLetterMessage into $DeadLetterQueue, lost locks —
 // but the AMQP wire, the SDK's own retries and link recovery, and the
@@ -14,8 +14,9 @@
 //
 // # Guarantees
 //
-// What a [Store] (a queue or a dead-letter sub-queue), a [DeadLetterer]
-// (native dead-lettering) and a [Consumer] (source queue) promise, as
+// What the store [New] returns (a queue or a dead-letter sub-queue), a
+// [DeadLetterer] (native dead-lettering) and the consumer [NewConsumer]
+// returns (a source queue) promise, as
 // implemented against the SDK's interfaces; the sections below give the
 // details.
 //
@@ -26,7 +27,7 @@
 //	            Service Bus does not guarantee FIFO. An abandoned message comes
 //	            back.
 //	Durability  Store: Publish returns once SendMessage succeeded. DeadLetterer:
-//	            once DeadLetterMessage succeeded. A Consumer settles a source
+//	            once DeadLetterMessage succeeded. A consumer settles a source
 //	            message (completes it, or the DeadLetterer moved it) only after
 //	            the handler succeeded or the envelope was written; otherwise it
 //	            abandons it.
@@ -36,10 +37,11 @@
 //	            DeliveryCount incremented; after a queue's MaxDeliveryCount
 //	            Service Bus moves them to $DeadLetterQueue (sub-queues have
 //	            none). A lost lock (CodeLockLost), or a record not leased
-//	            through this Store, gives ErrLeaseLost.
+//	            through this store, gives ErrLeaseLost. Options.LeaseTTL does
+//	            not apply: the lock's length is the queue's.
 //	Size limit  Options.MaxMessageBytes: 256 KiB by default (Standard tier;
 //	            Premium allows more), body and properties together. Store: the
-//	            body may use MaxMessageBytes - AttributeBudget (8 KiB): 253,952
+//	            body may use MaxMessageBytes - HeaderBudget (8 KiB): 253,952
 //	            bytes by default. DeadLetterer (DeadLettererOptions, same
 //	            defaults): the envelope shares the message with the original
 //	            body, so it reports half that (126,976) and refuses a total of
@@ -51,12 +53,12 @@
 //	            dlq-epsg when known), plus geodlq-key (the key, base64); Subject
 //	            is dlq-class. DeadLetterer: also geodlq-envelope, with
 //	            DeadLetterReason "<class>/<stage>" and DeadLetterErrorDescription
-//	            the error message (at most 4,096 bytes). Budget: AttributeBudget
+//	            the error message (at most 4,096 bytes). Budget: HeaderBudget
 //	            (8 KiB).
 //	Body        Store: the dlq.v1 envelope, exactly. DeadLetterer: the original
 //	            payload, untouched; the envelope is in geodlq-envelope, and a
 //	            sub-queue record's Message.Body is that envelope.
-//	Attempts    DeliveryCount: Record.Deliveries, and where a Consumer's
+//	Attempts    DeliveryCount: Record.Deliveries, and where a consumer's
 //	            Processor starts counting. Every Fetch that locks a message
 //	            counts, filtered pass-overs included.
 //	Duplicates  Not deduplicated by the store (it sets no MessageID for Service
@@ -66,10 +68,12 @@
 //
 // # Consumer and native dead-lettering
 //
-// [Consumer] receives from a source queue (PeekLock) and runs a
+// [NewConsumer] receives from a source queue (PeekLock) and runs a
 // broker.Processor; attempts start at DeliveryCount, and the message lock
 // is renewed while the handler runs. Give the processor a [DeadLetterer]
-// as its publisher to dead-letter the Service Bus way: the failed message
+// as its publisher (and the consumer the same DeadLetterer in
+// ConsumerOptions.DeadLetterer) to dead-letter the Service Bus way: the
+// failed message
 // is moved to the queue's $DeadLetterQueue sub-queue (DeadLetterMessage)
 // with
 //
@@ -77,13 +81,13 @@
 //     "invalid_geometry/topology_validation";
 //   - DeadLetterErrorDescription = the error message (at most 4,096 bytes);
 //   - application properties: the dead-letter headers and the encoded dlq.v1
-//     envelope in [PropEnvelope]. The body is left as it was: Service Bus
+//     envelope in [HeaderEnvelope]. The body is left as it was: Service Bus
 //     does not let a dead-lettering change it. The envelope therefore shares
 //     the message size with the original body (the DeadLetterer reports half
 //     of the limit less the property budget to the envelope builder, and
 //     refuses what still does not fit).
 //
-// Or give the processor a [Store] to send the envelope, as the body of a new
+// Or give the processor the store [New] returns, to send the envelope, as the body of a new
 // message, to a separate queue, after which the source is completed. If
 // the dead-letter write fails the message is abandoned, never completed:
 // Service Bus redelivers it and, after the queue's MaxDeliveryCount, moves
@@ -92,15 +96,18 @@
 //
 // # Dead-letter store and replay source
 //
-// [Store] is a broker.Publisher, broker.Limiter and broker.DeadLetterSource.
+// [New] returns a *broker.Store (Publisher, Limiter, DeadLetterSource)
+// over an *azservicebus.Client. The store does not list, count or purge
+// (List, Stats and Purge answer errors.ErrUnsupported); Service Bus could
+// peek without locking, which is left for later.
 // A destination is a queue, or a queue's dead-letter sub-queue
 // ([DeadLetterQueue]: "vector-jobs/$DeadLetterQueue"), which is how a
 // replayer reads what the consumer dead-lettered.
 //
 //   - Durability: Publish returns once SendMessage succeeded.
 //   - Body: the envelope bytes exactly (for a sub-queue record, the
-//     envelope from [PropEnvelope]); headers are string application
-//     properties; the key travels base64 in [PropKey].
+//     envelope from [HeaderEnvelope]); headers are string application
+//     properties; the key travels base64 in [HeaderKey].
 //   - Size: 256 KiB on the Standard tier, body and properties together;
 //     Premium entities allow more (Options.MaxMessageBytes). The store
 //     reports the limit less 8 KiB for properties through broker.Limiter;
@@ -109,7 +116,7 @@
 //     the queue, not per receive; see [QueueConfig]). Ack is CompleteMessage,
 //     Release is AbandonMessage. A lost lock (azservicebus.CodeLockLost) is
 //     reported by Service Bus and maps to broker.ErrLeaseLost. A record must
-//     be settled through the Store that fetched it: Service Bus settles a
+//     be settled through the store that fetched it: Service Bus settles a
 //     message on the link that received it.
 //   - Deliveries: every Fetch that locks a message counts as a delivery,
 //     filtered scans included (a filtered Fetch abandons what does not
@@ -126,4 +133,8 @@
 // warning outside the seed's 3–5) and LockDuration (6× the longest spatial
 // operation, within Service Bus's 5 s–5 min) as admin.QueueProperties,
 // with dead-lettering on expiry on.
+//
+// # As
+//
+// The store's As accepts a **azservicebus.Client.
 package servicebus

@@ -38,11 +38,11 @@ func ExampleDeadLetterer() {
 	}
 	dl, _ := servicebus.NewDeadLetterer(nil)
 	proc, _ := broker.NewProcessor(broker.ProcessorOptions{Publisher: dl})
-	c, _ := servicebus.NewConsumer(ctx, recv, "vector-jobs", proc, nil)
+	c, _ := servicebus.NewConsumer(ctx, recv, "vector-jobs", proc, &servicebus.ConsumerOptions{DeadLetterer: dl})
 	_ = c.Run(ctx, func(ctx context.Context, m *broker.Message) error { return nil })
 
 	// Replay later from vector-jobs/$DeadLetterQueue.
-	store, _ := servicebus.New(ctx, servicebus.FromClient(client), nil)
+	store, _ := servicebus.New(ctx, client, nil)
 	_, _ = store.Fetch(ctx, servicebus.DeadLetterQueue("vector-jobs"), broker.Filter{}, 10)
 	// Output:
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,27 +35,91 @@ func send(t *testing.T, ns *fakeNamespace, queue, body string) {
 	require.NoError(t, s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte(body), ApplicationProperties: map[string]any{"idempotency-key": "idem:v1:" + queue}}, nil))
 }
 
-func consumer(t *testing.T, ns *fakeNamespace, queue string, pub broker.Publisher, o *servicebus.ConsumerOptions) *servicebus.Consumer {
+// gatedReceiver lets one ReceiveMessages through per poll, so that a test
+// sees exactly one delivery per poll (an abandoned message is available
+// again at once, and Run would receive it again).
+type gatedReceiver struct {
+	servicebus.Receiver
+	gate chan struct{}
+}
+
+func (g *gatedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Receiver.ReceiveMessages(ctx, n, o)
+}
+
+// polled is a consumer that tests drive one receive at a time.
+type polled struct {
+	c    *broker.Consumer
+	gate chan struct{}
+	mu   sync.Mutex
+	errs []error
+}
+
+func newPolled(t *testing.T, ns *fakeNamespace, queue string, p *broker.Processor, o *servicebus.ConsumerOptions) *polled {
 	t.Helper()
 	recv, _ := ns.connector().Receiver(queue, false)
+	pc := &polled{gate: make(chan struct{}, 1)}
+	var opts servicebus.ConsumerOptions
+	if o != nil {
+		opts = *o
+	}
+	opts.OnResult = func(_ *broker.Delivery, _ broker.Result, err error) {
+		pc.mu.Lock()
+		pc.errs = append(pc.errs, err)
+		pc.mu.Unlock()
+	}
+	c, err := servicebus.NewConsumer(context.Background(), &gatedReceiver{Receiver: recv, gate: pc.gate}, queue, p, &opts)
+	require.NoError(t, err)
+	pc.c = c
+	return pc
+}
+
+// poll lets one receive through, runs the consumer until it processed
+// the message, and returns the Processor's error.
+func (p *polled) poll(t *testing.T, h broker.Handler) error {
+	t.Helper()
+	p.mu.Lock()
+	before := len(p.errs)
+	p.mu.Unlock()
+	p.gate <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.c.Run(ctx, h) }()
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.errs) > before
+	}, 30*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errs[len(p.errs)-1]
+}
+
+func consumer(t *testing.T, ns *fakeNamespace, queue string, pub broker.Publisher, o *servicebus.ConsumerOptions) *polled {
+	t.Helper()
 	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
 		Destination: func(*broker.Message, classify.Route) string { return "vector-dlq" },
 		Sleep:       func(context.Context, time.Duration) error { return nil }})
 	require.NoError(t, err)
-	c, err := servicebus.NewConsumer(context.Background(), recv, queue, p, o)
-	require.NoError(t, err)
-	return c
+	return newPolled(t, ns, queue, p, o)
 }
 
-func newStore(t *testing.T, ns *fakeNamespace) *servicebus.Store {
+func newStore(t *testing.T, ns *fakeNamespace) *broker.Store {
 	t.Helper()
-	s, err := servicebus.New(context.Background(), ns.connector(), &servicebus.Options{ReceiveWait: 20 * time.Millisecond})
+	s, err := servicebus.NewWithConnector(ns.connector(), &servicebus.Options{ReceiveWait: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
-func drain(t *testing.T, s *servicebus.Store, dest string) []*broker.Record {
+func drain(t *testing.T, s *broker.Store, dest string) []*broker.Record {
 	t.Helper()
 	var all []*broker.Record
 	for {
@@ -76,10 +141,8 @@ func TestDeadLetterIntoSubQueue(t *testing.T) {
 	send(t, ns, "vector-jobs", bowtie)
 	dl, err := servicebus.NewDeadLetterer(nil)
 	require.NoError(t, err)
-	c := consumer(t, ns, "vector-jobs", dl, nil)
-	n, err := c.Poll(context.Background(), poison)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	c := consumer(t, ns, "vector-jobs", dl, &servicebus.ConsumerOptions{DeadLetterer: dl})
+	require.NoError(t, c.poll(t, poison))
 	active, dead := ns.counts("vector-jobs")
 	require.Equal(t, [2]int{0, 1}, [2]int{active, dead})
 
@@ -108,7 +171,8 @@ func TestDeadLetterIntoSubQueue(t *testing.T) {
 	_, dead = ns.counts("vector-jobs")
 	require.Zero(t, dead)
 	require.Error(t, s.Publish(context.Background(), servicebus.DeadLetterQueue("vector-jobs"), &broker.Message{Body: []byte("x")}), "nothing is sent into a sub-queue")
-	require.Error(t, dl.Publish(context.Background(), "x", &broker.Message{Body: []byte("x")}), "the DeadLetterer works only inside Consumer.Handle")
+	require.Error(t, dl.Publish(context.Background(), "x", &broker.Message{Body: []byte("x")}), "the DeadLetterer dead-letters only envelopes")
+	require.ErrorContains(t, dl.Publish(context.Background(), "x", recs[0].Message), "not in flight", "nor a message no consumer has in flight")
 }
 
 // TestAbandonWhenDeadLetterFails: when the dead-letter write fails, the
@@ -125,7 +189,7 @@ func TestAbandonWhenDeadLetterFails(t *testing.T) {
 	c := consumer(t, ns, "jobs", failing, nil)
 	var attempts []int
 	for range 3 {
-		_, err := c.Poll(context.Background(), func(ctx context.Context, m *broker.Message) error {
+		err := c.poll(t, func(ctx context.Context, m *broker.Message) error {
 			attempts = append(attempts, m.DeliveryAttempt)
 			return poison(ctx, m)
 		})
@@ -163,8 +227,7 @@ func TestCompleteAfterStoreWrite(t *testing.T) {
 		return err
 	})
 	c := consumer(t, ns, "jobs", pub, nil)
-	_, err := c.Poll(context.Background(), poison)
-	require.NoError(t, err)
+	require.NoError(t, c.poll(t, poison))
 	require.Equal(t, []string{"sent", "source still there"}, order)
 	active, dead := ns.counts("jobs")
 	require.Equal(t, [2]int{0, 0}, [2]int{active, dead})
@@ -179,10 +242,10 @@ func TestLockRenewal(t *testing.T) {
 	ns := newNamespace(fakeConfig{lock: 200 * time.Millisecond})
 	send(t, ns, "jobs", bowtie)
 	c := consumer(t, ns, "jobs", publisherFunc(func(context.Context, string, *broker.Message) error { return nil }),
-		&servicebus.ConsumerOptions{LockRenewal: 50 * time.Millisecond})
+		&servicebus.ConsumerOptions{ExtendEvery: 50 * time.Millisecond})
 	other, _ := ns.connector().Receiver("jobs", false)
 	stolen := 0
-	_, err := c.Poll(context.Background(), func(ctx context.Context, m *broker.Message) error {
+	err := c.poll(t, func(ctx context.Context, m *broker.Message) error {
 		for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end); {
 			rctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 			msgs, _ := other.ReceiveMessages(rctx, 1, nil)
@@ -222,12 +285,9 @@ func TestDeadLettererSizeLimit(t *testing.T) {
 			ns := newNamespace(fakeConfig{maxDeliveryCount: 5})
 			body := `{"geometry":null,"pad":"` + strings.Repeat("x", tc.pad) + `"}`
 			send(t, ns, "big", body)
-			recv, _ := ns.connector().Receiver("big", false)
 			p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dl, Builder: tc.builder})
 			require.NoError(t, err)
-			c, err := servicebus.NewConsumer(context.Background(), recv, "big", p, nil)
-			require.NoError(t, err)
-			_, err = c.Poll(context.Background(), poison)
+			err = newPolled(t, ns, "big", p, &servicebus.ConsumerOptions{DeadLetterer: dl}).poll(t, poison)
 			active, dead := ns.counts("big")
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
@@ -271,7 +331,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sha256.Sum256(payload), sha256.Sum256(restored))
 
-	premium, err := servicebus.New(context.Background(), ns.connector(), &servicebus.Options{MaxMessageBytes: 1 << 20})
+	premium, err := servicebus.NewWithConnector(ns.connector(), &servicebus.Options{StoreOptions: broker.StoreOptions{MaxMessageBytes: 1 << 20}})
 	require.NoError(t, err)
 	require.Equal(t, 1<<20-8<<10, premium.MaxMessageBytes(""), "configurable for Premium")
 }

@@ -20,14 +20,15 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// Sender is the part of *azservicebus.Sender the adapter uses.
-type Sender interface {
+// sender is the part of *azservicebus.Sender the adapter uses.
+type sender interface {
 	SendMessage(ctx context.Context, message *azservicebus.Message, options *azservicebus.SendMessageOptions) error
 	Close(ctx context.Context) error
 }
 
-// Receiver is the part of *azservicebus.Receiver the adapter uses. The
-// receiver must be in PeekLock mode (the SDK's default).
+// Receiver is the part of *azservicebus.Receiver the adapter uses; pass
+// the receiver itself (the interface lets tests stand in for it). It must
+// be in PeekLock mode (the SDK's default).
 type Receiver interface {
 	ReceiveMessages(ctx context.Context, maxMessages int, options *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
 	CompleteMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.CompleteMessageOptions) error
@@ -38,15 +39,14 @@ type Receiver interface {
 }
 
 var (
-	_ Sender   = (*azservicebus.Sender)(nil)
+	_ sender   = (*azservicebus.Sender)(nil)
 	_ Receiver = (*azservicebus.Receiver)(nil)
 )
 
-// Connector opens senders and receivers for queues. [FromClient] makes one
-// from an *azservicebus.Client.
-type Connector interface {
-	// Sender returns a sender for queue.
-	Sender(queue string) (Sender, error)
+// connector opens senders and receivers for queues.
+type connector interface {
+	// sender returns a sender for queue.
+	Sender(queue string) (sender, error)
 	// Receiver returns a PeekLock receiver for queue, or for its
 	// dead-letter sub-queue when deadLetter is true.
 	Receiver(queue string, deadLetter bool) (Receiver, error)
@@ -54,10 +54,7 @@ type Connector interface {
 
 type clientConnector struct{ c *azservicebus.Client }
 
-// FromClient returns a Connector over an *azservicebus.Client.
-func FromClient(c *azservicebus.Client) Connector { return clientConnector{c} }
-
-func (cc clientConnector) Sender(queue string) (Sender, error) { return cc.c.NewSender(queue, nil) }
+func (cc clientConnector) Sender(queue string) (sender, error) { return cc.c.NewSender(queue, nil) }
 
 func (cc clientConnector) Receiver(queue string, deadLetter bool) (Receiver, error) {
 	o := &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModePeekLock}
@@ -67,128 +64,133 @@ func (cc clientConnector) Receiver(queue string, deadLetter bool) (Receiver, err
 	return cc.c.NewReceiverForQueue(queue, o)
 }
 
-// Limits and defaults.
+// Limits and defaults (documented in numbers on the options).
 const (
-	// DefaultMaxMessageBytes is the Standard tier's message size limit,
-	// 256 KiB (body, application properties and system properties).
-	// Premium namespaces allow up to 100 MB per entity
-	// (MaxMessageSizeInKilobytes); set Options.MaxMessageBytes to match.
-	DefaultMaxMessageBytes = 256 << 10
-	// DefaultAttributeBudget is the part of MaxMessageBytes kept for
-	// properties: 8 KiB.
-	DefaultAttributeBudget = 8 << 10
-	// DefaultReceiveWait is how long Fetch waits for a first message.
-	DefaultReceiveWait = time.Second
-	// DefaultFilterScanLimit is how many messages a filtered Fetch looks
-	// at, at most.
-	DefaultFilterScanLimit = 10_000
-	// DeadLetterSuffix names a queue's dead-letter sub-queue as a
+	defaultMaxMessageBytes = 256 << 10 // the Standard tier's limit
+	defaultHeaderBudget    = 8 << 10
+	defaultReceiveWait     = time.Second
+	defaultFilterScanLimit = 10_000
+	// deadLetterSuffix names a queue's dead-letter sub-queue as a
 	// destination: "vector-jobs/$DeadLetterQueue".
-	DeadLetterSuffix = "/$DeadLetterQueue"
+	deadLetterSuffix = "/$DeadLetterQueue"
 )
 
 // Application properties the adapter sets besides the headers.
 const (
-	// PropKey carries the ordering key, base64.
-	PropKey = "geodlq-key"
-	// PropEnvelope carries the dlq.v1 envelope of a message the consumer
-	// dead-lettered into its queue's $DeadLetterQueue sub-queue (whose body
-	// stays the original payload).
-	PropEnvelope = "geodlq-envelope"
+	// HeaderKey is the application property that carries a message's
+	// ordering key, base64.
+	HeaderKey = "geodlq-key"
+	// HeaderEnvelope is the application property that carries the dlq.v1
+	// envelope of a message a [DeadLetterer] dead-lettered into its
+	// queue's $DeadLetterQueue sub-queue (whose body stays the original
+	// payload).
+	HeaderEnvelope = "geodlq-envelope"
 )
 
 // DeadLetterQueue returns the destination naming queue's dead-letter
-// sub-queue.
-func DeadLetterQueue(queue string) string { return queue + DeadLetterSuffix }
+// sub-queue, "<queue>/$DeadLetterQueue".
+func DeadLetterQueue(queue string) string { return queue + deadLetterSuffix }
 
 func splitDest(dest string) (queue string, deadLetter bool) {
-	if i := strings.LastIndex(dest, "/"); i >= 0 && strings.EqualFold(dest[i:], DeadLetterSuffix) {
+	if i := strings.LastIndex(dest, "/"); i >= 0 && strings.EqualFold(dest[i:], deadLetterSuffix) {
 		return dest[:i], true
 	}
 	return dest, false
 }
 
-// Options configures a [Store]. The zero value (and nil) uses the defaults.
+// Options configures [New]. The zero value and nil are valid.
 type Options struct {
-	// MaxMessageBytes is the entities' message size limit. Default
-	// [DefaultMaxMessageBytes] (Standard tier, 256 KiB); on Premium, the
-	// queue's MaxMessageSizeInKilobytes × 1024.
-	MaxMessageBytes int
-	// AttributeBudget is the part of MaxMessageBytes kept for properties:
-	// the body may use MaxMessageBytes − AttributeBudget, the limit the
-	// store reports through broker.Limiter. Default [DefaultAttributeBudget].
-	AttributeBudget int
+	// StoreOptions: LeaseTTL does not apply — a lease is the message
+	// lock, whose length is the queue's LockDuration (Service Bus's
+	// default 60s; see [QueueConfig]), set on the queue, not per receive.
+	// MaxMessageBytes is the entities' message size limit: default
+	// 262,144 (the Standard tier's 256 KiB); on Premium, the queue's
+	// MaxMessageSizeInKilobytes × 1024.
+	broker.StoreOptions
+	// HeaderBudget is the part of MaxMessageBytes kept for properties:
+	// the body may use MaxMessageBytes − HeaderBudget, the limit the store
+	// reports (broker.Limiter). Default 8,192 bytes.
+	HeaderBudget int
 	// ReceiveWait bounds how long Fetch waits for a first message
-	// (ReceiveMessages blocks until one arrives). Default
-	// [DefaultReceiveWait].
+	// (ReceiveMessages blocks until one arrives). Default 1s.
 	ReceiveWait time.Duration
 	// FilterScanLimit bounds how many messages a filtered Fetch receives
-	// while looking for matches. Default [DefaultFilterScanLimit].
+	// while looking for matches. Default 10,000.
 	FilterScanLimit int
-	// Logger receives warnings. Nil discards.
-	Logger *slog.Logger
 }
 
-// Store is a dead-letter store on Service Bus queues: a [broker.Publisher],
-// [broker.Limiter] and [broker.DeadLetterSource]. It is safe for
-// concurrent use.
-type Store struct {
-	conn   Connector
+// driver is the Service Bus [broker.Driver]. It is safe for concurrent
+// use.
+type driver struct {
+	conn   connector
+	client *azservicebus.Client // nil in tests
 	opts   Options
 	log    *slog.Logger
-	closed atomic.Bool
 	seq    atomic.Uint64
 
 	mu        sync.Mutex
-	senders   map[string]Sender
+	senders   map[string]sender
 	receivers map[string]Receiver
 	leased    map[string]leased // lease → the received message, for settling
 }
+
+var (
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
+)
 
 type leased struct {
 	recv Receiver
 	msg  *azservicebus.ReceivedMessage
 }
 
-// New returns a store opening senders and receivers through conn. nil
-// opts means the defaults.
-func New(ctx context.Context, conn Connector, opts *Options) (*Store, error) {
-	_ = ctx
-	if conn == nil {
-		return nil, errors.New("servicebus: nil connector")
+// New returns a dead-letter store on the queues of client's namespace.
+// New makes no request; closing the store closes the senders and
+// receivers it opened, not client. Options are checked: an impossible
+// value is an error wrapping broker.ErrInvalidArgument.
+func New(ctx context.Context, client *azservicebus.Client, opts *Options) (*broker.Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("servicebus: New: nil client: %w", broker.ErrInvalidArgument)
 	}
+	d, err := newDriver(clientConnector{client}, opts)
+	if err != nil {
+		return nil, err
+	}
+	d.client = client
+	return broker.NewStore("servicebus", d, &d.opts.StoreOptions), nil
+}
+
+func newDriver(conn connector, opts *Options) (*driver, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.MaxMessageBytes == 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	if o.AttributeBudget == 0 {
-		o.AttributeBudget = DefaultAttributeBudget
+	if o.HeaderBudget == 0 {
+		o.HeaderBudget = defaultHeaderBudget
 	}
-	if o.MaxMessageBytes < 0 || o.AttributeBudget < 0 || o.AttributeBudget >= o.MaxMessageBytes {
-		return nil, fmt.Errorf("servicebus: AttributeBudget %d must be below MaxMessageBytes %d", o.AttributeBudget, o.MaxMessageBytes)
+	if o.MaxMessageBytes < 0 || o.HeaderBudget < 0 || o.HeaderBudget >= o.MaxMessageBytes {
+		return nil, fmt.Errorf("servicebus: HeaderBudget %d must be below MaxMessageBytes %d: %w", o.HeaderBudget, o.MaxMessageBytes, broker.ErrInvalidArgument)
 	}
-	if o.ReceiveWait == 0 {
-		o.ReceiveWait = DefaultReceiveWait
+	if o.ReceiveWait <= 0 {
+		o.ReceiveWait = defaultReceiveWait
 	}
-	if o.FilterScanLimit == 0 {
-		o.FilterScanLimit = DefaultFilterScanLimit
+	if o.FilterScanLimit <= 0 {
+		o.FilterScanLimit = defaultFilterScanLimit
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{conn: conn, opts: o, log: log, senders: map[string]Sender{}, receivers: map[string]Receiver{}, leased: map[string]leased{}}, nil
+	return &driver{conn: conn, opts: o, log: log, senders: map[string]sender{}, receivers: map[string]Receiver{}, leased: map[string]leased{}}, nil
 }
 
-// Close closes the senders and receivers the store opened; later calls
-// fail with broker.ErrClosed. Locks it holds lapse on their own.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
+// Close closes the senders and receivers the store opened. Locks it holds
+// lapse on their own.
+func (s *driver) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
@@ -201,11 +203,20 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// MaxMessageBytes implements broker.Limiter: Options.MaxMessageBytes −
-// Options.AttributeBudget (253,952 bytes by default).
-func (s *Store) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.AttributeBudget }
+// As implements [broker.Aser]: target may be a **azservicebus.Client.
+func (s *driver) As(target any) bool {
+	if t, ok := target.(**azservicebus.Client); ok && s.client != nil {
+		*t = s.client
+		return true
+	}
+	return false
+}
 
-func (s *Store) sender(queue string) (Sender, error) {
+// MaxMessageBytes implements broker.Limiter: Options.MaxMessageBytes −
+// Options.HeaderBudget (253,952 bytes by default).
+func (s *driver) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.HeaderBudget }
+
+func (s *driver) sender(queue string) (sender, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if x, ok := s.senders[queue]; ok {
@@ -219,7 +230,7 @@ func (s *Store) sender(queue string) (Sender, error) {
 	return x, nil
 }
 
-func (s *Store) receiver(dest string) (Receiver, error) {
+func (s *driver) receiver(dest string) (Receiver, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if x, ok := s.receivers[dest]; ok {
@@ -245,37 +256,25 @@ func properties(m *broker.Message) (map[string]any, int) {
 	}
 	if len(m.Key) > 0 {
 		v := base64.StdEncoding.EncodeToString(m.Key)
-		props[PropKey] = v
-		size += len(PropKey) + len(v)
+		props[HeaderKey] = v
+		size += len(HeaderKey) + len(v)
 	}
 	return props, size
 }
 
 // Publish sends m to the destination queue (SendMessage) and returns once
 // Service Bus has accepted it. The body is m.Body exactly; headers become
-// string application properties, the key [PropKey]. A destination naming a
+// string application properties, the key [HeaderKey]. A destination naming a
 // dead-letter sub-queue is refused: Service Bus moves messages there only
 // by dead-lettering them (see [DeadLetterer]).
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	if s.closed.Load() {
-		return broker.ErrClosed
-	}
-	if m == nil {
-		return errors.New("servicebus: nil message")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (s *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
 	q, dl := splitDest(destination)
 	if dl {
-		return fmt.Errorf("servicebus: cannot send to %s: a dead-letter sub-queue is filled by dead-lettering (use DeadLetterer)", destination)
-	}
-	if limit := s.MaxMessageBytes(destination); len(m.Body) > limit {
-		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
+		return fmt.Errorf("servicebus: cannot send to %s: a dead-letter sub-queue is filled by dead-lettering (use DeadLetterer): %w", destination, broker.ErrInvalidArgument)
 	}
 	props, psize := properties(m)
 	if total := len(m.Body) + psize; total > s.opts.MaxMessageBytes {
-		return &classify.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
+		return &classify.TooLargeError{What: "message with its properties", Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
 	}
 	snd, err := s.sender(q)
 	if err != nil {
@@ -294,7 +293,7 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 // Fetch receives up to max records of destination that match f. A
 // destination is a queue, whose records are envelopes the store sent, or a
 // queue's dead-letter sub-queue ([DeadLetterQueue]), whose records the
-// [Consumer] dead-lettered with the envelope in [PropEnvelope] (a message
+// a [DeadLetterer] dead-lettered with the envelope in [HeaderEnvelope] (a message
 // Service Bus dead-lettered itself, MaxDeliveryCountExceeded say, has no
 // envelope: its record carries the original body and no Envelope).
 //
@@ -305,18 +304,9 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 // once; never completed. A Fetch waits up to Options.ReceiveWait for a
 // first message.
 //
-// Records must be acknowledged or released through the Store that fetched
+// Records must be acknowledged or released through the store that fetched
 // them: Service Bus settles a message on the link that received it.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if s.closed.Load() {
-		return nil, broker.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if max <= 0 {
-		return nil, nil
-	}
+func (s *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
 	recv, err := s.receiver(destination)
 	if err != nil {
 		return nil, err
@@ -361,7 +351,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	return out, nil
 }
 
-func (s *Store) abandon(ctx context.Context, recv Receiver, msgs []*azservicebus.ReceivedMessage) {
+func (s *driver) abandon(ctx context.Context, recv Receiver, msgs []*azservicebus.ReceivedMessage) {
 	ctx = context.WithoutCancel(ctx)
 	for _, m := range msgs {
 		if err := recv.AbandonMessage(ctx, m, nil); err != nil {
@@ -370,17 +360,17 @@ func (s *Store) abandon(ctx context.Context, recv Receiver, msgs []*azservicebus
 	}
 }
 
-func (s *Store) forget(lease string) {
+func (s *driver) forget(lease string) {
 	s.mu.Lock()
 	delete(s.leased, lease)
 	s.mu.Unlock()
 }
 
-func (s *Store) record(destination string, recv Receiver, msg *azservicebus.ReceivedMessage) *broker.Record {
-	m := ToMessage(destination, msg)
-	if v, ok := msg.ApplicationProperties[PropEnvelope].(string); ok {
+func (s *driver) record(destination string, recv Receiver, msg *azservicebus.ReceivedMessage) *broker.Record {
+	m := messageOf(destination, msg)
+	if v, ok := msg.ApplicationProperties[HeaderEnvelope].(string); ok {
 		m.Body = []byte(v)
-		delete(m.Headers, PropEnvelope)
+		delete(m.Headers, HeaderEnvelope)
 	}
 	id := msg.MessageID
 	if msg.SequenceNumber != nil {
@@ -399,7 +389,7 @@ func (s *Store) record(destination string, recv Receiver, msg *azservicebus.Rece
 }
 
 // sweep drops leases whose lock ended over a minute ago. s.mu held.
-func (s *Store) sweep() {
+func (s *driver) sweep() {
 	if len(s.leased) < 1024 {
 		return
 	}
@@ -411,13 +401,7 @@ func (s *Store) sweep() {
 	}
 }
 
-func (s *Store) take(r *broker.Record, op string) (leased, error) {
-	if s.closed.Load() {
-		return leased{}, broker.ErrClosed
-	}
-	if r == nil {
-		return leased{}, fmt.Errorf("servicebus: %s: nil record", op)
-	}
+func (s *driver) take(r *broker.Record, op string) (leased, error) {
 	s.mu.Lock()
 	l, ok := s.leased[r.Lease]
 	delete(s.leased, r.Lease)
@@ -428,22 +412,22 @@ func (s *Store) take(r *broker.Record, op string) (leased, error) {
 	return l, nil
 }
 
-// IsLockLost reports whether err is Service Bus saying a message lock was
+// isLockLost reports whether err is Service Bus saying a message lock was
 // lost (azservicebus.CodeLockLost).
-func IsLockLost(err error) bool {
+func isLockLost(err error) bool {
 	var e *azservicebus.Error
 	return errors.As(err, &e) && e.Code == azservicebus.CodeLockLost
 }
 
 // Ack completes the record (CompleteMessage). A lost lock gives an error
 // wrapping broker.ErrLeaseLost.
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
+func (s *driver) Ack(ctx context.Context, r *broker.Record) error {
 	l, err := s.take(r, "ack")
 	if err != nil {
 		return err
 	}
 	if err := l.recv.CompleteMessage(ctx, l.msg, nil); err != nil {
-		if IsLockLost(err) {
+		if isLockLost(err) {
 			return fmt.Errorf("servicebus: ack %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
 		}
 		return fmt.Errorf("servicebus: ack %s: %w", r.ID, err)
@@ -453,13 +437,13 @@ func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
 
 // Release abandons the record (AbandonMessage): it is available again at
 // once, its DeliveryCount incremented.
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
+func (s *driver) Release(ctx context.Context, r *broker.Record) error {
 	l, err := s.take(r, "release")
 	if err != nil {
 		return err
 	}
 	if err := l.recv.AbandonMessage(ctx, l.msg, nil); err != nil {
-		if IsLockLost(err) {
+		if isLockLost(err) {
 			return fmt.Errorf("servicebus: release %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
 		}
 		return fmt.Errorf("servicebus: release %s: %w", r.ID, err)
@@ -467,12 +451,12 @@ func (s *Store) Release(ctx context.Context, r *broker.Record) error {
 	return nil
 }
 
-// ToMessage converts a received message into a broker.Message: the body
+// messageOf converts a received message into a broker.Message: the body
 // exactly, headers from string application properties (other values
-// formatted with %v), the key from [PropKey], DeliveryAttempt from
+// formatted with %v), the key from HeaderKey, DeliveryAttempt from
 // DeliveryCount, and provenance (system "servicebus", the entity, message
 // id, sequence number as offset, enqueued time).
-func ToMessage(entity string, msg *azservicebus.ReceivedMessage) *broker.Message {
+func messageOf(entity string, msg *azservicebus.ReceivedMessage) *broker.Message {
 	m := &broker.Message{Body: msg.Body, DeliveryAttempt: int(msg.DeliveryCount)}
 	for k, v := range msg.ApplicationProperties {
 		if m.Headers == nil {
@@ -485,11 +469,11 @@ func ToMessage(entity string, msg *azservicebus.ReceivedMessage) *broker.Message
 			m.Headers[k] = fmt.Sprint(x)
 		}
 	}
-	if v, ok := m.Headers[PropKey]; ok {
+	if v, ok := m.Headers[HeaderKey]; ok {
 		if b, err := base64.StdEncoding.DecodeString(v); err == nil {
 			m.Key = b
 		}
-		delete(m.Headers, PropKey)
+		delete(m.Headers, HeaderKey)
 	}
 	src := &envelope.Source{System: "servicebus", Topic: entity, MessageID: msg.MessageID, Key: m.Key, DeliveryCount: int(msg.DeliveryCount)}
 	if msg.SequenceNumber != nil {
@@ -503,9 +487,3 @@ func ToMessage(entity string, msg *azservicebus.ReceivedMessage) *broker.Message
 	m.Source = src
 	return m
 }
-
-var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-)
