@@ -71,6 +71,11 @@ func parseURL(u *url.URL, opts broker.OpenOptions) (string, *Options, error) {
 	if u.Path != "" && u.Path != "/" {
 		return "", nil, fmt.Errorf("jetstream: URL %q has a path; name the stream with geodlq_stream: %w", broker.Redact(u.String()), broker.ErrInvalidArgument)
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", nil, fmt.Errorf("jetstream: URL %q: port %q is not 1 to 65535: %w", broker.Redact(u.String()), p, broker.ErrInvalidArgument)
+		}
+	}
 	q := u.Query()
 	o := &Options{StoreOptions: opts.Store, Create: opts.Create,
 		Stream: q.Get("geodlq_stream"), SubjectPrefix: q.Get("geodlq_prefix"), Replayer: q.Get("geodlq_replayer")}

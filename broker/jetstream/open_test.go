@@ -142,6 +142,7 @@ func TestOpenURLErrors(t *testing.T) {
 		"nats://127.0.0.1:4222?timeout=5s",             // nor the client's
 		"nats://127.0.0.1:4222?geodlq_stream=a.b",      // not a stream name
 		"nats://127.0.0.1:4222?geodlq_prefix=a.>",      // a wildcard
+		"nats://127.0.0.1:99999",                       // not a port
 		"nats://ro ot@127.0.0.1:4222",                  // net/url refuses it: kept opaque
 	} {
 		t.Run(raw, func(t *testing.T) {
