@@ -20,7 +20,7 @@ const benchDest = "spatial.parcels.poison.dlt"
 // queue prefix of its own (deleted at the end) and the conformance
 // harness's options, with the destination's queue declared, and the
 // connection.
-func openBench(b *testing.B) (*rabbitmq.Store, *amqp.Connection) {
+func openBench(b *testing.B) (*broker.Store, *amqp.Connection) {
 	b.Helper()
 	url := testenv.AMQP(b)
 	conn, err := amqp.Dial(url)
@@ -28,11 +28,12 @@ func openBench(b *testing.B) (*rabbitmq.Store, *amqp.Connection) {
 	b.Cleanup(func() { _ = conn.Close() })
 	name := uniqueName("geodlqbench")
 	s, err := rabbitmq.New(context.Background(), conn, &rabbitmq.Options{
-		Exchange: name, QueuePrefix: name + ".", LeaseTTL: leaseTTL, MaxMessageBytes: 256 << 10,
+		Exchange: name, QueuePrefix: name + ".", Create: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: leaseTTL, MaxMessageBytes: 256 << 10},
 	})
 	require.NoError(b, err)
-	b.Cleanup(func() { _ = s.Close(); cleanup(b, url, name, s.Queue(benchDest)) })
-	require.NoError(b, s.Declare(context.Background(), benchDest))
+	b.Cleanup(func() { _ = s.Close(); cleanup(b, url, name, rabbitmq.Queue(s, benchDest)) })
+	require.NoError(b, rabbitmq.Declare(context.Background(), s, benchDest))
 	return s, conn
 }
 
@@ -72,7 +73,7 @@ func BenchmarkBareClientWrite(b *testing.B) {
 			h[k] = v
 		}
 		h[rabbitmq.HeaderKey] = m.Key
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, s.Exchange(), benchDest, true, false,
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, rabbitmq.Exchange(s), benchDest, true, false,
 			amqp.Publishing{Headers: h, DeliveryMode: amqp.Persistent, Body: m.Body})
 		if err != nil {
 			return err

@@ -14,24 +14,28 @@ import (
 	"github.com/geodlq/geodlq/internal/testenv"
 )
 
+// testQueueArgs make the queues a test declares delete themselves once
+// unused for five minutes (x-expires): the suite names its destinations,
+// and AMQP cannot list queues to delete them.
+var testQueueArgs = amqp.Table{"x-expires": int32(5 * 60 * 1000)}
+
 // harness gives each test its own exchange and queue prefix. Every handle
 // is a new connection, as another process would open; a "crashed" handle
 // is one that stops acknowledging, and its leases end after LeaseTTL.
-// Close deletes every queue the test used, and the exchange.
+// Close deletes the exchange; the queues expire.
 type harness struct {
 	t     *testing.T
 	url   string
 	opts  *rabbitmq.Options
 	mu    sync.Mutex
 	conns []*amqp.Connection
-	dests map[string]bool
 }
 
-var leaseTTL = time.Second
+const leaseTTL = time.Second
 
-func (h *harness) MakeStore(ctx context.Context) (brokertest.Store, error) { return h.Reopen(ctx) }
+func (h *harness) MakeStore(ctx context.Context) (*broker.Store, error) { return h.Reopen(ctx) }
 
-func (h *harness) Reopen(ctx context.Context) (brokertest.Store, error) {
+func (h *harness) Reopen(ctx context.Context) (*broker.Store, error) {
 	conn, err := amqp.Dial(h.url)
 	if err != nil {
 		return nil, err
@@ -39,11 +43,7 @@ func (h *harness) Reopen(ctx context.Context) (brokertest.Store, error) {
 	h.mu.Lock()
 	h.conns = append(h.conns, conn)
 	h.mu.Unlock()
-	s, err := rabbitmq.New(ctx, conn, h.opts)
-	if err != nil {
-		return nil, err
-	}
-	return &tracked{Store: s, h: h}, nil
+	return rabbitmq.New(ctx, conn, h.opts)
 }
 
 func (h *harness) Capabilities() brokertest.Capabilities {
@@ -51,44 +51,98 @@ func (h *harness) Capabilities() brokertest.Capabilities {
 }
 
 func (h *harness) Close() {
-	var queues []string
-	for d := range h.dests {
-		queues = append(queues, h.opts.QueuePrefix+d)
-	}
-	cleanup(h.t, h.url, h.opts.Exchange, queues...)
+	cleanup(h.t, h.url, h.opts.Exchange)
 	for _, c := range h.conns {
 		_ = c.Close()
 	}
-}
-
-// tracked records the destinations a test uses, for cleanup.
-type tracked struct {
-	*rabbitmq.Store
-	h *harness
-}
-
-func (s *tracked) note(d string) {
-	s.h.mu.Lock()
-	s.h.dests[d] = true
-	s.h.mu.Unlock()
-}
-
-func (s *tracked) Publish(ctx context.Context, d string, m *broker.Message) error {
-	s.note(d)
-	return s.Store.Publish(ctx, d, m)
-}
-
-func (s *tracked) Fetch(ctx context.Context, d string, f broker.Filter, n int) ([]*broker.Record, error) {
-	s.note(d)
-	return s.Store.Fetch(ctx, d, f, n)
 }
 
 func TestConformance(t *testing.T) {
 	url := testenv.AMQP(t)
 	brokertest.RunConformanceTests(t, func(_ context.Context, t *testing.T) (brokertest.Harness, error) {
 		name := uniqueName("geodlqtest")
-		return &harness{t: t, url: url, dests: map[string]bool{}, opts: &rabbitmq.Options{
-			Exchange: name, QueuePrefix: name + ".", LeaseTTL: leaseTTL, MaxMessageBytes: 256 << 10,
+		return &harness{t: t, url: url, opts: &rabbitmq.Options{
+			Exchange: name, QueuePrefix: name + ".", QueueArgs: testQueueArgs, Create: true,
+			StoreOptions: broker.StoreOptions{LeaseTTL: leaseTTL, MaxMessageBytes: 256 << 10},
 		}}, nil
+	})
+}
+
+// consumerHarness is a quorum source queue of its own (the broker counts
+// deliveries); every consumer the suite makes has a channel of its own on
+// one connection, as the processes of one deployment would.
+type consumerHarness struct {
+	t     *testing.T
+	url   string
+	conn  *amqp.Connection
+	pub   *amqp.Channel
+	queue string
+	mu    sync.Mutex
+	chans []*amqp.Channel
+}
+
+func (h *consumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
+	for _, m := range msgs {
+		p := amqp.Publishing{Body: m.Body, DeliveryMode: amqp.Persistent, Headers: amqp.Table{}}
+		for k, v := range m.Headers {
+			p.Headers[k] = v
+		}
+		if m.Key != nil {
+			p.Headers[rabbitmq.HeaderKey] = m.Key
+		}
+		dc, err := h.pub.PublishWithDeferredConfirmWithContext(ctx, "", h.queue, true, false, p)
+		if err != nil {
+			return err
+		}
+		if _, err := dc.WaitContext(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
+	ch, err := h.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.chans = append(h.chans, ch)
+	h.mu.Unlock()
+	return rabbitmq.NewConsumer(ch, h.queue, proc, &rabbitmq.ConsumerOptions{
+		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+}
+
+func (h *consumerHarness) ConsumerCapabilities() brokertest.ConsumerCapabilities {
+	// A requeued delivery comes back after newer ones of its key: the
+	// queue does not keep per-key order. Given back or on a closed
+	// channel, a delivery is requeued at once.
+	return brokertest.ConsumerCapabilities{DeliveryCount: true, Redelivery: time.Second}
+}
+
+func (h *consumerHarness) Close() {
+	for _, ch := range h.chans {
+		_ = ch.Close()
+	}
+	cleanup(h.t, h.url, "", h.queue)
+	_ = h.conn.Close()
+}
+
+func TestConsumerConformance(t *testing.T) {
+	url := testenv.AMQP(t)
+	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
+		conn, err := amqp.Dial(url)
+		if err != nil {
+			return nil, err
+		}
+		h := &consumerHarness{t: t, url: url, conn: conn, queue: uniqueName("geodlqtest") + ".source"}
+		if h.pub, err = conn.Channel(); err != nil {
+			return nil, err
+		}
+		if err := h.pub.Confirm(false); err != nil {
+			return nil, err
+		}
+		_, err = h.pub.QueueDeclare(h.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		return h, err
 	})
 }

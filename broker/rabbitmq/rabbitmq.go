@@ -22,24 +22,26 @@ import (
 )
 
 // HeaderKey is the AMQP header carrying a message's ordering key, as a byte
-// array, since AMQP messages have no key of their own. It is not returned
-// in Record.Message.Headers.
+// array, since AMQP messages have no key of their own. The store sets it
+// and [MessageOf] reads it; it is not returned in Record.Message.Headers.
 const HeaderKey = "x-geodlq-key"
 
 // Defaults of [Options].
 const (
 	// DefaultExchange is Options.Exchange's default.
 	DefaultExchange = "geodlq.dlq"
-	// DefaultLeaseTTL is Options.LeaseTTL's default, RabbitMQ's
+	// DefaultLeaseTTL is the default of Options.LeaseTTL, RabbitMQ's
 	// consumer_timeout.
 	DefaultLeaseTTL = 30 * time.Minute
-	// DefaultMaxMessageBytes is Options.MaxMessageBytes's default,
-	// RabbitMQ's max_message_size (134217728).
-	DefaultMaxMessageBytes = 128 << 20
-	// DefaultPublishChannels is Options.PublishChannels's default.
-	DefaultPublishChannels = 8
-	// DefaultTimeout is Options.Timeout's default.
-	DefaultTimeout = 30 * time.Second
+)
+
+const (
+	// defaultMaxMessageBytes is RabbitMQ's max_message_size (134217728).
+	defaultMaxMessageBytes = 128 << 20
+	defaultPublishChannels = 8
+	defaultTimeout         = 30 * time.Second
+	// maxName is the longest queue name and routing key AMQP carries.
+	maxName = 255
 )
 
 // ErrUnroutable is wrapped by Publish errors for a message the broker
@@ -50,8 +52,20 @@ var ErrUnroutable = errors.New("rabbitmq: message returned unroutable")
 // negatively confirmed (basic.nack): it was not stored.
 var ErrNacked = errors.New("rabbitmq: message nacked by the broker")
 
-// Options configures a [Store]. nil means all defaults.
+// Options configures the store [New] returns. nil means all defaults.
 type Options struct {
+	// StoreOptions: LeaseTTL is how long a fetched record may stay
+	// unacknowledged before the store gives it back (basic.nack with
+	// requeue), like RabbitMQ's consumer_timeout but per record; default
+	// 30 minutes (a closed channel or connection gives records back at
+	// once). MaxMessageBytes defaults to 128 MiB, RabbitMQ's
+	// max_message_size; set it to the server's if that was lowered.
+	// WriteTimeout (30s) also bounds the waits for the broker of calls
+	// whose context has no deadline. ReadOnly opens the store for reading:
+	// New declares nothing, and the portable store refuses every write and
+	// lease with an error wrapping broker.ErrReadOnly (the store cannot
+	// list: see the package doc).
+	broker.StoreOptions
 	// Exchange is the durable direct exchange dead-letter messages are
 	// published to, with the destination as routing key. Default
 	// "geodlq.dlq".
@@ -64,30 +78,20 @@ type Options struct {
 	// They must match those of an existing queue, or the declaration fails
 	// with PRECONDITION_FAILED.
 	QueueArgs amqp.Table
-	// LeaseTTL is how long a fetched record may stay unacknowledged before
-	// the store gives it back (basic.nack with requeue), like RabbitMQ's
-	// consumer_timeout (30 minutes by default) but per record. A closed
-	// channel or connection gives records back at once. Default 30m.
-	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with [classify.TooLargeError]
-	// before publishing. Default 128 MiB, RabbitMQ's max_message_size.
-	MaxMessageBytes int
 	// PublishChannels is the most channels (in confirm mode) the store
 	// publishes on at once. Default 8.
 	PublishChannels int
-	// Timeout bounds waits for the broker (confirms, declarations) when the
-	// context has no deadline. Default 30s.
-	Timeout time.Duration
-	// Logger receives warnings (a failed requeue, a lost channel). Nil
-	// discards.
-	Logger *slog.Logger
+	// Create declares the exchange when it is missing. Default false: New
+	// fails with an error wrapping [broker.ErrNoStore] on a broker without
+	// it, and declares nothing. (Destination queues are declared on first
+	// use either way, unless StoreOptions.ReadOnly.)
+	Create bool
 }
 
-// Store is a dead-letter store in RabbitMQ queues: a [broker.Publisher],
-// [broker.DeadLetterSource] and [broker.Limiter] on the caller's
-// connection. It is safe for concurrent use.
-type Store struct {
+// driver is the RabbitMQ [broker.Driver].
+type driver struct {
 	conn      *amqp.Connection
+	ownsConn  bool
 	exchange  string
 	prefix    string
 	queueArgs amqp.Table
@@ -124,123 +128,203 @@ type held struct {
 }
 
 var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
 )
 
-// New returns a store on conn and declares its exchange. Queues are
-// declared per destination on first use (see [Store.Declare]). The
-// connection stays the caller's: [Store.Close] closes only the store's
-// channels.
-func New(ctx context.Context, conn *amqp.Connection, opts *Options) (*Store, error) {
+// New returns a dead-letter store on conn. The exchange must exist, as a
+// durable direct exchange; with opts.Create New declares it when missing.
+// A missing exchange, or one of another kind, is refused with an error
+// wrapping [broker.ErrNoStore]. Queues are declared per destination on
+// first use. The connection stays the caller's: closing the store closes
+// only the store's channels.
+func New(ctx context.Context, conn *amqp.Connection, opts *Options) (*broker.Store, error) {
 	if conn == nil {
-		return nil, errors.New("rabbitmq: nil connection")
+		return nil, fmt.Errorf("rabbitmq: nil connection: %w", broker.ErrInvalidArgument)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	d, err := newDriver(ctx, conn, &o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewStore("rabbitmq", d, &o.StoreOptions), nil
+}
+
+func newDriver(ctx context.Context, conn *amqp.Connection, o *Options) (*driver, error) {
 	if o.Exchange == "" {
 		o.Exchange = DefaultExchange
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+	if o.MaxMessageBytes < 0 {
+		return nil, fmt.Errorf("rabbitmq: negative MaxMessageBytes %d: %w", o.MaxMessageBytes, broker.ErrInvalidArgument)
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	if o.PublishChannels <= 0 {
-		o.PublishChannels = DefaultPublishChannels
+		o.PublishChannels = defaultPublishChannels
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = defaultTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{
+	if len(o.Exchange) > maxName || len(o.QueuePrefix) >= maxName {
+		return nil, fmt.Errorf("rabbitmq: exchange %q or queue prefix %q too long (AMQP names are at most %d bytes): %w", o.Exchange, o.QueuePrefix, maxName, broker.ErrInvalidArgument)
+	}
+	d := &driver{
 		conn: conn, exchange: o.Exchange, prefix: o.QueuePrefix, queueArgs: o.QueueArgs,
-		lease: o.LeaseTTL, limit: o.MaxMessageBytes, timeout: o.Timeout, log: o.Logger,
+		lease: o.LeaseTTL, limit: o.MaxMessageBytes, timeout: o.WriteTimeout, log: o.Logger,
 		id: newID(), declared: map[string]bool{}, pubSlots: make(chan struct{}, o.PublishChannels),
 		leases: map[uint64]*held{},
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("rabbitmq: opening a channel: %w", err)
+	if err := d.checkExchange(o.Create && !o.ReadOnly, o.ReadOnly); err != nil {
+		return nil, err
 	}
-	defer ch.Close()
-	if err := ch.ExchangeDeclare(s.exchange, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
-		return nil, fmt.Errorf("rabbitmq: declaring exchange %q: %w", s.exchange, err)
-	}
-	return s, nil
+	return d, nil
 }
 
-// Queue returns the name of destination's queue.
-func (s *Store) Queue(destination string) string { return s.prefix + destination }
+// checkExchange finds the store's exchange: it declares it with create;
+// otherwise it checks that it exists (passively) and, unless readOnly,
+// that it is a durable direct exchange (a declaration of an existing
+// exchange with its own arguments changes nothing).
+func (d *driver) checkExchange(create, readOnly bool) error {
+	declare := func(passive bool) error {
+		ch, err := d.conn.Channel()
+		if err != nil {
+			return fmt.Errorf("rabbitmq: opening a channel: %w", err)
+		}
+		// A failed declaration closes the channel: a channel of its own.
+		defer ch.Close()
+		if passive {
+			return ch.ExchangeDeclarePassive(d.exchange, amqp.ExchangeDirect, true, false, false, false, nil)
+		}
+		return ch.ExchangeDeclare(d.exchange, amqp.ExchangeDirect, true, false, false, false, nil)
+	}
+	if !create {
+		err := declare(true)
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return fmt.Errorf("rabbitmq: no exchange %q (declare it with Options.Create): %w: %w", d.exchange, err, broker.ErrNoStore)
+		}
+		if err != nil || readOnly {
+			return wrapDeclare(d.exchange, err)
+		}
+	}
+	return wrapDeclare(d.exchange, declare(false))
+}
 
-// Exchange returns the exchange the store publishes to.
-func (s *Store) Exchange() string { return s.exchange }
+func wrapDeclare(exchange string, err error) error {
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed:
+		return fmt.Errorf("rabbitmq: exchange %q is not a durable direct exchange: %w: %w", exchange, err, broker.ErrNoStore)
+	}
+	return fmt.Errorf("rabbitmq: exchange %q: %w", exchange, err)
+}
 
-// Connection returns the connection the store was made with.
-func (s *Store) Connection() *amqp.Connection { return s.conn }
+// queue returns the name of destination's queue.
+func (d *driver) queue(destination string) string { return d.prefix + destination }
 
-// As gives access to the underlying client: i may be a **amqp.Connection.
-// It reports whether i was set.
-func (s *Store) As(i any) bool {
-	if p, ok := i.(**amqp.Connection); ok {
-		*p = s.conn
+// driverOf returns the RabbitMQ driver under s, or nil.
+func driverOf(s *broker.Store) *driver {
+	if s == nil {
+		return nil
+	}
+	d, _ := s.Driver().(*driver)
+	return d
+}
+
+// Queue returns the name of the queue a store made by [New] keeps
+// destination in (Options.QueuePrefix + destination), or "" for a store
+// of another adapter.
+func Queue(s *broker.Store, destination string) string {
+	if d := driverOf(s); d != nil {
+		return d.queue(destination)
+	}
+	return ""
+}
+
+// Declare declares, idempotently, destination's durable queue ([Queue])
+// and its binding to the store's exchange, which the store otherwise does
+// on its first Publish or Fetch of the destination: call it to have the
+// queue (to watch it, or to give it a policy) before anything is
+// dead-lettered. It fails with an error wrapping errors.ErrUnsupported on
+// a store of another adapter and [broker.ErrReadOnly] on a read-only one.
+func Declare(ctx context.Context, s *broker.Store, destination string) error {
+	d := driverOf(s)
+	switch {
+	case d == nil:
+		return fmt.Errorf("rabbitmq: Declare on a store that is not a RabbitMQ store: %w", errors.ErrUnsupported)
+	case s.ReadOnly():
+		return fmt.Errorf("rabbitmq: declare: %w", broker.ErrReadOnly)
+	}
+	if err := broker.ValidDestination(destination); err != nil {
+		return fmt.Errorf("rabbitmq: declare: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.declare(destination)
+}
+
+// As implements [broker.Aser]: target may be a **amqp.Connection.
+func (d *driver) As(target any) bool {
+	if p, ok := target.(**amqp.Connection); ok {
+		*p = d.conn
 		return true
 	}
 	return false
 }
 
 // MaxMessageBytes implements [broker.Limiter].
-func (s *Store) MaxMessageBytes(string) int { return s.limit }
+func (d *driver) MaxMessageBytes(string) int { return d.limit }
 
-// Declare declares destination's topology, idempotently: the durable queue
-// [Store.Queue] (with Options.QueueArgs) bound to the exchange with the
-// destination as routing key. Publish and Fetch call it on first use of a
-// destination; call it ahead to create the queue before anything is
-// dead-lettered.
-func (s *Store) Declare(ctx context.Context, destination string) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// declare declares destination's topology, idempotently: the durable queue
+// (with Options.QueueArgs) bound to the exchange with the destination as
+// routing key. Publish and Fetch call it on first use of a destination.
+func (d *driver) declare(destination string) error {
+	if len(destination) > maxName || len(d.queue(destination)) > maxName {
+		return fmt.Errorf("rabbitmq: destination %q: queue names and routing keys are at most %d bytes: %w", destination, maxName, broker.ErrInvalidArgument)
 	}
-	if destination == "" || len(destination) > 255 || len(s.Queue(destination)) > 255 {
-		return fmt.Errorf("rabbitmq: destination %q: queue names and routing keys are 1 to 255 bytes", destination)
-	}
-	s.declMu.Lock()
-	defer s.declMu.Unlock()
-	if s.declared[destination] {
+	d.declMu.Lock()
+	defer d.declMu.Unlock()
+	if d.declared[destination] {
 		return nil
 	}
-	ch, err := s.conn.Channel()
+	ch, err := d.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("rabbitmq: opening a channel: %w", err)
 	}
 	defer ch.Close()
-	q := s.Queue(destination)
-	if _, err := ch.QueueDeclare(q, true, false, false, false, s.queueArgs); err != nil {
+	q := d.queue(destination)
+	if _, err := ch.QueueDeclare(q, true, false, false, false, d.queueArgs); err != nil {
 		return fmt.Errorf("rabbitmq: declaring queue %q: %w", q, err)
 	}
-	if err := ch.QueueBind(q, destination, s.exchange, false, nil); err != nil {
-		return fmt.Errorf("rabbitmq: binding queue %q to %q: %w", q, s.exchange, err)
+	if err := ch.QueueBind(q, destination, d.exchange, false, nil); err != nil {
+		return fmt.Errorf("rabbitmq: binding queue %q to %q: %w", q, d.exchange, err)
 	}
-	s.declared[destination] = true
+	d.declared[destination] = true
 	return nil
 }
 
-func (s *Store) isClosed() bool { return s.closed.Load() }
-
-func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+func (d *driver) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.timeout)
+	return context.WithTimeout(ctx, d.timeout)
 }
 
 // Publish publishes m to the exchange with destination as routing key,
@@ -252,20 +336,8 @@ func (s *Store) withTimeout(ctx context.Context) (context.Context, context.Cance
 // The body is published as is; string headers are carried as AMQP headers
 // and the key as the byte-array header [HeaderKey]. The message gets a
 // fresh message_id, which becomes the record's ID.
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if m == nil {
-		return errors.New("rabbitmq: nil message")
-	}
-	if s.isClosed() {
-		return broker.ErrClosed
-	}
-	if len(m.Body) > s.limit {
-		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
-	}
-	if err := s.Declare(ctx, destination); err != nil {
+func (d *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
+	if err := d.declare(destination); err != nil {
 		return err
 	}
 	pub := amqp.Publishing{
@@ -283,30 +355,30 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 	if m.Key != nil {
 		pub.Headers[HeaderKey] = append([]byte{}, m.Key...)
 	}
-	ctx, cancel := s.withTimeout(ctx)
+	ctx, cancel := d.withTimeout(ctx)
 	defer cancel()
-	pc, err := s.takePub(ctx)
+	pc, err := d.takePub(ctx)
 	if err != nil {
 		return err
 	}
-	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, s.exchange, destination, true, false, pub)
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, d.exchange, destination, true, false, pub)
 	if err != nil {
-		s.dropPub(pc)
+		d.dropPub(pc)
 		return fmt.Errorf("rabbitmq: publishing to %q: %w", destination, err)
 	}
 	ok, err := dc.WaitContext(ctx)
 	if err != nil {
 		// The confirm may still come, with a return before it: this channel
 		// can no longer tell whose it is.
-		s.dropPub(pc)
-		return fmt.Errorf("rabbitmq: waiting for the confirm of a message to %q (it may or may not be stored): %w", destination, err)
+		d.dropPub(pc)
+		return fmt.Errorf("rabbitmq: waiting for the confirm of a message to %q (it may or may not be stored): %w: %w", destination, broker.ErrOutcomeUnknown, err)
 	}
 	// A basic.return precedes the basic.ack of the same message on the
 	// channel, and the client hands it over before it resolves the
 	// confirm: it is in the buffer now if there is one.
 	select {
 	case r := <-pc.returns:
-		s.givePub(pc)
+		d.givePub(pc)
 		return fmt.Errorf("rabbitmq: publishing to %q: %d %s: %w", destination, r.ReplyCode, r.ReplyText, ErrUnroutable)
 	default:
 	}
@@ -316,45 +388,45 @@ func (s *Store) Publish(ctx context.Context, destination string, m *broker.Messa
 		case cerr = <-pc.closes:
 		default:
 		}
-		s.dropPub(pc)
+		d.dropPub(pc)
 		if cerr != nil && cerr.Code == amqp.PreconditionFailed && strings.Contains(cerr.Reason, "max size") {
-			return fmt.Errorf("rabbitmq: %s: %w", cerr.Reason, &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit})
+			return fmt.Errorf("rabbitmq: %s: %w", cerr.Reason, &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: d.limit})
 		}
 		if cerr != nil {
 			return fmt.Errorf("rabbitmq: publishing to %q: channel closed: %w: %w", destination, cerr, ErrNacked)
 		}
 		return fmt.Errorf("rabbitmq: publishing to %q: %w", destination, ErrNacked)
 	}
-	s.givePub(pc)
+	d.givePub(pc)
 	return nil
 }
 
 // takePub returns an idle publishing channel or opens one, waiting while
 // PublishChannels are in use.
-func (s *Store) takePub(ctx context.Context) (*pubChan, error) {
+func (d *driver) takePub(ctx context.Context) (*pubChan, error) {
 	select {
-	case s.pubSlots <- struct{}{}:
+	case d.pubSlots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	s.pubMu.Lock()
-	for len(s.pubIdle) > 0 {
-		pc := s.pubIdle[len(s.pubIdle)-1]
-		s.pubIdle = s.pubIdle[:len(s.pubIdle)-1]
+	d.pubMu.Lock()
+	for len(d.pubIdle) > 0 {
+		pc := d.pubIdle[len(d.pubIdle)-1]
+		d.pubIdle = d.pubIdle[:len(d.pubIdle)-1]
 		if !pc.ch.IsClosed() {
-			s.pubMu.Unlock()
+			d.pubMu.Unlock()
 			return pc, nil
 		}
 	}
-	s.pubMu.Unlock()
-	ch, err := s.conn.Channel()
+	d.pubMu.Unlock()
+	ch, err := d.conn.Channel()
 	if err != nil {
-		<-s.pubSlots
+		<-d.pubSlots
 		return nil, fmt.Errorf("rabbitmq: opening a channel: %w", err)
 	}
 	if err := ch.Confirm(false); err != nil {
 		_ = ch.Close()
-		<-s.pubSlots
+		<-d.pubSlots
 		return nil, fmt.Errorf("rabbitmq: enabling publisher confirms: %w", err)
 	}
 	return &pubChan{
@@ -364,59 +436,59 @@ func (s *Store) takePub(ctx context.Context) (*pubChan, error) {
 	}, nil
 }
 
-func (s *Store) givePub(pc *pubChan) {
-	s.pubMu.Lock()
-	if s.closed.Load() || pc.ch.IsClosed() {
-		s.pubMu.Unlock()
+func (d *driver) givePub(pc *pubChan) {
+	d.pubMu.Lock()
+	if d.closed.Load() || pc.ch.IsClosed() {
+		d.pubMu.Unlock()
 		_ = pc.ch.Close()
 	} else {
-		s.pubIdle = append(s.pubIdle, pc)
-		s.pubMu.Unlock()
+		d.pubIdle = append(d.pubIdle, pc)
+		d.pubMu.Unlock()
 	}
-	<-s.pubSlots
+	<-d.pubSlots
 }
 
-func (s *Store) dropPub(pc *pubChan) {
+func (d *driver) dropPub(pc *pubChan) {
 	_ = pc.ch.Close()
-	<-s.pubSlots
+	<-d.pubSlots
 }
 
 // fetchChannel returns the channel records are leased on, opening one when
-// there is none. s.mu is held.
-func (s *Store) fetchChannel() (*amqp.Channel, uint64, error) {
-	if s.getCh != nil && !s.getCh.IsClosed() {
-		return s.getCh, s.gen, nil
+// there is none. d.mu is held.
+func (d *driver) fetchChannel() (*amqp.Channel, uint64, error) {
+	if d.getCh != nil && !d.getCh.IsClosed() {
+		return d.getCh, d.gen, nil
 	}
-	s.dropLeases()
-	ch, err := s.conn.Channel()
+	d.dropLeases()
+	ch, err := d.conn.Channel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("rabbitmq: opening a channel: %w", err)
 	}
-	s.gen++
-	s.getCh = ch
-	gen := s.gen
+	d.gen++
+	d.getCh = ch
+	gen := d.gen
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go func() {
 		e, ok := <-closes
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.gen == gen && s.getCh == ch {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gen == gen && d.getCh == ch {
 			if ok && e != nil {
-				s.log.Warn("geodlq: rabbitmq fetch channel closed; its deliveries are requeued by the broker", slog.Any("error", e))
+				d.log.Warn("geodlq: rabbitmq fetch channel closed; its deliveries are requeued by the broker", slog.Any("error", e))
 			}
-			s.getCh = nil
-			s.dropLeases()
+			d.getCh = nil
+			d.dropLeases()
 		}
 	}()
 	return ch, gen, nil
 }
 
 // dropLeases forgets every lease: their channel is gone and the broker
-// requeued the deliveries. s.mu is held.
-func (s *Store) dropLeases() {
-	for tag, h := range s.leases {
+// requeued the deliveries. d.mu is held.
+func (d *driver) dropLeases() {
+	for tag, h := range d.leases {
 		h.timer.Stop()
-		delete(s.leases, tag)
+		delete(d.leases, tag)
 	}
 }
 
@@ -426,33 +498,25 @@ func (s *Store) dropLeases() {
 // or Release, until LeaseTTL passes (the store then requeues it), or until
 // the channel or connection closes (the broker then requeues it).
 //
-// Filters are applied here with [broker.Filter.Match]: records that do not
-// match are held while the scan goes on and requeued before Fetch returns.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if err := ctx.Err(); err != nil {
+// Filters are applied here with [broker.Filter.MatchRecord]: records that
+// do not match are held while the scan goes on and requeued before Fetch
+// returns.
+func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	if err := d.declare(destination); err != nil {
 		return nil, err
 	}
-	if s.isClosed() {
-		return nil, broker.ErrClosed
-	}
-	if max <= 0 {
-		return nil, nil
-	}
-	if err := s.Declare(ctx, destination); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return nil, broker.ErrClosed
-	}
-	ch, gen, err := s.fetchChannel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, gen, err := d.fetchChannel()
 	if err != nil {
 		return nil, err
 	}
-	queue := s.Queue(destination)
+	queue := d.queue(destination)
 	filtered := !f.IsZero()
-	deadline := time.Now().Add(s.lease)
+	byEnvelope := f
+	byEnvelope.IDs = nil
+	decode := !byEnvelope.IsZero()
+	deadline := time.Now().Add(d.lease)
 	var out []*broker.Record
 	var keptTags, skipped []uint64
 	requeue := func(tags []uint64) error {
@@ -465,9 +529,9 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	}
 	fail := func(err error) ([]*broker.Record, error) {
 		for _, tag := range keptTags {
-			if h := s.leases[tag]; h != nil {
+			if h := d.leases[tag]; h != nil {
 				h.timer.Stop()
-				delete(s.leases, tag)
+				delete(d.leases, tag)
 			}
 		}
 		_ = requeue(keptTags)
@@ -478,25 +542,26 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		d, ok, err := ch.Get(queue, false)
+		dv, ok, err := ch.Get(queue, false)
 		if err != nil {
 			return fail(fmt.Errorf("rabbitmq: basic.get from %q: %w", queue, err))
 		}
 		if !ok {
 			break
 		}
-		rec := record(destination, d)
-		if filtered {
-			env, err := envelope.Decode(d.Body)
-			if err != nil || !f.Match(env) {
-				skipped = append(skipped, d.DeliveryTag)
-				continue
+		rec := record(destination, dv)
+		if decode {
+			if env, err := envelope.Decode(dv.Body); err == nil {
+				rec.Envelope = env
 			}
-			rec.Envelope = env
 		}
-		tag := d.DeliveryTag
-		rec.Lease = s.id + "/" + strconv.FormatUint(gen, 10) + "/" + strconv.FormatUint(tag, 10)
-		s.leases[tag] = &held{gen: gen, deadline: deadline, timer: time.AfterFunc(time.Until(deadline), func() { s.expire(gen, tag) })}
+		if filtered && !f.MatchRecord(rec) {
+			skipped = append(skipped, dv.DeliveryTag)
+			continue
+		}
+		tag := dv.DeliveryTag
+		rec.Lease = d.id + "/" + strconv.FormatUint(gen, 10) + "/" + strconv.FormatUint(tag, 10)
+		d.leases[tag] = &held{gen: gen, deadline: deadline, timer: time.AfterFunc(time.Until(deadline), func() { d.expire(gen, tag) })}
 		keptTags = append(keptTags, tag)
 		out = append(out, rec)
 	}
@@ -513,22 +578,22 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	return out, nil
 }
 
-// record converts a delivery. The ID is the message_id the store set at
-// publish time, or, for messages published by others without one (a
-// broker dead-letter exchange routing into the queue), a hash of the body
-// and headers.
-func record(destination string, d amqp.Delivery) *broker.Record {
-	m := MessageFromDelivery(d, "")
+// record converts a delivery of a store queue. The ID is the message_id
+// the store set at publish time, or, for messages published by others
+// without one (a broker dead-letter exchange routing into the queue), a
+// hash of the body and x-death.
+func record(destination string, dv amqp.Delivery) *broker.Record {
+	m := MessageOf(dv, "")
 	m.Source = nil
-	id := d.MessageId
+	id := dv.MessageId
 	if id == "" {
 		h := sha256.New()
-		h.Write(d.Body)
-		fmt.Fprintf(h, "%v", d.Headers["x-death"])
+		h.Write(dv.Body)
+		fmt.Fprintf(h, "%v", dv.Headers["x-death"])
 		id = "sha256:" + hex.EncodeToString(h.Sum(nil)[:16])
 	}
 	deliveries := 0
-	if n, ok := deliveryCount(d.Headers); ok {
+	if n, ok := deliveryCount(dv.Headers); ok {
 		deliveries = n + 1
 	}
 	m.DeliveryAttempt = deliveries
@@ -536,17 +601,17 @@ func record(destination string, d amqp.Delivery) *broker.Record {
 }
 
 // expire gives back a lease that outlived LeaseTTL.
-func (s *Store) expire(gen, tag uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.leases[tag]
+func (d *driver) expire(gen, tag uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.leases[tag]
 	if h == nil || h.gen != gen {
 		return
 	}
-	delete(s.leases, tag)
-	if s.getCh != nil && s.gen == gen {
-		if err := s.getCh.Nack(tag, false, true); err != nil {
-			s.log.Warn("geodlq: requeueing an expired lease failed; the broker requeues it when the channel closes", slog.Any("error", err))
+	delete(d.leases, tag)
+	if d.getCh != nil && d.gen == gen {
+		if err := d.getCh.Nack(tag, false, true); err != nil {
+			d.log.Warn("geodlq: requeueing an expired lease failed; the broker requeues it when the channel closes", slog.Any("error", err))
 		}
 	}
 }
@@ -557,23 +622,17 @@ func (s *Store) expire(gen, tag uint64) {
 // received it, so only the fetching handle can settle it — or when r's
 // lease ended: settled already, expired after LeaseTTL, or its channel
 // closed.
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, true)
+func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
+	return d.settle(ctx, r, true)
 }
 
 // Release gives r back at once (basic.nack with requeue). It fails like
 // Ack on a lost lease.
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, false)
+func (d *driver) Release(ctx context.Context, r *broker.Record) error {
+	return d.settle(ctx, r, false)
 }
 
-func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if r == nil {
-		return errors.New("rabbitmq: nil record")
-	}
+func (d *driver) settle(_ context.Context, r *broker.Record, ack bool) error {
 	lost := func(why string) error {
 		return fmt.Errorf("rabbitmq: record %s/%s: %s: %w", r.Destination, r.ID, why, broker.ErrLeaseLost)
 	}
@@ -581,7 +640,7 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	if len(parts) != 3 {
 		return lost("no lease from this adapter")
 	}
-	if parts[0] != s.id {
+	if parts[0] != d.id {
 		return lost("leased through another handle (a delivery tag belongs to its channel)")
 	}
 	gen, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -589,18 +648,15 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	if err1 != nil || err2 != nil {
 		return lost("malformed lease")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return broker.ErrClosed
-	}
-	h := s.leases[tag]
-	if h == nil || h.gen != gen || s.gen != gen || s.getCh == nil {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.leases[tag]
+	if h == nil || h.gen != gen || d.gen != gen || d.getCh == nil {
 		return lost("lease ended (settled, expired after the lease TTL, or its channel closed)")
 	}
-	delete(s.leases, tag)
+	delete(d.leases, tag)
 	h.timer.Stop()
-	ch := s.getCh
+	ch := d.getCh
 	if !time.Now().Before(h.deadline) {
 		_ = ch.Nack(tag, false, true)
 		return lost("lease expired")
@@ -623,24 +679,26 @@ func (s *Store) settle(ctx context.Context, r *broker.Record, ack bool) error {
 }
 
 // Close closes the store's channels — the broker requeues every record the
-// store still leases — and makes later operations fail with
-// [broker.ErrClosed]. It does not close the connection.
-func (s *Store) Close() error {
-	s.closed.Store(true)
-	s.mu.Lock()
-	s.dropLeases()
-	ch := s.getCh
-	s.getCh = nil
-	s.mu.Unlock()
+// store still leases — and the connection when the store's opener made it.
+func (d *driver) Close() error {
+	d.closed.Store(true)
+	d.mu.Lock()
+	d.dropLeases()
+	ch := d.getCh
+	d.getCh = nil
+	d.mu.Unlock()
 	if ch != nil {
 		_ = ch.Close()
 	}
-	s.pubMu.Lock()
-	idle := s.pubIdle
-	s.pubIdle = nil
-	s.pubMu.Unlock()
+	d.pubMu.Lock()
+	idle := d.pubIdle
+	d.pubIdle = nil
+	d.pubMu.Unlock()
 	for _, pc := range idle {
 		_ = pc.ch.Close()
+	}
+	if d.ownsConn {
+		return d.conn.Close()
 	}
 	return nil
 }

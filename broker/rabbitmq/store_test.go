@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +15,12 @@ import (
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/rabbitmq"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/testenv"
 )
 
 // newStore returns a store with a unique exchange and queue prefix; the
 // destinations listed are deleted when the test ends.
-func newStore(t *testing.T, conn *amqp.Connection, opts rabbitmq.Options, dests ...string) *rabbitmq.Store {
+func newStore(t *testing.T, conn *amqp.Connection, opts rabbitmq.Options, dests ...string) *broker.Store {
 	t.Helper()
 	url := testenv.AMQP(t)
 	if opts.Exchange == "" {
@@ -36,13 +34,14 @@ func newStore(t *testing.T, conn *amqp.Connection, opts rabbitmq.Options, dests 
 			cleanup(t, url, opts.Exchange, qs...)
 		})
 	}
+	opts.Create = true
 	s, err := rabbitmq.New(context.Background(), conn, &opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
-func fetchAll(t *testing.T, s *rabbitmq.Store, d string) []*broker.Record {
+func fetchAll(t *testing.T, s *broker.Store, d string) []*broker.Record {
 	t.Helper()
 	var all []*broker.Record
 	for {
@@ -60,25 +59,24 @@ func TestStoreBasics(t *testing.T) {
 	ctx := context.Background()
 	conn := dial(t, url)
 	s := newStore(t, conn, rabbitmq.Options{}, "d")
-	require.Equal(t, rabbitmq.DefaultMaxMessageBytes, s.MaxMessageBytes("d"), "RabbitMQ's max_message_size")
+	require.Equal(t, 128<<20, s.MaxMessageBytes("d"), "RabbitMQ's max_message_size")
 	var c *amqp.Connection
 	require.True(t, s.As(&c))
 	require.Same(t, conn, c)
-	require.Same(t, conn, s.Connection())
 	require.False(t, s.As(new(int)))
 
-	require.NoError(t, s.Declare(ctx, "d"))
-	require.NoError(t, s.Declare(ctx, "d"), "idempotent")
-	require.Error(t, s.Declare(ctx, ""), "empty destination")
+	require.NoError(t, rabbitmq.Declare(ctx, s, "d"))
+	require.NoError(t, rabbitmq.Declare(ctx, s, "d"), "idempotent")
+	require.ErrorIs(t, s.Publish(ctx, strings.Repeat("x", 255), &broker.Message{}), broker.ErrInvalidArgument, "a queue name over 255 bytes with the prefix")
 	ch, err := conn.Channel()
 	require.NoError(t, err)
-	q, err := ch.QueueDeclarePassive(s.Queue("d"), true, false, false, false, nil)
+	q, err := ch.QueueDeclarePassive(rabbitmq.Queue(s, "d"), true, false, false, false, nil)
 	require.NoError(t, err, "a durable queue named after the destination")
 	require.Zero(t, q.Messages)
 
 	m := brokertest.Message(t, brokertest.SampleInputs()[2])
 	require.NoError(t, s.Publish(ctx, "d", m))
-	d, ok, err := ch.Get(s.Queue("d"), false)
+	d, ok, err := ch.Get(rabbitmq.Queue(s, "d"), false)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, amqp.Persistent, d.DeliveryMode, "persistent delivery mode")
@@ -107,17 +105,17 @@ func TestUnroutable(t *testing.T) {
 	ctx := context.Background()
 	conn := dial(t, url)
 	s := newStore(t, conn, rabbitmq.Options{}, "gone")
-	require.NoError(t, s.Declare(ctx, "gone"))
+	require.NoError(t, rabbitmq.Declare(ctx, s, "gone"))
 	ch, err := conn.Channel()
 	require.NoError(t, err)
-	_, err = ch.QueueDelete(s.Queue("gone"), false, false, false)
+	_, err = ch.QueueDelete(rabbitmq.Queue(s, "gone"), false, false, false)
 	require.NoError(t, err)
 	err = s.Publish(ctx, "gone", &broker.Message{Body: []byte("x")})
 	require.ErrorIs(t, err, rabbitmq.ErrUnroutable)
 	require.ErrorContains(t, err, "NO_ROUTE")
 	// The channel stays usable for the next publish.
-	require.NoError(t, s.Declare(ctx, "other"))
-	t.Cleanup(func() { cleanup(t, url, "", s.Queue("other")) })
+	require.NoError(t, rabbitmq.Declare(ctx, s, "other"))
+	t.Cleanup(func() { cleanup(t, url, "", rabbitmq.Queue(s, "other")) })
 	require.NoError(t, s.Publish(ctx, "other", &broker.Message{Body: []byte("y")}))
 }
 
@@ -127,7 +125,7 @@ func TestLeaseBelongsToItsChannel(t *testing.T) {
 	url := testenv.AMQP(t)
 	ctx := context.Background()
 	a := newStore(t, dial(t, url), rabbitmq.Options{}, "d")
-	b, err := rabbitmq.New(ctx, dial(t, url), &rabbitmq.Options{Exchange: a.Exchange(), QueuePrefix: a.Queue("")})
+	b, err := rabbitmq.New(ctx, dial(t, url), &rabbitmq.Options{Exchange: rabbitmq.Exchange(a), QueuePrefix: rabbitmq.Queue(a, "")})
 	require.NoError(t, err)
 	for _, m := range brokertest.Messages(t, brokertest.SampleInputs()[:2]) {
 		require.NoError(t, a.Publish(ctx, "d", m))
@@ -160,9 +158,9 @@ func TestCrashedConnection(t *testing.T) {
 		return c, err
 	}})
 	require.NoError(t, err)
-	opts := rabbitmq.Options{LeaseTTL: time.Hour}
+	opts := rabbitmq.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Hour}}
 	crashed := newStore(t, crashedConn, opts, "d")
-	opts.Exchange, opts.QueuePrefix = crashed.Exchange(), crashed.Queue("")
+	opts.Exchange, opts.QueuePrefix = rabbitmq.Exchange(crashed), rabbitmq.Queue(crashed, "")
 	survivor, err := rabbitmq.New(ctx, dial(t, url), &opts)
 	require.NoError(t, err)
 	for _, m := range brokertest.Messages(t, brokertest.SampleInputs()[:3]) {
@@ -209,137 +207,13 @@ func TestQuorumDestination(t *testing.T) {
 	}
 }
 
-// flaky fails its first n publishes, then delegates.
-type flaky struct {
-	n     int32
-	calls atomic.Int32
-	next  broker.Publisher
-}
-
-func (f *flaky) Publish(ctx context.Context, d string, m *broker.Message) error {
-	if f.calls.Add(1) <= f.n {
-		return errors.New("dead-letter store unavailable")
-	}
-	return f.next.Publish(ctx, d, m)
-}
-
-// TestConsumerConfirmBeforeAck: the source delivery is acknowledged only
-// after the dead-letter publish was confirmed; when the write fails the
-// delivery is nacked with requeue and comes back.
-func TestConsumerConfirmBeforeAck(t *testing.T) {
-	url := testenv.AMQP(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn := dial(t, url)
-	srcQ := uniqueName("geodlqtest") + ".parcels"
-	dest := srcQ + ".poison.dlt"
-	dlq := newStore(t, conn, rabbitmq.Options{}, dest)
-	t.Cleanup(func() { cleanup(t, url, "", srcQ) })
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	_, err = ch.QueueDeclare(srcQ, true, false, false, false, nil)
-	require.NoError(t, err)
-	payload := []byte(`{"event_id":"evt-bowtie","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`)
-	require.NoError(t, ch.PublishWithContext(ctx, "", srcQ, false, false, amqp.Publishing{Body: payload, MessageId: "src-1", DeliveryMode: amqp.Persistent}))
-
-	pub := &flaky{n: 1, next: dlq}
-	var mu sync.Mutex
-	var attempts []int
-	h := func(_ context.Context, m *broker.Message) error {
-		mu.Lock()
-		attempts = append(attempts, m.DeliveryAttempt)
-		mu.Unlock()
-		return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
-	}
-	cch, err := conn.Channel()
-	require.NoError(t, err)
-	c, err := rabbitmq.NewConsumer(cch, srcQ, h, &rabbitmq.ConsumerOptions{Processor: broker.ProcessorOptions{Publisher: pub}})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-
-	var recs []*broker.Record
-	require.Eventually(t, func() bool {
-		recs = append(recs, fetchAll(t, dlq, dest)...)
-		return len(recs) == 1
-	}, 60*time.Second, 20*time.Millisecond)
-	stop()
-	require.ErrorIs(t, <-done, context.Canceled)
-	require.NoError(t, cch.Close(), "unacknowledged deliveries would now be requeued")
-
-	require.EqualValues(t, 2, pub.calls.Load(), "the failed write, then the confirmed one")
-	mu.Lock()
-	require.Equal(t, []int{1, 2}, attempts, "nacked with requeue, the message came back (redelivered)")
-	mu.Unlock()
-	q, err := ch.QueueDeclarePassive(srcQ, true, false, false, false, nil)
-	require.NoError(t, err)
-	require.Zero(t, q.Messages, "acknowledged once the dead-letter write was confirmed")
-
-	env, err := envelope.Decode(recs[0].Message.Body)
-	require.NoError(t, err)
-	require.Equal(t, classify.ClassInvalidGeometry, env.FailureClass)
-	require.Equal(t, 2, env.Attempts)
-	require.Equal(t, "rabbitmq", env.Source.System)
-	require.Equal(t, srcQ, env.Source.Topic)
-	require.Equal(t, "src-1", env.Source.MessageID)
-	restored, err := env.Restore(ctx, nil)
-	require.NoError(t, err)
-	require.Equal(t, payload, restored)
-	require.NoError(t, dlq.Ack(ctx, recs[0]))
-}
-
-// TestConsumerRejectsToBrokerDLX: with RejectOnFailure, a message whose
-// dead-letter write keeps failing goes to the source queue's own
-// dead-letter exchange, where x-death records it.
-func TestConsumerRejectsToBrokerDLX(t *testing.T) {
-	url := testenv.AMQP(t)
-	ctx := context.Background()
-	conn := dial(t, url)
-	name := uniqueName("geodlqtest")
-	src, dlx, park := name+".src", name+".dlx", name+".parking"
-	t.Cleanup(func() { cleanup(t, url, dlx, src, park) })
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	_, err = rabbitmq.DeclareSourceQueue(ctx, ch, src, &rabbitmq.SourceQueueOptions{DeadLetterExchange: dlx, ParkingQueue: park})
-	require.NoError(t, err)
-	require.NoError(t, ch.PublishWithContext(ctx, "", src, false, false, amqp.Publishing{Body: []byte("payload"), DeliveryMode: amqp.Persistent}))
-
-	c, err := rabbitmq.NewConsumer(ch, src, func(context.Context, *broker.Message) error {
-		return classify.SchemaViolation(errors.New("not GeoJSON"))
-	}, &rabbitmq.ConsumerOptions{Processor: broker.ProcessorOptions{Publisher: &flaky{n: 1 << 30}}, RejectOnFailure: true})
-	require.NoError(t, err)
-	var d amqp.Delivery
-	require.Eventually(t, func() bool {
-		var ok bool
-		d, ok, err = ch.Get(src, false)
-		require.NoError(t, err)
-		return ok
-	}, 60*time.Second, 20*time.Millisecond)
-	out, err := c.Handle(ctx, d)
-	require.ErrorIs(t, err, broker.ErrNotAcked)
-	require.False(t, out.Ack)
-	require.Eventually(t, func() bool {
-		d, ok, err := ch.Get(park, true)
-		require.NoError(t, err)
-		if !ok {
-			return false
-		}
-		deaths, err := rabbitmq.ParseXDeath(d.Headers)
-		require.NoError(t, err)
-		require.Equal(t, src, deaths[0].Queue)
-		require.Equal(t, rabbitmq.ReasonRejected, deaths[0].Reason)
-		return true
-	}, 60*time.Second, 20*time.Millisecond)
-}
-
 // TestFilteredFetchRequeuesOthers: records a filter passes over are back
 // in the queue when Fetch returns, for this handle and others.
 func TestFilteredFetchRequeuesOthers(t *testing.T) {
 	url := testenv.AMQP(t)
 	ctx := context.Background()
 	s := newStore(t, dial(t, url), rabbitmq.Options{}, "f")
-	other, err := rabbitmq.New(ctx, dial(t, url), &rabbitmq.Options{Exchange: s.Exchange(), QueuePrefix: s.Queue("")})
+	other, err := rabbitmq.New(ctx, dial(t, url), &rabbitmq.Options{Exchange: rabbitmq.Exchange(s), QueuePrefix: rabbitmq.Queue(s, "")})
 	require.NoError(t, err)
 	msgs := brokertest.Messages(t, brokertest.FilterInputs())
 	for _, m := range msgs {
@@ -357,4 +231,60 @@ func TestFilteredFetchRequeuesOthers(t *testing.T) {
 	for _, r := range rest {
 		require.NoError(t, other.Ack(ctx, r))
 	}
+}
+
+// TestExchangeSetup: New needs the store's exchange; it declares it only
+// with Create, never read-only, and refuses an exchange of another kind.
+func TestExchangeSetup(t *testing.T) {
+	url := testenv.AMQP(t)
+	ctx := context.Background()
+	conn := dial(t, url)
+	name := uniqueName("geodlqtest")
+	t.Cleanup(func() { cleanup(t, url, name) })
+	exists := func() bool {
+		ch, err := conn.Channel()
+		require.NoError(t, err)
+		defer ch.Close()
+		return ch.ExchangeDeclarePassive(name, amqp.ExchangeDirect, true, false, false, false, nil) == nil
+	}
+	for _, o := range []rabbitmq.Options{{Exchange: name}, {Exchange: name, Create: true, StoreOptions: broker.StoreOptions{ReadOnly: true}}} {
+		_, err := rabbitmq.New(ctx, conn, &o)
+		require.ErrorIs(t, err, broker.ErrNoStore, "%+v", o)
+	}
+	require.False(t, exists(), "nothing declared")
+	s, err := rabbitmq.New(ctx, conn, &rabbitmq.Options{Exchange: name, Create: true})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.True(t, exists())
+	for _, o := range []rabbitmq.Options{{Exchange: name}, {Exchange: name, StoreOptions: broker.StoreOptions{ReadOnly: true}}} {
+		s, err := rabbitmq.New(ctx, conn, &o)
+		require.NoError(t, err, "an existing exchange is a store")
+		require.NoError(t, s.Close())
+	}
+
+	fanout := uniqueName("geodlqtest")
+	t.Cleanup(func() { cleanup(t, url, fanout) })
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	require.NoError(t, ch.ExchangeDeclare(fanout, amqp.ExchangeFanout, true, false, false, false, nil))
+	require.NoError(t, ch.Close())
+	for _, o := range []rabbitmq.Options{{Exchange: fanout}, {Exchange: fanout, Create: true}} {
+		_, err := rabbitmq.New(ctx, conn, &o)
+		require.ErrorIs(t, err, broker.ErrNoStore, "an exchange of another kind is not a store")
+	}
+	_, err = rabbitmq.New(ctx, nil, nil)
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	_, err = rabbitmq.New(ctx, conn, &rabbitmq.Options{Exchange: strings.Repeat("x", 256)})
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+}
+
+// TestNoListing: the store cannot browse a queue, and says so.
+func TestNoListing(t *testing.T) {
+	url := testenv.AMQP(t)
+	ctx := context.Background()
+	s := newStore(t, dial(t, url), rabbitmq.Options{})
+	_, err := s.List(ctx, broker.ListOptions{})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	_, err = s.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: time.Now()}})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
 }

@@ -2,7 +2,6 @@ package rabbitmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,16 +13,16 @@ import (
 
 // Death reasons RabbitMQ records in x-death.
 const (
-	ReasonRejected      = "rejected"       // basic.reject or basic.nack with requeue=false
-	ReasonExpired       = "expired"        // message TTL
-	ReasonMaxLen        = "maxlen"         // queue length limit with overflow drop-head
-	ReasonDeliveryLimit = "delivery_limit" // quorum queue x-delivery-limit exceeded
+	reasonRejected      = "rejected"       // basic.reject or basic.nack with requeue=false
+	reasonExpired       = "expired"        // message TTL
+	reasonMaxLen        = "maxlen"         // queue length limit with overflow drop-head
+	reasonDeliveryLimit = "delivery_limit" // quorum queue x-delivery-limit exceeded
 )
 
-// Death is one entry of the x-death header RabbitMQ adds when it
+// death is one entry of the x-death header RabbitMQ adds when it
 // dead-letters a message: one per (queue, reason), most recent first, with
 // a count of how many times that happened.
-type Death struct {
+type death struct {
 	// Queue is the queue the message was dead-lettered from.
 	Queue string
 	// Exchange is the exchange the message had been published to.
@@ -42,9 +41,13 @@ type Death struct {
 	OriginalExpiration string
 }
 
-// ParseXDeath reads the x-death header of h. It returns nil when there is
+// maxDeaths bounds the x-death entries read: RabbitMQ writes one per
+// (queue, reason) a message was dead-lettered from.
+const maxDeaths = 1000
+
+// parseXDeath reads the x-death header of h. It returns nil when there is
 // none, and an error when the header is not what RabbitMQ writes.
-func ParseXDeath(h amqp.Table) ([]Death, error) {
+func parseXDeath(h amqp.Table) ([]death, error) {
 	raw, ok := h["x-death"]
 	if !ok || raw == nil {
 		return nil, nil
@@ -53,13 +56,16 @@ func ParseXDeath(h amqp.Table) ([]Death, error) {
 	if !ok {
 		return nil, fmt.Errorf("rabbitmq: x-death is a %T, not an array", raw)
 	}
-	out := make([]Death, 0, len(list))
+	if len(list) > maxDeaths {
+		return nil, fmt.Errorf("rabbitmq: x-death has %d entries (at most %d are read)", len(list), maxDeaths)
+	}
+	out := make([]death, 0, len(list))
 	for i, e := range list {
 		t, ok := asTable(e)
 		if !ok {
 			return nil, fmt.Errorf("rabbitmq: x-death[%d] is a %T, not a table", i, e)
 		}
-		var d Death
+		var d death
 		var err error
 		if d.Queue, err = str(t, "queue", true); err != nil {
 			return nil, fmt.Errorf("rabbitmq: x-death[%d]: %w", i, err)
@@ -167,7 +173,11 @@ func deliveryCount(h amqp.Table) (int, bool) {
 	return int(n), true
 }
 
-// DeliveryAttempt returns the attempt a delivery is, first = 1, from what
+// maxAttempt caps the attempt read from a delivery's headers, which
+// arbitrary counts cannot overflow.
+const maxAttempt = 1 << 30
+
+// deliveryAttempt returns the attempt a delivery is, first = 1, from what
 // the broker recorded: one more than the failed consumptions in x-death
 // (the counts of rejected and delivery_limit deaths; a delivery_limit death
 // counts once, as x-death does not say how many deliveries preceded it)
@@ -175,36 +185,43 @@ func deliveryCount(h amqp.Table) (int, bool) {
 // queue's x-delivery-count; for a classic queue, 1 when the delivery is
 // flagged redelivered, a lower bound). Expired and maxlen deaths are not
 // attempts. A malformed x-death is ignored.
-func DeliveryAttempt(d amqp.Delivery) int {
-	n := 1
-	deaths, _ := ParseXDeath(d.Headers)
+func deliveryAttempt(d amqp.Delivery) int {
+	n := int64(1)
+	deaths, _ := parseXDeath(d.Headers)
 	for _, dd := range deaths {
-		if dd.Reason == ReasonRejected || dd.Reason == ReasonDeliveryLimit {
-			n += int(dd.Count)
+		if dd.Reason == reasonRejected || dd.Reason == reasonDeliveryLimit {
+			n += min(dd.Count, maxAttempt)
 		}
 	}
 	if c, ok := deliveryCount(d.Headers); ok {
-		n += c
+		n += int64(min(c, maxAttempt))
 	} else if d.Redelivered {
 		n++
 	}
-	return n
+	return int(min(n, maxAttempt))
 }
 
-// MessageFromDelivery converts a delivery consumed from queue for a
-// [broker.Processor]:
+// MessageOf converts a delivery consumed from queue into the message a
+// [broker.Processor] takes. The consumer [NewConsumer] returns converts
+// every delivery with it; use it to read deliveries of your own:
 //   - Body as received; Headers = the string-valued AMQP headers
 //     (RabbitMQ's x-first-death-queue, -exchange and -reason included);
 //     Key from [HeaderKey];
-//   - DeliveryAttempt = [DeliveryAttempt];
+//   - DeliveryAttempt = one more than the failed consumptions x-death
+//     records (its rejected and delivery_limit counts; a delivery_limit
+//     death counts once, as x-death does not say how many deliveries
+//     preceded it) plus the deliveries from queue before this one (a
+//     quorum queue's x-delivery-count; for a classic queue, 1 when the
+//     delivery is flagged redelivered, a lower bound). Expired and maxlen
+//     deaths are not attempts; a malformed x-death is ignored;
 //   - Source = {system "rabbitmq", topic = the original queue (the oldest
 //     x-death entry's queue, else queue), message id, key, delivery count =
 //     DeliveryAttempt, timestamp = the message's timestamp, else the
 //     oldest death's time}.
 //
-// The rest of the x-death provenance (exchange, routing keys, reasons,
-// counts) has no field in the dlq.v1 source; read it with [ParseXDeath].
-func MessageFromDelivery(d amqp.Delivery, queue string) *broker.Message {
+// The rest of the x-death provenance (routing keys, counts) has no field
+// in the dlq.v1 source.
+func MessageOf(d amqp.Delivery, queue string) *broker.Message {
 	m := &broker.Message{Body: d.Body}
 	for k, v := range d.Headers {
 		switch x := v.(type) {
@@ -219,9 +236,9 @@ func MessageFromDelivery(d amqp.Delivery, queue string) *broker.Message {
 			}
 		}
 	}
-	m.DeliveryAttempt = DeliveryAttempt(d)
+	m.DeliveryAttempt = deliveryAttempt(d)
 	src := &envelope.Source{System: "rabbitmq", Topic: queue, MessageID: d.MessageId, Key: m.Key, DeliveryCount: m.DeliveryAttempt}
-	deaths, _ := ParseXDeath(d.Headers)
+	deaths, _ := parseXDeath(d.Headers)
 	if len(deaths) > 0 {
 		oldest := deaths[len(deaths)-1]
 		src.Topic = oldest.Queue
@@ -273,10 +290,10 @@ func DeclareSourceQueue(ctx context.Context, ch *amqp.Channel, name string, opts
 		return amqp.Queue{}, err
 	}
 	if ch == nil || opts == nil || opts.DeadLetterExchange == "" {
-		return amqp.Queue{}, errors.New("rabbitmq: DeclareSourceQueue needs a channel and a DeadLetterExchange")
+		return amqp.Queue{}, fmt.Errorf("rabbitmq: DeclareSourceQueue needs a channel and a DeadLetterExchange: %w", broker.ErrInvalidArgument)
 	}
 	if opts.DeliveryLimit > 0 && !opts.Quorum {
-		return amqp.Queue{}, errors.New("rabbitmq: x-delivery-limit needs a quorum queue")
+		return amqp.Queue{}, fmt.Errorf("rabbitmq: x-delivery-limit needs a quorum queue: %w", broker.ErrInvalidArgument)
 	}
 	args := amqp.Table{"x-dead-letter-exchange": opts.DeadLetterExchange}
 	for k, v := range opts.Args {

@@ -69,6 +69,7 @@ func TestParseXDeath(t *testing.T) {
 		{name: "negative count", headers: amqp.Table{"x-death": []any{amqp.Table{"count": int64(-1), "queue": "q", "reason": "rejected"}}}, wantErr: "count"},
 		{name: "no queue", headers: amqp.Table{"x-death": []any{amqp.Table{"count": int64(1), "reason": "rejected"}}}, wantErr: "queue missing"},
 		{name: "bad time", headers: amqp.Table{"x-death": []any{amqp.Table{"count": int64(1), "queue": "q", "reason": "rejected", "time": "yesterday"}}}, wantErr: "time"},
+		{name: "too many entries", headers: amqp.Table{"x-death": make([]any, 1001)}, wantErr: "1001 entries"},
 		{name: "bad routing key", headers: amqp.Table{"x-death": []any{amqp.Table{"count": int64(1), "queue": "q", "reason": "rejected", "routing-keys": []any{7}}}}, wantErr: "routing key"},
 	}
 	for _, tc := range tests {
@@ -98,6 +99,9 @@ func TestDeliveryAttempt(t *testing.T) {
 		{"over the delivery limit", amqp.Delivery{Headers: recordedDeliveryLimit}, 2},
 		{"retry loop: three rejections, expiries are not attempts", amqp.Delivery{Headers: retryLoop}, 4},
 		{"malformed x-death is ignored", amqp.Delivery{Headers: amqp.Table{"x-death": "oops"}}, 1},
+		{"huge counts saturate", amqp.Delivery{Headers: amqp.Table{"x-delivery-count": int64(1) << 62, "x-death": []any{
+			amqp.Table{"count": int64(1) << 62, "queue": "a", "reason": "rejected"},
+			amqp.Table{"count": int64(1) << 62, "queue": "b", "reason": "delivery_limit"}}}}, 1 << 30},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +110,7 @@ func TestDeliveryAttempt(t *testing.T) {
 	}
 }
 
-func TestMessageFromDelivery(t *testing.T) {
+func TestMessageOf(t *testing.T) {
 	d := amqp.Delivery{
 		Body:      []byte(`{"geometry":null}`),
 		MessageId: "m-1",
@@ -118,7 +122,7 @@ func TestMessageFromDelivery(t *testing.T) {
 			return h
 		}(),
 	}
-	m := rabbitmq.MessageFromDelivery(d, "q.parking")
+	m := rabbitmq.MessageOf(d, "q.parking")
 	require.Equal(t, d.Body, m.Body)
 	require.Equal(t, []byte{0, 1, 0xff}, m.Key)
 	require.Equal(t, map[string]string{"idempotency-key": "idem:1"}, m.Headers, "string headers only; the key is not a header")
@@ -131,7 +135,7 @@ func TestMessageFromDelivery(t *testing.T) {
 
 	d.Headers = nil
 	d.Timestamp = t0.Add(time.Hour)
-	m = rabbitmq.MessageFromDelivery(d, "q.src")
+	m = rabbitmq.MessageOf(d, "q.src")
 	require.Equal(t, "q.src", m.Source.Topic)
 	require.Equal(t, t0.Add(time.Hour), *m.Source.Timestamp)
 	require.Equal(t, 1, m.DeliveryAttempt)
@@ -206,7 +210,7 @@ func TestDeadLetterExchangeWiring(t *testing.T) {
 		require.Equal(t, "", deaths[0].Exchange, "published through the default exchange")
 		require.Equal(t, []string{want.queue}, deaths[0].RoutingKeys)
 		require.WithinRange(t, deaths[0].Time, before, time.Now().Add(2*time.Second))
-		m := rabbitmq.MessageFromDelivery(d, park)
+		m := rabbitmq.MessageOf(d, park)
 		require.Equal(t, want.queue, m.Source.Topic, "provenance: the original queue")
 		require.Equal(t, 2, m.DeliveryAttempt)
 		require.Equal(t, want.queue, m.Headers["x-first-death-queue"])

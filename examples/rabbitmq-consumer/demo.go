@@ -24,7 +24,7 @@ var demoEvents = sample.Events()
 
 // observedStore counts the dead-letter writes the broker confirmed.
 type observedStore struct {
-	*rabbitmq.Store
+	*broker.Store
 	confirmed func()
 }
 
@@ -167,7 +167,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return res, err
 	}
 	for d, rep := range res.crashed {
-		if err := waitReady(ctx, p, p.store.Queue(d), rep.Examined); err != nil {
+		if err := waitReady(ctx, p, rabbitmq.Queue(p.store, d), rep.Examined); err != nil {
 			return res, err
 		}
 	}
@@ -251,7 +251,7 @@ func listDeadLetters(ctx context.Context, out io.Writer, p *pipeline, res *demoR
 				if ge := env.GeometryError; ge != nil && ge.Reason != "" {
 					reason = ge.Reason
 				}
-				fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%d\t%d\n", p.store.Queue(d), shorten(env.EventID, 16), env.FailureClass, env.FailedStage,
+				fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\t%d\t%d\n", rabbitmq.Queue(p.store, d), shorten(env.EventID, 16), env.FailureClass, env.FailedStage,
 					shorten(reason, 40), broker.EPSGOf(env), env.Attempts)
 			}
 		}
@@ -276,7 +276,7 @@ func drainOutput(ctx context.Context, out io.Writer, p *pipeline, res *demoResul
 		if !ok {
 			break
 		}
-		m := rabbitmq.MessageFromDelivery(d, p.c.out)
+		m := rabbitmq.MessageOf(d, p.c.out)
 		var ev struct {
 			EventID string `json:"event_id"`
 		}

@@ -1,6 +1,6 @@
 // Command rabbitmq-consumer is a RabbitMQ consumer with geodlq's
 // dead-letter path, ready to copy. It consumes GeoJSON events from a
-// source queue with manual acknowledgements (broker/rabbitmq's Consumer),
+// source queue with manual acknowledgements (broker/rabbitmq's NewConsumer),
 // validates each with GEOS and PROJ, retries transient failures in place,
 // and dead-letters what cannot be processed to "<queue>.retry.dlt" or
 // "<queue>.poison.dlt" — durable queues of the RabbitMQ dead-letter store,
@@ -178,7 +178,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type pipeline struct {
 	c      config
 	conn   *amqp.Connection
-	store  *rabbitmq.Store
+	store  *broker.Store
 	pub    *queuePublisher
 	claims replay.Claims
 	chk    *spatial.Checker
@@ -214,7 +214,8 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 	// The dead-letter store: persistent messages in durable quorum queues,
 	// published with confirms.
 	if p.store, err = rabbitmq.New(ctx, p.conn, &rabbitmq.Options{
-		Exchange: c.exchange, QueuePrefix: c.queuePrefix, QueueArgs: amqp.Table{"x-queue-type": "quorum"}, LeaseTTL: c.lease, Logger: log,
+		Exchange: c.exchange, QueuePrefix: c.queuePrefix, QueueArgs: amqp.Table{"x-queue-type": "quorum"}, Create: true,
+		StoreOptions: broker.StoreOptions{LeaseTTL: c.lease, Logger: log},
 	}); err != nil {
 		return fail(fmt.Errorf("dead-letter store: %w", err))
 	}
@@ -315,7 +316,7 @@ func (p *pipeline) setup(ctx context.Context) error {
 		return fmt.Errorf("declaring output queue %q: %w", c.out, err)
 	}
 	for _, d := range destinations(c.queue) {
-		if err := p.store.Declare(ctx, d); err != nil {
+		if err := rabbitmq.Declare(ctx, p.store, d); err != nil {
 			return err
 		}
 	}
@@ -332,11 +333,17 @@ func (p *pipeline) consume(ctx context.Context) error {
 		return err
 	}
 	defer ch.Close()
-	rc, err := rabbitmq.NewConsumer(ch, p.c.queue, p.handle, &rabbitmq.ConsumerOptions{Processor: p.popts, Prefetch: p.c.prefetch, Logger: p.log})
+	proc, err := broker.NewProcessor(p.popts)
 	if err != nil {
 		return err
 	}
-	return rc.Run(ctx)
+	rc, err := rabbitmq.NewConsumer(ch, p.c.queue, proc, &rabbitmq.ConsumerOptions{Prefetch: p.c.prefetch,
+		ConsumerOptions: broker.ConsumerOptions{Logger: p.log}})
+	if err != nil {
+		return err
+	}
+	defer rc.Close() // before the channel: requeues what the broker pushed and was not processed
+	return rc.Run(ctx, p.handle)
 }
 
 // handle validates an event, then emits it exactly once per idempotency
@@ -365,7 +372,7 @@ func (p *pipeline) handle(ctx context.Context, m *broker.Message) (err error) {
 // default exchange and waits for the broker's confirm: the replayer's
 // target, and the consumer's output. Headers travel as AMQP headers, the
 // key as the byte-array header rabbitmq.HeaderKey, as
-// rabbitmq.MessageFromDelivery reads them. It is safe for concurrent use.
+// rabbitmq.MessageOf reads them. It is safe for concurrent use.
 type queuePublisher struct {
 	conn    *amqp.Connection
 	mu      sync.Mutex
@@ -464,7 +471,7 @@ func destinations(queue string) []string {
 func (p *pipeline) deadLetterQueues() []string {
 	var qs []string
 	for _, d := range destinations(p.c.queue) {
-		qs = append(qs, p.store.Queue(d))
+		qs = append(qs, rabbitmq.Queue(p.store, d))
 	}
 	return qs
 }

@@ -230,7 +230,7 @@ func TestCommandLine(t *testing.T) {
 		if !ok {
 			break
 		}
-		m := rabbitmq.MessageFromDelivery(d, c.out)
+		m := rabbitmq.MessageOf(d, c.out)
 		events = append(events, m.Header(broker.HeaderIdempotencyKey))
 		if m.Header(broker.HeaderRepaired) == "true" {
 			require.Equal(t, env.IdempotencyKey, m.Header(broker.HeaderIdempotencyKey), "re-injected with the derived key, verbatim")
