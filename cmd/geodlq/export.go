@@ -21,9 +21,10 @@ import (
 func newExportCmd(a *app) *cobra.Command {
 	var f filterFlags
 	var format, out string
+	var withPayload bool
 	cmd := &cobra.Command{
-		Use:   "export --format jsonl|csv|geojson",
-		Short: "Export dead-lettered records as JSON lines, CSV, or GeoJSON for QGIS",
+		Use:   "export --format jsonl|csv|geojson|parquet",
+		Short: "Export dead-lettered records as JSON lines, CSV, GeoJSON for QGIS, or GeoParquet",
 		Long: `export writes the selected records:
 
   jsonl    one JSON object per line: the record's fields (as list --json) and
@@ -35,7 +36,11 @@ func newExportCmd(a *app) *cobra.Command {
            unparseable, missing, or offloaded without --blobs) become null
            geometries with their properties kept; geometry_status says why.
            When every exported geometry has the same EPSG code other than
-           4326, the collection carries a named "crs" member for it.
+           4326, the collection carries a named "crs" member for it;
+  parquet  one GeoParquet 1.1 file (-o FILE) with a typed column per field,
+           the fault point and the geometry's bounding box as geometry
+           columns (see warehouse sync for an incremental, partitioned
+           dataset); --with-payload adds the restored, verified payloads.
 
 Invalid geometries are exported as they are: that is the point.`,
 		Args: noArgs,
@@ -44,8 +49,8 @@ Invalid geometries are exported as they are: that is the point.`,
 			if err != nil {
 				return err
 			}
-			if format != "jsonl" && format != "csv" && format != "geojson" {
-				return usagef("--format %q: want jsonl, csv or geojson", format)
+			if format != "jsonl" && format != "csv" && format != "geojson" && format != "parquet" {
+				return usagef("--format %q: want jsonl, csv, geojson or parquet", format)
 			}
 			ctx := cmd.Context()
 			s, err := a.openStore(ctx, false)
@@ -58,6 +63,13 @@ Invalid geometries are exported as they are: that is the point.`,
 				return err
 			}
 			defer closeBlobs()
+			if format == "parquet" {
+				n, err := a.exportParquet(ctx, s, sel, off, out, withPayload)
+				if err == nil && out != "" && out != "-" && !a.json {
+					fmt.Fprintf(a.stderr, "exported %d records to %s\n", n, out)
+				}
+				return err
+			}
 			w := a.stdout
 			if out != "" && out != "-" {
 				fh, err := os.Create(out)
@@ -90,7 +102,8 @@ Invalid geometries are exported as they are: that is the point.`,
 		},
 	}
 	f.register(cmd.Flags(), true)
-	cmd.Flags().StringVar(&format, "format", "geojson", "jsonl, csv or geojson")
+	cmd.Flags().StringVar(&format, "format", "geojson", "jsonl, csv, geojson or parquet")
+	cmd.Flags().BoolVar(&withPayload, "with-payload", false, "parquet: add each event's original payload, restored and verified (may hold sensitive data)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default standard output)")
 	return cmd
 }
