@@ -27,7 +27,7 @@ var benchSettings = func() pubsub.PublishSettings {
 // openBench returns a store with the conformance harness's options
 // (publish settings: benchSettings) on a client of a new in-process
 // pstest server, and the client.
-func openBench(b *testing.B) (*geopubsub.Store, *pubsub.Client) {
+func openBench(b *testing.B) (*broker.Store, *pubsub.Client) {
 	b.Helper()
 	c := newClient(b, newServer(b))
 	o := harnessOpts
@@ -68,7 +68,7 @@ func BenchmarkBareClientWrite(b *testing.B) {
 	_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic})
 	require.NoError(b, err)
 	_, err = c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: topic + "-sub", Topic: topic, AckDeadlineSeconds: int32(harnessOpts.Lease.Seconds()),
+		Name: topic + "-sub", Topic: topic, AckDeadlineSeconds: int32(harnessOpts.LeaseTTL.Seconds()),
 	})
 	require.NoError(b, err)
 	p := c.Publisher(topic)
@@ -79,7 +79,7 @@ func BenchmarkBareClientWrite(b *testing.B) {
 		for k, v := range m.Headers {
 			attrs[k] = v
 		}
-		attrs[geopubsub.AttrKey] = base64.StdEncoding.EncodeToString(m.Key)
+		attrs[geopubsub.HeaderKey] = base64.StdEncoding.EncodeToString(m.Key)
 		_, err := p.Publish(ctx, &pubsub.Message{Data: m.Body, Attributes: attrs}).Get(ctx)
 		return err
 	})

@@ -1,14 +1,19 @@
 // Package pubsub is geodlq's adapter for Google Cloud Pub/Sub
 // (cloud.google.com/go/pubsub/v2): a dead-letter store on topics and
-// subscriptions, a consumer helper for source subscriptions, and a helper
-// that builds and checks a subscription's dead-letter policy.
+// subscriptions ([New], the portable *broker.Store), a consumer of source
+// subscriptions ([NewConsumer], the portable *broker.Consumer), and a
+// helper that builds and checks a subscription's dead-letter policy
+// ([DeadLetterConfig]). Package pubsub/pubsubpush runs the same
+// dead-letter path as an http.Handler for push subscriptions (Cloud Run,
+// Cloud Functions 2nd gen, Eventarc).
 //
 //	import geopubsub "github.com/geodlq/geodlq/broker/pubsub"
 //
 // # Guarantees
 //
-// What a [Store] (dead-letter topics) and a [Consumer] (source
-// subscription) promise; the sections below give the details.
+// What the store [New] returns (dead-letter topics) and the consumer
+// [NewConsumer] returns (a source subscription) promise; the sections
+// below give the details.
 //
 //	Property    Guarantee
 //	----------  ------------------------------------------------------------------
@@ -19,11 +24,11 @@
 //	Durability  Publish returns once Pub/Sub acknowledged the publish. Pub/Sub
 //	            keeps a message only for subscriptions that exist then, so
 //	            Publish refuses a topic without one with *NoSubscriptionError
-//	            (checked until a Store's first write there succeeds;
+//	            (checked until a store's first write there succeeds;
 //	            Options.CreateTopics creates topic and subscription instead). A
-//	            Consumer acks a source message only after the handler succeeded
+//	            consumer acks a source message only after the handler succeeded
 //	            or the dead-letter Publish returned nil.
-//	Redelivery  A lease is the ack deadline: Fetch sets Options.Lease (60 s;
+//	Redelivery  A lease is the ack deadline: Fetch sets Options.LeaseTTL (60 s;
 //	            whole seconds, 1 s to 600 s) with ModifyAckDeadline right after
 //	            Pull. A crashed replayer's messages are redelivered once it
 //	            passes. Ack and Release refuse, with ErrLeaseLost and without
@@ -32,8 +37,8 @@
 //	            delivery, Pub/Sub's rejection maps to ErrLeaseLost too.
 //	Size limit  Options.MaxMessageBytes: 10,000,000 bytes (Pub/Sub's 10 MB) of
 //	            data, attribute keys and values by default. The data may use
-//	            MaxMessageBytes - AttributeBudget (64 KiB): 9,934,464 bytes by
-//	            default, what Store.MaxMessageBytes reports. Over either:
+//	            MaxMessageBytes - HeaderBudget (64 KiB): 9,934,464 bytes by
+//	            default, what MaxMessageBytes reports. Over either:
 //	            *classify.TooLargeError. Never truncated.
 //	Attributes  Every header of the message as an attribute (on a dead-letter
 //	            write, broker.Headers: idempotency-key, dlq-event-id, dlq-class,
@@ -42,21 +47,24 @@
 //	            rules (100 attributes, 256-byte keys, 1024-byte values, no "goog"
 //	            prefix, UTF-8) all headers travel as one JSON attribute,
 //	            geodlq-headers; if that exceeds 1024 bytes Publish fails with an
-//	            error. Budget: AttributeBudget (64 KiB).
+//	            error. Budget: HeaderBudget (64 KiB).
 //	Body        The dlq.v1 envelope, byte for byte, as the message data.
 //	Attempts    The delivery attempt, which Pub/Sub reports only on
 //	            subscriptions with a dead-letter policy (0 otherwise, and the
 //	            Processor starts at 1): Record.Deliveries, and where a
-//	            Consumer's Processor starts counting.
+//	            consumer's Processor starts counting.
 //	Duplicates  Not deduplicated: Pub/Sub delivers at least once, and a publish
 //	            retried after an error may be stored twice. The envelope's
 //	            idempotency key makes any copy harmless.
 //
 // # Dead-letter store
 //
-// [Store] is a broker.Publisher, broker.Limiter and broker.DeadLetterSource
+// [New] returns a *broker.Store (Publisher, Limiter, DeadLetterSource)
 // over a *pubsub.Client. A destination is a topic; Fetch reads one
 // subscription of it (Options.Subscription, by default "<topic>-geodlq").
+// Pub/Sub cannot read a subscription without pulling (leasing) its
+// messages, so the store does not list, count or purge: List, Stats and
+// Purge answer errors.ErrUnsupported.
 //
 //   - Durability: Publish returns once Pub/Sub acknowledged the publish.
 //     Pub/Sub keeps a message only for the subscriptions that exist when it
@@ -64,16 +72,16 @@
 //     checks that the topic has a subscription and refuses with a
 //     *[NoSubscriptionError] when it has none (Options.CreateTopics creates
 //     topic and subscription instead). The check is made once per
-//     destination per Store.
+//     destination per store.
 //   - Body: the data, byte for byte. Headers become attributes, or one JSON
-//     attribute ([AttrHeaders]) when they break Pub/Sub's rules (100
+//     attribute, geodlq-headers, when they break Pub/Sub's rules (100
 //     attributes, 256-byte keys, 1024-byte values, no "goog" prefix); the
-//     key travels base64 in [AttrKey].
+//     key travels base64 in [HeaderKey].
 //   - Size: 10 MB (10,000,000 bytes) of data, attributes and ordering key.
-//     The store reports 10 MB − 64 KiB (Options.AttributeBudget) through
+//     The store reports 10 MB − 64 KiB (Options.HeaderBudget) through
 //     broker.Limiter; anything over is refused with a *classify.TooLargeError.
 //   - Lease = ack deadline: Fetch is Pull (ReturnImmediately) followed by
-//     ModifyAckDeadline(Options.Lease, 1–600 s); Ack is Acknowledge; Release
+//     ModifyAckDeadline(Options.LeaseTTL, 1–600 s); Ack is Acknowledge; Release
 //     is ModifyAckDeadline 0 (a nack). Record.ID is the message id;
 //     Record.Deliveries the delivery attempt, which Pub/Sub reports only on
 //     subscriptions with a dead-letter policy (0 otherwise).
@@ -93,14 +101,14 @@
 //     ordered: the store publishes without an ordering key, so a
 //     subscription's message ordering does not apply to its records.
 //   - Provenance: a message that Pub/Sub's own dead-letter policy forwarded
-//     carries CloudPubSubDeadLetterSource* attributes; [SourceOf] maps them
-//     (source subscription, delivery count, original publish time) into the
-//     record's and the consumer's provenance.
+//     carries CloudPubSubDeadLetterSource* attributes; the store and
+//     [MessageOf] map them (source subscription, delivery count, original
+//     publish time) into the record's and the consumer's provenance.
 //
 // # Consumer
 //
-// [Consumer] receives from a source subscription (streaming pull; the
-// client extends ack deadlines while the handler runs), runs a
+// [NewConsumer] receives from a source subscription (streaming pull; the
+// client extends ack deadlines until a message is settled), runs a
 // broker.Processor, acknowledges a message only after the outcome allows
 // it — the handler succeeded, or the envelope's publish was confirmed —
 // and nacks it otherwise, so Pub/Sub redelivers it and, after
@@ -115,11 +123,15 @@
 // reports a missing policy, an out-of-range count, and a dead-letter topic
 // that nobody reads.
 //
+// # As
+//
+// The store's As accepts a **pubsub.Client.
+//
 // # Tested against
 //
 // pstest (cloud.google.com/go/pubsub/v2/pstest), Pub/Sub's in-process fake,
-// through the real client: broker/brokertest (10,000 envelopes) and this
-// package's tests. pstest honours dead-letter policies and delivery
+// through the real client: broker/brokertest's RunConformanceTests
+// (10,000 envelopes) and RunConsumerTests, and this package's tests. pstest honours dead-letter policies and delivery
 // attempts but adds no CloudPubSubDeadLetterSource* attributes (their
 // mapping is tested on recorded attribute sets), does not enforce Pub/Sub's
 // size limits (the store does), and its own listener accepts only 4 MiB

@@ -11,15 +11,12 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
-// Dead-letter policy bounds.
+// Dead-letter policy bounds: Pub/Sub rejects fewer than 5 attempts with
+// INVALID_ARGUMENT, and more than 100; the default, 5, is Pub/Sub's and
+// the seed's.
 const (
-	// MinMaxDeliveryAttempts and MaxMaxDeliveryAttempts bound
-	// maxDeliveryAttempts as Pub/Sub does: the service rejects fewer than
-	// 5 with INVALID_ARGUMENT.
-	MinMaxDeliveryAttempts, MaxMaxDeliveryAttempts = 5, 100
-	// DefaultMaxDeliveryAttempts is 5, Pub/Sub's default and the seed's
-	// recommendation.
-	DefaultMaxDeliveryAttempts = 5
+	minMaxDeliveryAttempts, maxMaxDeliveryAttempts = 5, 100
+	defaultMaxDeliveryAttempts                     = 5
 )
 
 // ErrInvalidDeadLetterPolicy is wrapped by [*MaxDeliveryAttemptsError] and
@@ -31,7 +28,7 @@ type MaxDeliveryAttemptsError struct{ Value int }
 
 func (e *MaxDeliveryAttemptsError) Error() string {
 	return fmt.Sprintf("pubsub: maxDeliveryAttempts %d outside Pub/Sub's %d..%d (the service rejects fewer than %d)",
-		e.Value, MinMaxDeliveryAttempts, MaxMaxDeliveryAttempts, MinMaxDeliveryAttempts)
+		e.Value, minMaxDeliveryAttempts, maxMaxDeliveryAttempts, minMaxDeliveryAttempts)
 }
 
 // Unwrap returns [ErrInvalidDeadLetterPolicy].
@@ -43,8 +40,8 @@ type DeadLetterConfig struct {
 	// DeadLetterTopic is the dead-letter topic, an id or
 	// "projects/<p>/topics/<id>". Required.
 	DeadLetterTopic string
-	// MaxDeliveryAttempts is the policy's maxDeliveryAttempts. Default
-	// [DefaultMaxDeliveryAttempts]; outside 5–100 it is refused with a
+	// MaxDeliveryAttempts is the policy's maxDeliveryAttempts. Default 5;
+	// outside 5–100 it is refused with a
 	// *[MaxDeliveryAttemptsError].
 	MaxDeliveryAttempts int
 }
@@ -57,9 +54,9 @@ func (c DeadLetterConfig) Policy(project string) (*pubsubpb.DeadLetterPolicy, er
 	}
 	n := c.MaxDeliveryAttempts
 	if n == 0 {
-		n = DefaultMaxDeliveryAttempts
+		n = defaultMaxDeliveryAttempts
 	}
-	if n < MinMaxDeliveryAttempts || n > MaxMaxDeliveryAttempts {
+	if n < minMaxDeliveryAttempts || n > maxMaxDeliveryAttempts {
 		return nil, &MaxDeliveryAttemptsError{Value: n}
 	}
 	topic := c.DeadLetterTopic
@@ -139,7 +136,7 @@ func CheckDeadLetterPolicy(ctx context.Context, client *pubsub.Client, subscript
 		return nil, fmt.Errorf("%w: subscription %s has no dead-letter policy: a poison message is redelivered until it expires", ErrInvalidDeadLetterPolicy, subscription)
 	}
 	var errs []error
-	if n := int(p.GetMaxDeliveryAttempts()); n != 0 && (n < MinMaxDeliveryAttempts || n > MaxMaxDeliveryAttempts) {
+	if n := int(p.GetMaxDeliveryAttempts()); n != 0 && (n < minMaxDeliveryAttempts || n > maxMaxDeliveryAttempts) {
 		errs = append(errs, &MaxDeliveryAttemptsError{Value: n})
 	}
 	if err := checkTopicRead(ctx, client, p.GetDeadLetterTopic()); err != nil {

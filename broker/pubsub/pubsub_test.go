@@ -26,10 +26,10 @@ import (
 
 var fastPublish = &pubsub.PublishSettings{DelayThreshold: time.Millisecond, CountThreshold: 100, ByteThreshold: 1 << 20, Timeout: time.Minute}
 
-func newStore(t *testing.T, c *pubsub.Client, o geopubsub.Options) *geopubsub.Store {
+func newStore(t *testing.T, c *pubsub.Client, o geopubsub.Options) *broker.Store {
 	t.Helper()
-	if o.Lease == 0 {
-		o.Lease = 10 * time.Second
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 10 * time.Second
 	}
 	o.PublishSettings = fastPublish
 	s, err := geopubsub.New(context.Background(), c, &o)
@@ -54,7 +54,7 @@ func topic(t *testing.T, c *pubsub.Client, id string, subs ...*pubsubpb.Subscrip
 	return name
 }
 
-func drain(t *testing.T, s *geopubsub.Store, dest string) []*broker.Record {
+func drain(t *testing.T, s *broker.Store, dest string) []*broker.Record {
 	t.Helper()
 	var all []*broker.Record
 	for {
@@ -109,7 +109,8 @@ func TestConsumerAcksAfterDeadLetterPublish(t *testing.T) {
 	}, 60*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return srv.Message(id).Acks == 1 }, 60*time.Second, 10*time.Millisecond, "source acknowledged after the dead-letter write")
 	cancel()
-	require.NoError(t, <-done)
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.NoError(t, cons.Close())
 	env := recs[0].Envelope
 	require.Equal(t, classify.ClassInvalidGeometry, env.FailureClass)
 	require.Equal(t, "pubsub", env.Source.System)
@@ -140,28 +141,27 @@ func TestConsumerNacksWhenDeadLetterPublishFails(t *testing.T) {
 	src := topic(t, c, "jobs", &pubsubpb.Subscription{Name: "jobs-sub", AckDeadlineSeconds: 10})
 	require.NoError(t, geopubsub.DeadLetterConfig{DeadLetterTopic: "native-dlt", MaxDeliveryAttempts: 5}.Apply(context.Background(), c, "jobs-sub"))
 	pub := &failingPublisher{}
-	cons, err := geopubsub.NewConsumer(context.Background(), c, "jobs-sub", processor(t, pub, "unused"), nil)
+	var mu sync.Mutex
+	var attempts []int
+	var errs []error
+	cons, err := geopubsub.NewConsumer(context.Background(), c, "jobs-sub", processor(t, pub, "unused"), &geopubsub.ConsumerOptions{
+		ConsumerOptions: broker.ConsumerOptions{OnResult: func(_ *broker.Delivery, _ broker.Result, err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}}})
 	require.NoError(t, err)
 	id, err := c.Publisher(src).Publish(context.Background(), &pubsub.Message{Data: []byte(bowtie)}).Get(context.Background())
 	require.NoError(t, err)
 
-	var mu sync.Mutex
-	var attempts []int
-	var errs []error
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	sub := c.Subscriber("jobs-sub")
 	go func() {
-		done <- sub.Receive(ctx, func(ctx context.Context, m *pubsub.Message) {
-			_, err := cons.Handle(ctx, m, func(ctx context.Context, bm *broker.Message) error {
-				mu.Lock()
-				attempts = append(attempts, bm.DeliveryAttempt)
-				mu.Unlock()
-				return poison(ctx, bm)
-			})
+		done <- cons.Run(ctx, func(ctx context.Context, bm *broker.Message) error {
 			mu.Lock()
-			errs = append(errs, err)
+			attempts = append(attempts, bm.DeliveryAttempt)
 			mu.Unlock()
+			return poison(ctx, bm)
 		})
 	}()
 	dlq := newStore(t, c, geopubsub.Options{Subscription: func(string) string { return "native-dlt-sub" }})
@@ -175,7 +175,8 @@ func TestConsumerNacksWhenDeadLetterPublishFails(t *testing.T) {
 		return len(forwarded) >= 1
 	}, 90*time.Second, 50*time.Millisecond, "Pub/Sub forwarded the message after 5 nacked deliveries")
 	cancel()
-	require.NoError(t, <-done)
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.NoError(t, cons.Close())
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []int{1, 2, 3, 4, 5}, attempts, "attempts follow the delivery attempt")
@@ -248,7 +249,7 @@ func TestSourceOfRecordedAttributes(t *testing.T) {
 		require.Equal(t, "projects/geo-prod/subscriptions/geo-vector-sub", recs[0].Message.Source.Topic)
 		require.Equal(t, 5, recs[0].Message.Source.DeliveryCount)
 		require.Equal(t, "s3://my-bucket/test.geojson", recs[0].Message.Header("source_uri"))
-		m := geopubsub.ToMessage("projects/p/subscriptions/replay", &pubsub.Message{ID: "x", Data: []byte(bowtie), Attributes: cases[1].attrs})
+		m := geopubsub.MessageOf("projects/p/subscriptions/replay", &pubsub.Message{ID: "x", Data: []byte(bowtie), Attributes: cases[1].attrs})
 		require.Equal(t, "projects/geo-prod/subscriptions/geo-push", m.Source.Topic)
 		require.Equal(t, 12, m.Source.DeliveryCount)
 	})
@@ -371,7 +372,7 @@ func TestAttributes(t *testing.T) {
 func TestLargeMultiPolygon(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv)
-	s := newStore(t, c, geopubsub.Options{CreateTopics: true, Lease: time.Minute})
+	s := newStore(t, c, geopubsub.Options{CreateTopics: true, StoreOptions: broker.StoreOptions{LeaseTTL: time.Minute}})
 	off, err := offload.New(offload.NewMemStore(), nil)
 	require.NoError(t, err)
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})

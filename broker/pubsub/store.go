@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -28,84 +27,61 @@ import (
 	"github.com/geodlq/geodlq/internal/clocklease"
 )
 
-// Limits and defaults.
+// Limits and defaults (documented in numbers on the options).
 const (
-	// DefaultMaxMessageBytes is Pub/Sub's message size limit: 10 MB
-	// (10,000,000 bytes) of data, attributes and ordering key.
-	DefaultMaxMessageBytes = 10_000_000
-	// DefaultAttributeBudget is the part of MaxMessageBytes kept for
-	// attributes and the ordering key: 64 KiB.
-	DefaultAttributeBudget = 64 << 10
-	// DefaultLease is the ack deadline of fetched records: 60 s.
-	DefaultLease = 60 * time.Second
-	// MaxLease is the largest ack deadline Pub/Sub accepts: 600 s.
-	MaxLease = 600 * time.Second
-	// DefaultFilterScanLimit is how many messages a filtered Fetch looks
-	// at, at most.
-	DefaultFilterScanLimit = 10_000
-	// MaxAttributes, MaxAttributeKeyBytes and MaxAttributeValueBytes are
+	defaultMaxMessageBytes = 10_000_000 // Pub/Sub's 10 MB
+	defaultHeaderBudget    = 64 << 10
+	defaultLease           = 60 * time.Second
+	maxLease               = 600 * time.Second // Pub/Sub's largest ack deadline
+	defaultFilterScanLimit = 10_000
 	// Pub/Sub's limits on message attributes.
-	MaxAttributes, MaxAttributeKeyBytes, MaxAttributeValueBytes = 100, 256, 1024
+	maxAttributes, maxAttributeKeyBytes, maxAttributeValueBytes = 100, 256, 1024
 	// pullBatch is how many messages one Pull asks for.
 	pullBatch = 100
 )
 
-// Attributes the adapter sets besides the message's own headers.
-const (
-	// AttrKey carries the message's ordering key, base64 (standard
-	// encoding), when it has one.
-	AttrKey = "geodlq-key"
-	// AttrHeaders carries all headers as one JSON object when they cannot
-	// travel as individual attributes (too many, or a key Pub/Sub refuses).
-	AttrHeaders = "geodlq-headers"
-)
+// HeaderKey is the attribute that carries a message's ordering key,
+// base64 (standard encoding), when it has one.
+const HeaderKey = "geodlq-key"
+
+// attrHeaders carries all headers as one JSON object when they cannot
+// travel as individual attributes (too many, or a key Pub/Sub refuses).
+const attrHeaders = "geodlq-headers"
 
 // Attributes Pub/Sub adds to a message its dead-letter policy forwards.
 const (
-	// AttrDeadLetterDeliveryCount is the number of delivery attempts.
-	AttrDeadLetterDeliveryCount = "CloudPubSubDeadLetterSourceDeliveryCount"
-	// AttrDeadLetterSubscription is the source subscription's id.
-	AttrDeadLetterSubscription = "CloudPubSubDeadLetterSourceSubscription"
-	// AttrDeadLetterSubscriptionProject is the source subscription's project.
-	AttrDeadLetterSubscriptionProject = "CloudPubSubDeadLetterSourceSubscriptionProject"
-	// AttrDeadLetterTopicPublishTime is when the message was first
-	// published (RFC 3339).
-	AttrDeadLetterTopicPublishTime = "CloudPubSubDeadLetterSourceTopicPublishTime"
-	// AttrDeadLetterErrorMessage is the delivery error (push subscriptions).
-	AttrDeadLetterErrorMessage = "CloudPubSubDeadLetterSourceDeliveryErrorMessage"
+	attrDLDeliveryCount       = "CloudPubSubDeadLetterSourceDeliveryCount"
+	attrDLSubscription        = "CloudPubSubDeadLetterSourceSubscription"
+	attrDLSubscriptionProject = "CloudPubSubDeadLetterSourceSubscriptionProject"
+	attrDLTopicPublishTime    = "CloudPubSubDeadLetterSourceTopicPublishTime"
 )
 
-// Options configures a [Store]. The zero value (and nil) uses the defaults.
+// Options configures [New]. The zero value and nil are valid.
 type Options struct {
-	// MaxMessageBytes is the most a message (data, attribute keys and
-	// values, ordering key) may weigh. Default [DefaultMaxMessageBytes]
-	// (Pub/Sub's 10 MB).
-	MaxMessageBytes int
-	// AttributeBudget is the part of MaxMessageBytes kept for attributes:
-	// the data may use MaxMessageBytes − AttributeBudget, the limit the
-	// store reports through broker.Limiter. Default [DefaultAttributeBudget].
-	AttributeBudget int
-	// Lease is the ack deadline Fetch gives the records it returns
-	// (ModifyAckDeadline right after Pull): whole seconds, 1 s to 600 s.
-	// Default [DefaultLease].
-	Lease time.Duration
+	// StoreOptions: LeaseTTL is the ack deadline Fetch gives the records
+	// it returns (ModifyAckDeadline right after Pull), whole seconds from
+	// 1s to 600s; default 60s. MaxMessageBytes is the most a message
+	// (data, attribute keys and values, ordering key) may weigh; default
+	// 10,000,000 (Pub/Sub's 10 MB).
+	broker.StoreOptions
+	// HeaderBudget is the part of MaxMessageBytes kept for attributes:
+	// the data may use MaxMessageBytes − HeaderBudget, the limit the store
+	// reports (broker.Limiter). Default 65,536 bytes.
+	HeaderBudget int
 	// Subscription names the subscription Fetch reads for a destination
 	// topic. Default [Subscription]: the topic id + "-geodlq".
 	Subscription func(destination string) string
 	// CreateTopics creates a missing destination topic and its Fetch
-	// subscription (retaining messages for 7 days, Pub/Sub's maximum)
-	// before the first write. Default false: they are infrastructure.
+	// subscription before the first write. Default false: they are
+	// infrastructure.
 	CreateTopics bool
 	// FilterScanLimit bounds how many messages a Fetch with a non-zero
-	// filter pulls while looking for matches. Default
-	// [DefaultFilterScanLimit].
+	// filter pulls while looking for matches. Default 10,000.
 	FilterScanLimit int
 	// PublishSettings are the Publisher's batching settings. Nil means
 	// pubsub.DefaultPublishSettings (batches close after 10 ms or 100
 	// messages); Publish waits for its batch either way.
 	PublishSettings *pubsub.PublishSettings
-	// Logger receives warnings. Nil discards.
-	Logger *slog.Logger
 }
 
 // Subscription is the default subscription of a destination topic: its id
@@ -121,68 +97,70 @@ func topicID(name string) string {
 	return name
 }
 
-// Store is a dead-letter store on Pub/Sub: a [broker.Publisher],
-// [broker.Limiter] and [broker.DeadLetterSource]. Destinations are topics;
-// records are read from one subscription per topic. It is safe for
-// concurrent use.
-type Store struct {
+// driver is the Pub/Sub [broker.Driver]. It is safe for concurrent use.
+type driver struct {
 	client *pubsub.Client
 	opts   Options
 	log    *slog.Logger
 	margin time.Duration
-	closed atomic.Bool
 
 	mu         sync.Mutex
 	publishers map[string]*pubsub.Publisher
 	ready      map[string]bool // destinations whose topic has a subscription
 }
 
-// New returns a store over client. nil opts means the defaults. New makes
-// no request; the client stays the caller's.
-func New(ctx context.Context, client *pubsub.Client, opts *Options) (*Store, error) {
-	_ = ctx
+var (
+	_ broker.Driver  = (*driver)(nil)
+	_ broker.Limiter = (*driver)(nil)
+	_ broker.Aser    = (*driver)(nil)
+)
+
+// New returns a dead-letter store on the Pub/Sub topics of client's
+// project. New makes no request; closing the store stops its publishers
+// (flushing what they hold) and leaves client open. Options are checked:
+// a value Pub/Sub would refuse is an error wrapping
+// broker.ErrInvalidArgument.
+func New(ctx context.Context, client *pubsub.Client, opts *Options) (*broker.Store, error) {
 	if client == nil {
-		return nil, errors.New("pubsub: nil client")
+		return nil, fmt.Errorf("pubsub: New: nil client: %w", broker.ErrInvalidArgument)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.MaxMessageBytes == 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	if o.AttributeBudget == 0 {
-		o.AttributeBudget = DefaultAttributeBudget
+	if o.HeaderBudget == 0 {
+		o.HeaderBudget = defaultHeaderBudget
 	}
-	if o.MaxMessageBytes < 0 || o.AttributeBudget < 0 || o.AttributeBudget >= o.MaxMessageBytes {
-		return nil, fmt.Errorf("pubsub: AttributeBudget %d must be below MaxMessageBytes %d", o.AttributeBudget, o.MaxMessageBytes)
+	if o.MaxMessageBytes < 0 || o.HeaderBudget < 0 || o.HeaderBudget >= o.MaxMessageBytes {
+		return nil, fmt.Errorf("pubsub: HeaderBudget %d must be below MaxMessageBytes %d: %w", o.HeaderBudget, o.MaxMessageBytes, broker.ErrInvalidArgument)
 	}
-	if o.Lease == 0 {
-		o.Lease = DefaultLease
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = defaultLease
 	}
-	if o.Lease < time.Second || o.Lease > MaxLease || o.Lease%time.Second != 0 {
-		return nil, fmt.Errorf("pubsub: Lease %v must be whole seconds from 1s to 600s (an ack deadline)", o.Lease)
+	if o.LeaseTTL < time.Second || o.LeaseTTL > maxLease || o.LeaseTTL%time.Second != 0 {
+		return nil, fmt.Errorf("pubsub: LeaseTTL %v must be whole seconds from 1s to 600s (an ack deadline): %w", o.LeaseTTL, broker.ErrInvalidArgument)
 	}
 	if o.Subscription == nil {
 		o.Subscription = Subscription
 	}
-	if o.FilterScanLimit == 0 {
-		o.FilterScanLimit = DefaultFilterScanLimit
+	if o.FilterScanLimit <= 0 {
+		o.FilterScanLimit = defaultFilterScanLimit
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{client: client, opts: o, log: log, margin: clocklease.Margin(o.Lease),
-		publishers: map[string]*pubsub.Publisher{}, ready: map[string]bool{}}, nil
+	d := &driver{client: client, opts: o, log: log, margin: clocklease.Margin(o.LeaseTTL),
+		publishers: map[string]*pubsub.Publisher{}, ready: map[string]bool{}}
+	return broker.NewStore("pubsub", d, &o.StoreOptions), nil
 }
 
-// Close stops the store's publishers (flushing what they hold); later
-// calls fail with broker.ErrClosed. The client stays open.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
+// Close stops the store's publishers, flushing what they hold. The client
+// stays open.
+func (s *driver) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.publishers {
@@ -191,17 +169,23 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Client returns the Pub/Sub client the store uses.
-func (s *Store) Client() *pubsub.Client { return s.client }
+// As implements [broker.Aser]: target may be a **pubsub.Client.
+func (s *driver) As(target any) bool {
+	if t, ok := target.(**pubsub.Client); ok {
+		*t = s.client
+		return true
+	}
+	return false
+}
 
-func (s *Store) topicName(dest string) string {
+func (s *driver) topicName(dest string) string {
 	if strings.HasPrefix(dest, "projects/") {
 		return dest
 	}
 	return "projects/" + s.client.Project() + "/topics/" + dest
 }
 
-func (s *Store) subName(dest string) string {
+func (s *driver) subName(dest string) string {
 	sub := s.opts.Subscription(dest)
 	if strings.HasPrefix(sub, "projects/") {
 		return sub
@@ -210,8 +194,8 @@ func (s *Store) subName(dest string) string {
 }
 
 // MaxMessageBytes implements broker.Limiter: Options.MaxMessageBytes −
-// Options.AttributeBudget (9,934,464 bytes by default).
-func (s *Store) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.AttributeBudget }
+// Options.HeaderBudget (9,934,464 bytes by default).
+func (s *driver) MaxMessageBytes(string) int { return s.opts.MaxMessageBytes - s.opts.HeaderBudget }
 
 // ErrNoSubscription is wrapped by [*NoSubscriptionError].
 var ErrNoSubscription = errors.New("pubsub: topic has no subscription")
@@ -231,7 +215,7 @@ func (e *NoSubscriptionError) Unwrap() error { return ErrNoSubscription }
 
 // ensure checks, once per destination, that its topic has a subscription,
 // creating topic and Fetch subscription when Options.CreateTopics is set.
-func (s *Store) ensure(ctx context.Context, dest string) error {
+func (s *driver) ensure(ctx context.Context, dest string) error {
 	s.mu.Lock()
 	ok := s.ready[dest]
 	s.mu.Unlock()
@@ -258,7 +242,7 @@ func (s *Store) ensure(ctx context.Context, dest string) error {
 			return &NoSubscriptionError{Topic: topic}
 		}
 		_, err := s.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-			Name: s.subName(dest), Topic: topic, AckDeadlineSeconds: int32(s.opts.Lease / time.Second),
+			Name: s.subName(dest), Topic: topic, AckDeadlineSeconds: int32(s.opts.LeaseTTL / time.Second),
 		})
 		if err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("pubsub: create subscription %s: %w", s.subName(dest), err)
@@ -285,7 +269,7 @@ func countSubscriptions(ctx context.Context, client *pubsub.Client, topic string
 	}
 }
 
-func (s *Store) publisher(dest string) *pubsub.Publisher {
+func (s *driver) publisher(dest string) *pubsub.Publisher {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.publishers[dest]; ok {
@@ -303,15 +287,15 @@ func (s *Store) publisher(dest string) *pubsub.Publisher {
 func encode(m *broker.Message) (map[string]string, int, error) {
 	attrs := map[string]string{}
 	if len(m.Key) > 0 {
-		attrs[AttrKey] = base64.StdEncoding.EncodeToString(m.Key)
+		attrs[HeaderKey] = base64.StdEncoding.EncodeToString(m.Key)
 	}
-	individual := len(attrs)+len(m.Headers) <= MaxAttributes
+	individual := len(attrs)+len(m.Headers) <= maxAttributes
 	for k, v := range m.Headers {
-		if k == AttrKey || k == AttrHeaders {
+		if k == HeaderKey || k == attrHeaders {
 			return nil, 0, fmt.Errorf("pubsub: header %q uses a name the adapter reserves", k)
 		}
-		if k == "" || len(k) > MaxAttributeKeyBytes || strings.HasPrefix(k, "goog") || !utf8.ValidString(k) ||
-			len(v) > MaxAttributeValueBytes || !utf8.ValidString(v) {
+		if k == "" || len(k) > maxAttributeKeyBytes || strings.HasPrefix(k, "goog") || !utf8.ValidString(k) ||
+			len(v) > maxAttributeValueBytes || !utf8.ValidString(v) {
 			individual = false
 		}
 	}
@@ -322,11 +306,11 @@ func encode(m *broker.Message) (map[string]string, int, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("pubsub: packing headers: %w", err)
 		}
-		if len(b) > MaxAttributeValueBytes {
+		if len(b) > maxAttributeValueBytes {
 			return nil, 0, fmt.Errorf("pubsub: headers do not fit Pub/Sub's attributes (%d values, %d bytes packed; at most %d attributes of %d-byte values)",
-				len(m.Headers), len(b), MaxAttributes, MaxAttributeValueBytes)
+				len(m.Headers), len(b), maxAttributes, maxAttributeValueBytes)
 		}
-		attrs[AttrHeaders] = string(b)
+		attrs[attrHeaders] = string(b)
 	}
 	size := 0
 	for k, v := range attrs {
@@ -340,30 +324,18 @@ func encode(m *broker.Message) (map[string]string, int, error) {
 // subscription of the topic).
 //
 // The data is m.Body exactly. Headers become attributes (or one
-// [AttrHeaders] attribute when they do not fit Pub/Sub's rules), the key
-// [AttrKey]. Before the first write to a destination the store checks that
+// [attrHeaders] attribute when they do not fit Pub/Sub's rules), the key
+// [HeaderKey]. Before the first write to a destination the store checks that
 // its topic has a subscription, and refuses with a *[NoSubscriptionError]
 // when it has none (with Options.CreateTopics it creates one instead). A
 // message over the limits is refused with a *classify.TooLargeError.
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
-	if s.closed.Load() {
-		return broker.ErrClosed
-	}
-	if m == nil {
-		return errors.New("pubsub: nil message")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if limit := s.MaxMessageBytes(destination); len(m.Body) > limit {
-		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: limit}
-	}
+func (s *driver) Publish(ctx context.Context, destination string, m *broker.Message) error {
 	attrs, asize, err := encode(m)
 	if err != nil {
 		return err
 	}
 	if total := len(m.Body) + asize; total > s.opts.MaxMessageBytes {
-		return &classify.TooLargeError{Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
+		return &classify.TooLargeError{What: "message with its attributes", Destination: destination, Size: total, Limit: s.opts.MaxMessageBytes}
 	}
 	if err := s.ensure(ctx, destination); err != nil {
 		return err
@@ -393,16 +365,7 @@ var leases = clocklease.Codec{Prefix: "pubsub", Sep: " ", Expired: "ack deadline
 //
 // Pull is made with ReturnImmediately, so an empty Fetch does not prove
 // the subscription empty on the real service.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
-	if s.closed.Load() {
-		return nil, broker.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if max <= 0 {
-		return nil, nil
-	}
+func (s *driver) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
 	if s.opts.CreateTopics {
 		if err := s.ensure(ctx, destination); err != nil {
 			return nil, err
@@ -436,7 +399,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 		for i, m := range msgs {
 			ids[i] = m.GetAckId()
 		}
-		if err := s.modAck(ctx, sub, ids, s.opts.Lease); err != nil {
+		if err := s.modAck(ctx, sub, ids, s.opts.LeaseTTL); err != nil {
 			s.release(ctx, sub, append(held, ids...))
 			return nil, fmt.Errorf("pubsub: setting the lease on %s: %w", sub, err)
 		}
@@ -451,7 +414,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 			return strings.Compare(ai, bi)
 		})
 		scanned += len(msgs)
-		deadline := t0.Add(s.opts.Lease)
+		deadline := t0.Add(s.opts.LeaseTTL)
 		for _, m := range msgs {
 			rec := s.record(destination, m, deadline)
 			if len(out) >= max || filtered && !f.Match(rec.Envelope) {
@@ -460,7 +423,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 			}
 			out = append(out, rec)
 		}
-		if filtered && (scanned >= s.opts.FilterScanLimit || time.Since(start) >= s.opts.Lease/2) {
+		if filtered && (scanned >= s.opts.FilterScanLimit || time.Since(start) >= s.opts.LeaseTTL/2) {
 			break
 		}
 	}
@@ -468,7 +431,7 @@ func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, 
 	return out, nil
 }
 
-func (s *Store) modAck(ctx context.Context, sub string, ids []string, d time.Duration) error {
+func (s *driver) modAck(ctx context.Context, sub string, ids []string, d time.Duration) error {
 	for len(ids) > 0 {
 		n := min(len(ids), 1000)
 		if err := s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
@@ -480,7 +443,7 @@ func (s *Store) modAck(ctx context.Context, sub string, ids []string, d time.Dur
 	return nil
 }
 
-func (s *Store) release(ctx context.Context, sub string, ids []string) {
+func (s *driver) release(ctx context.Context, sub string, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
@@ -490,13 +453,13 @@ func (s *Store) release(ctx context.Context, sub string, ids []string) {
 	}
 }
 
-func (s *Store) record(destination string, rm *pubsubpb.ReceivedMessage, deadline time.Time) *broker.Record {
+func (s *driver) record(destination string, rm *pubsubpb.ReceivedMessage, deadline time.Time) *broker.Record {
 	pm := rm.GetMessage()
 	m := &broker.Message{Body: pm.GetData()}
 	m.Key, m.Headers = decodeAttributes(pm.GetAttributes())
 	m.DeliveryAttempt = int(rm.GetDeliveryAttempt())
 	pt := pm.GetPublishTime().AsTime()
-	m.Source = SourceOf(pm.GetAttributes(), &envelope.Source{System: "pubsub", Topic: s.topicName(destination), MessageID: pm.GetMessageId(), Key: m.Key, Timestamp: &pt})
+	m.Source = sourceOf(pm.GetAttributes(), &envelope.Source{System: "pubsub", Topic: s.topicName(destination), MessageID: pm.GetMessageId(), Key: m.Key, Timestamp: &pt})
 	rec := &broker.Record{ID: pm.GetMessageId(), Destination: destination, Message: m, Deliveries: m.DeliveryAttempt,
 		Lease: leases.Encode(deadline, rm.GetAckId())}
 	if env, err := envelope.Decode(m.Body); err == nil {
@@ -510,11 +473,11 @@ func (s *Store) record(destination string, rm *pubsubpb.ReceivedMessage, deadlin
 func decodeAttributes(attrs map[string]string) (key []byte, headers map[string]string) {
 	for k, v := range attrs {
 		switch k {
-		case AttrKey:
+		case HeaderKey:
 			if b, err := base64.StdEncoding.DecodeString(v); err == nil {
 				key = b
 			}
-		case AttrHeaders:
+		case attrHeaders:
 			var h map[string]string
 			if json.Unmarshal([]byte(v), &h) == nil {
 				if headers == nil {
@@ -532,7 +495,7 @@ func decodeAttributes(attrs map[string]string) (key []byte, headers map[string]s
 	return key, headers
 }
 
-// SourceOf returns the provenance of a message, given its attributes and
+// sourceOf returns the provenance of a message, given its attributes and
 // the provenance it has where it was read (def). When Pub/Sub's dead-letter
 // policy forwarded the message, its CloudPubSubDeadLetterSource*
 // attributes name the real source, and they win: the topic becomes the
@@ -541,8 +504,8 @@ func decodeAttributes(attrs map[string]string) (key []byte, headers map[string]s
 // timestamp the original publish time. Attributes that do not parse are
 // ignored (they stay in the headers). def is returned otherwise, and may be
 // nil.
-func SourceOf(attrs map[string]string, def *envelope.Source) *envelope.Source {
-	sub, ok := attrs[AttrDeadLetterSubscription]
+func sourceOf(attrs map[string]string, def *envelope.Source) *envelope.Source {
+	sub, ok := attrs[attrDLSubscription]
 	if !ok {
 		return def
 	}
@@ -552,15 +515,15 @@ func SourceOf(attrs map[string]string, def *envelope.Source) *envelope.Source {
 		src.System = "pubsub"
 	}
 	if !strings.HasPrefix(sub, "projects/") {
-		if p := attrs[AttrDeadLetterSubscriptionProject]; p != "" {
+		if p := attrs[attrDLSubscriptionProject]; p != "" {
 			sub = "projects/" + p + "/subscriptions/" + sub
 		}
 	}
 	src.Topic = sub
-	if n, err := strconv.Atoi(attrs[AttrDeadLetterDeliveryCount]); err == nil && n > 0 {
+	if n, err := strconv.Atoi(attrs[attrDLDeliveryCount]); err == nil && n > 0 {
 		src.DeliveryCount = n
 	}
-	if t, err := time.Parse(time.RFC3339Nano, attrs[AttrDeadLetterTopicPublishTime]); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, attrs[attrDLTopicPublishTime]); err == nil {
 		t = t.UTC()
 		src.Timestamp = &t
 	}
@@ -571,10 +534,7 @@ func SourceOf(attrs map[string]string, def *envelope.Source) *envelope.Source {
 // delivery) silently ignores an expired ack id, so the store refuses, with
 // broker.ErrLeaseLost, an ack id whose deadline has run out (less a tenth
 // of the lease, at most 1 s).
-func (s *Store) lease(r *broker.Record, op string) (sub, ackID string, err error) {
-	if s.closed.Load() {
-		return "", "", broker.ErrClosed
-	}
+func (s *driver) lease(r *broker.Record, op string) (sub, ackID string, err error) {
 	if ackID, err = leases.Check(r, op, s.margin); err != nil {
 		return "", "", err
 	}
@@ -593,7 +553,7 @@ func isLeaseLost(err error) bool {
 }
 
 // Ack acknowledges the record (Acknowledge).
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
+func (s *driver) Ack(ctx context.Context, r *broker.Record) error {
 	sub, id, err := s.lease(r, "ack")
 	if err != nil {
 		return err
@@ -609,7 +569,7 @@ func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
 
 // Release makes the record available again at once (ModifyAckDeadline 0,
 // a nack).
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
+func (s *driver) Release(ctx context.Context, r *broker.Record) error {
 	sub, id, err := s.lease(r, "release")
 	if err != nil {
 		return err
@@ -622,9 +582,3 @@ func (s *Store) Release(ctx context.Context, r *broker.Record) error {
 	}
 	return nil
 }
-
-var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-)

@@ -1,0 +1,4 @@
+package pubsub
+
+// Test hooks.
+var SourceOf = sourceOf
