@@ -138,7 +138,9 @@ func newSpanHash(start int) *spanHash {
 func (st *spanHash) advance(data []byte, start int) {
 	if (st.pos-start)%spanSnapEvery == 0 {
 		if st.states == nil {
-			st.states = make([]byte, 0, (len(data)-start)/spanSnapEvery*128+128)
+			n := (len(data)-start)/spanSnapEvery + 1
+			st.states = make([]byte, 0, n*128)
+			st.snaps = make([]spanSnap, 0, n)
 		}
 		n := len(st.states)
 		if states, err := st.h.(encoding.BinaryAppender).AppendBinary(st.states); err == nil {
