@@ -400,3 +400,53 @@ func (d *deleteJournal) deleted() []string {
 	defer d.mu.Unlock()
 	return slices.Clone(d.n)
 }
+
+// TestFIFO: on a FIFO source the envelope keeps the record's
+// MessageGroupId and MessageDeduplicationId, and so does the FIFO
+// dead-letter queue; a group stops at its first record not done, and its
+// later records are reported too, so they come back in order.
+func TestFIFO(t *testing.T) {
+	client := newClient(t)
+	dlqURL, _ := createQueue(t, client, queueName(t, "-dlq.fifo"), nil)
+	srcURL, srcARN := createQueue(t, client, queueName(t, "-src.fifo"), map[string]string{"VisibilityTimeout": "2"})
+	for i, b := range []string{event("evt-a", "EPSG:4326", bowtie), event("evt-b", "EPSG:4326", point), event("evt-c", "EPSG:4326", point)} {
+		_, err := client.SendMessage(context.Background(), &awssqs.SendMessageInput{QueueUrl: aws.String(srcURL), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("parcel-42"), MessageDeduplicationId: aws.String(fmt.Sprintf("upload-%d", i))})
+		require.NoError(t, err)
+	}
+	store, err := geosqs.New(context.Background(), client, nil)
+	require.NoError(t, err)
+	defer store.Close()
+	var mu sync.Mutex
+	var order []string
+	h, err := sqslambda.New(func(_ context.Context, m *broker.Message) error {
+		id := eventID(string(m.Body))
+		mu.Lock()
+		order = append(order, id)
+		mu.Unlock()
+		if id == "evt-b" && m.DeliveryAttempt == 1 {
+			return classify.Transient(errors.New("tile server: HTTP 503"))
+		}
+		if id == "evt-a" {
+			return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
+		}
+		return nil
+	}, sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: store, Policy: classify.Policy{MaxAttempts: 3},
+		Destination: func(*broker.Message, classify.Route) string { return dlqURL }}})
+	require.NoError(t, err)
+	d := &esm{t: t, client: client, url: srcURL, arn: srcARN, timeout: 10 * time.Second, partial: true, fn: h.HandleSQS, j: &journal{}}
+	require.Equal(t, 3, d.poll())
+	require.Equal(t, [][]string{{"evt-b", "evt-c"}}, d.failures, "the group stops at evt-b; evt-c is reported behind it")
+	require.Eventually(t, func() bool { return d.poll() > 0 }, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, []string{"evt-a", "evt-b", "evt-b", "evt-c"}, order, "one group, in order")
+	raw, err := client.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+	require.NoError(t, err)
+	require.Len(t, raw.Messages, 1)
+	require.Equal(t, "parcel-42", raw.Messages[0].Attributes["MessageGroupId"])
+	require.Equal(t, "upload-0", raw.Messages[0].Attributes["MessageDeduplicationId"])
+	env, err := envelope.Decode([]byte(aws.ToString(raw.Messages[0].Body)))
+	require.NoError(t, err)
+	require.Equal(t, "parcel-42", env.Source.GroupID)
+	require.Equal(t, "upload-0", env.Source.DedupID)
+}
