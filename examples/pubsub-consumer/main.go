@@ -87,8 +87,8 @@ func printPolicy(out io.Writer, c config) (geopubsub.DeadLetterConfig, error) {
 	return dl, nil
 }
 
-func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog.Logger) (*geopubsub.Consumer, *geopubsub.Store, broker.Handler, func(), error) {
-	store, err := geopubsub.New(ctx, client, &geopubsub.Options{Logger: log})
+func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog.Logger) (*broker.Consumer, *broker.Store, broker.Handler, func(), error) {
+	store, err := geopubsub.New(ctx, client, &geopubsub.Options{StoreOptions: broker.StoreOptions{Logger: log}})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -121,7 +121,7 @@ func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cons, err := geopubsub.NewConsumer(ctx, client, c.subscription, proc, &geopubsub.ConsumerOptions{Logger: log})
+	cons, err := geopubsub.NewConsumer(ctx, client, c.subscription, proc, &geopubsub.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{Logger: log}})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -132,7 +132,7 @@ func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog
 		_, err := chk.CheckEventContext(ctx, m.Body)
 		return err
 	}
-	return cons, store, h, func() { _ = store.Close(); _ = chk.Close() }, nil
+	return cons, store, h, func() { _ = cons.Close(); _ = store.Close(); _ = chk.Close() }, nil
 }
 
 func run(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
@@ -230,7 +230,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	fmt.Fprintf(out, "dead-letter topic %s: %d records\n", c.deadLetterTopic, len(recs))

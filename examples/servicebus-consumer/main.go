@@ -80,7 +80,7 @@ func printSettings(out io.Writer, c config, log *slog.Logger) (servicebus.QueueS
 
 // newConsumer wires the DeadLetterer, the envelope builder with its
 // offloader, the processor and the consumer over recv.
-func newConsumer(ctx context.Context, recv servicebus.Receiver, c config, s servicebus.QueueSettings, log *slog.Logger) (*servicebus.Consumer, broker.Handler, func(), error) {
+func newConsumer(ctx context.Context, recv servicebus.Receiver, c config, s servicebus.QueueSettings, log *slog.Logger) (*broker.Consumer, broker.Handler, func(), error) {
 	dl, err := servicebus.NewDeadLetterer(nil) // Standard tier: 256 KiB, shared with the original body
 	if err != nil {
 		return nil, nil, nil, err
@@ -113,7 +113,8 @@ func newConsumer(ctx context.Context, recv servicebus.Receiver, c config, s serv
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cons, err := servicebus.NewConsumer(ctx, recv, c.queue, proc, &servicebus.ConsumerOptions{LockRenewal: s.LockDuration / 3, Concurrency: 4, Logger: log})
+	cons, err := servicebus.NewConsumer(ctx, recv, c.queue, proc, &servicebus.ConsumerOptions{
+		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4, Logger: log}, ExtendEvery: s.LockDuration / 3, DeadLetterer: dl})
 	if err != nil {
 		return nil, nil, nil, err
 	}

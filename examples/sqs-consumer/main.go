@@ -114,8 +114,8 @@ func newClient(ctx context.Context, endpoint string) (*awssqs.Client, error) {
 
 // newConsumer wires the store, the envelope builder with its offloader,
 // the processor and the consumer.
-func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog.Logger) (*geosqs.Consumer, broker.Handler, func(), error) {
-	store, err := geosqs.New(ctx, client, &geosqs.Options{Logger: log})
+func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog.Logger, onResult func(*broker.Delivery, broker.Result, error)) (*broker.Consumer, broker.Handler, func(), error) {
+	store, err := geosqs.New(ctx, client, &geosqs.Options{StoreOptions: broker.StoreOptions{Logger: log}})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -152,7 +152,8 @@ func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cons, err := geosqs.NewConsumer(ctx, client, c.queueURL, proc, &geosqs.ConsumerOptions{Logger: log, Concurrency: 4, WaitTime: c.wait})
+	cons, err := geosqs.NewConsumer(ctx, client, c.queueURL, proc, &geosqs.ConsumerOptions{
+		ConsumerOptions: broker.ConsumerOptions{Logger: log, Concurrency: 4, OnResult: onResult}, WaitTime: c.wait})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -181,12 +182,12 @@ func run(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
 	if err := settings.Check(ctx, client, c.queueURL); err != nil {
 		fmt.Fprintf(out, "WARNING: the source queue differs from these settings:\n%v\n", err)
 	}
-	cons, h, closeFn, err := newConsumer(ctx, client, c, log)
+	cons, h, closeFn, err := newConsumer(ctx, client, c, log, nil)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	fmt.Fprintf(out, "consuming %s (visibility timeout %v)\n", c.queueURL, cons.VisibilityTimeout())
+	fmt.Fprintf(out, "consuming %s (visibility timeout %v)\n", c.queueURL, settings.VisibilityTimeout)
 	return cons.Run(ctx, h)
 }
 
@@ -237,19 +238,33 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error 
 			return err
 		}
 	}
-	cons, h, closeFn, err := newConsumer(ctx, client, c, log)
+	// Consume until every demo event has an outcome.
+	results := make(chan error, len(demoEvents()))
+	cons, h, closeFn, err := newConsumer(ctx, client, c, log, func(_ *broker.Delivery, _ broker.Result, err error) { results <- err })
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	for done := 0; done < len(demoEvents()); {
-		n, err := cons.Poll(ctx, h)
-		if err != nil {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(rctx, h) }()
+	for range demoEvents() {
+		select {
+		case err := <-results:
+			if err != nil {
+				cancel()
+				<-done
+				return err
+			}
+		case err := <-done:
+			cancel()
 			return err
 		}
-		done += n
 	}
-	store, err := geosqs.New(ctx, client, &geosqs.Options{Lease: 10 * time.Second})
+	cancel()
+	<-done
+	_ = cons.Close()
+	store, err := geosqs.New(ctx, client, &geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 10 * time.Second}})
 	if err != nil {
 		return err
 	}
