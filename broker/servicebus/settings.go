@@ -10,21 +10,16 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
-// Queue setting bounds.
+// Queue setting bounds: Service Bus's least MaxDeliveryCount (1); the
+// seed's advice for vector workloads (3 to 5, default 4; Service Bus's own
+// default is 10); a LockDuration between 5s and 5min; and the factor of
+// the longest expected spatial operation that gives the LockDuration (6).
 const (
-	// MinMaxDeliveryCount is Service Bus's least MaxDeliveryCount.
-	MinMaxDeliveryCount = 1
-	// RecommendedMinDeliveryCount and RecommendedMaxDeliveryCount are the
-	// seed's advice for vector workloads: 3 to 5.
-	RecommendedMinDeliveryCount, RecommendedMaxDeliveryCount = 3, 5
-	// DefaultMaxDeliveryCount is 4, the seed's recommendation (Service
-	// Bus's own default is 10).
-	DefaultMaxDeliveryCount = 4
-	// MinLockDuration and MaxLockDuration bound a queue's LockDuration.
-	MinLockDuration, MaxLockDuration = 5 * time.Second, 5 * time.Minute
-	// LockFactor multiplies the longest expected spatial operation to give
-	// the LockDuration.
-	LockFactor = 6
+	minMaxDeliveryCount                                      = 1
+	recommendedMinDeliveryCount, recommendedMaxDeliveryCount = 3, 5
+	defaultMaxDeliveryCount                                  = 4
+	minLockDuration, maxLockDuration                         = 5 * time.Second, 5 * time.Minute
+	lockFactor                                               = 6
 )
 
 // ErrInvalidSettings is wrapped by [*MaxDeliveryCountError].
@@ -35,7 +30,7 @@ type MaxDeliveryCountError struct{ Value int }
 
 func (e *MaxDeliveryCountError) Error() string {
 	return fmt.Sprintf("servicebus: MaxDeliveryCount %d is below Service Bus's minimum %d (the seed recommends %d..%d)",
-		e.Value, MinMaxDeliveryCount, RecommendedMinDeliveryCount, RecommendedMaxDeliveryCount)
+		e.Value, minMaxDeliveryCount, recommendedMinDeliveryCount, recommendedMaxDeliveryCount)
 }
 
 // Unwrap returns [ErrInvalidSettings].
@@ -45,13 +40,12 @@ func (e *MaxDeliveryCountError) Unwrap() error { return ErrInvalidSettings }
 // have.
 type QueueConfig struct {
 	// MaxDeliveryCount is how many deliveries a message gets before
-	// Service Bus moves it to $DeadLetterQueue. Default
-	// [DefaultMaxDeliveryCount]; below 1 it is refused with a
+	// Service Bus moves it to $DeadLetterQueue. Default 4; below 1 it is refused with a
 	// *[MaxDeliveryCountError]; outside the seed's 3–5 a warning is logged.
 	MaxDeliveryCount int
 	// LongestOperation is the longest spatial operation a message may need.
-	// LockDuration is LockFactor × it, between 5 s and 5 min (Service Bus's
-	// bounds); past 5 min the [Consumer]'s lock renewal must cover the rest
+	// LockDuration is 6 × it, between 5 s and 5 min (Service Bus's
+	// bounds); past 5 min a consumer's lock renewal (ConsumerOptions.ExtendEvery) must cover the rest
 	// (a warning says so). Default 0: 60 s, Service Bus's default.
 	LongestOperation time.Duration
 	// Logger receives the warnings. Nil discards.
@@ -77,28 +71,28 @@ func (c QueueConfig) Settings() (QueueSettings, error) {
 	}
 	n := c.MaxDeliveryCount
 	if n == 0 {
-		n = DefaultMaxDeliveryCount
+		n = defaultMaxDeliveryCount
 	}
-	if n < MinMaxDeliveryCount || n > 1<<31-1 {
+	if n < minMaxDeliveryCount || n > 1<<31-1 {
 		return QueueSettings{}, &MaxDeliveryCountError{Value: n}
 	}
 	s := QueueSettings{MaxDeliveryCount: int32(n), LockDuration: time.Minute}
 	switch {
-	case n < RecommendedMinDeliveryCount:
-		s.Warnings = append(s.Warnings, fmt.Sprintf("MaxDeliveryCount %d is below the recommended %d..%d: transient failures may be dead-lettered before they recover", n, RecommendedMinDeliveryCount, RecommendedMaxDeliveryCount))
-	case n > RecommendedMaxDeliveryCount:
-		s.Warnings = append(s.Warnings, fmt.Sprintf("MaxDeliveryCount %d is above the recommended %d..%d: broken geometries are retried in vain", n, RecommendedMinDeliveryCount, RecommendedMaxDeliveryCount))
+	case n < recommendedMinDeliveryCount:
+		s.Warnings = append(s.Warnings, fmt.Sprintf("MaxDeliveryCount %d is below the recommended %d..%d: transient failures may be dead-lettered before they recover", n, recommendedMinDeliveryCount, recommendedMaxDeliveryCount))
+	case n > recommendedMaxDeliveryCount:
+		s.Warnings = append(s.Warnings, fmt.Sprintf("MaxDeliveryCount %d is above the recommended %d..%d: broken geometries are retried in vain", n, recommendedMinDeliveryCount, recommendedMaxDeliveryCount))
 	}
 	if c.LongestOperation > 0 {
-		l := c.LongestOperation * LockFactor
+		l := c.LongestOperation * lockFactor
 		if r := l % time.Second; r != 0 {
 			l += time.Second - r
 		}
-		if l/LockFactor < c.LongestOperation || l > MaxLockDuration {
-			l = MaxLockDuration
+		if l/lockFactor < c.LongestOperation || l > maxLockDuration {
+			l = maxLockDuration
 			s.Warnings = append(s.Warnings, fmt.Sprintf("a %v operation needs more than Service Bus's 5 min LockDuration; the consumer's lock renewal must cover it", c.LongestOperation))
 		}
-		s.LockDuration = max(l, MinLockDuration)
+		s.LockDuration = max(l, minLockDuration)
 	}
 	for _, w := range s.Warnings {
 		log.Warn("geodlq: servicebus: queue settings: "+w, slog.Int("max_delivery_count", n))
