@@ -34,6 +34,8 @@ require (
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/leodido/go-urn v1.5.0 // indirect
 	github.com/paulmach/orb v0.14.0 // indirect
+	github.com/twpayne/go-geos v0.20.1 // indirect
+	github.com/twpayne/go-proj/v11 v11.1.0 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0 // indirect
