@@ -12,12 +12,14 @@ import (
 	"github.com/geodlq/geodlq/classify"
 )
 
-// Dead-letter into one SQLite file, then query it by class.
+// Dead-letter into one SQLite file, then query it by class, count it, and
+// open it again by URL, read-only.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "geodlq-example")
 	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "dlq.db"), nil)
+	path := filepath.Join(dir, "dlq.db")
+	store, err := sqlite.Open(ctx, path, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -29,12 +31,21 @@ func Example() {
 		return classify.WithStage(classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]")), classify.StageTopologyValidation)
 	})
 
-	entries, _ := store.List(ctx, "geodlq.poison.dlt",
-		broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}, sqlite.ListOptions{})
-	fmt.Println(len(entries), entries[0].Record.Message.Headers[broker.HeaderStage])
-	stats, _ := store.Stats(ctx, broker.Filter{})
-	fmt.Println(stats[0].Class, stats[0].Pending)
+	page, _ := store.List(ctx, broker.ListOptions{Destination: "geodlq.poison.dlt",
+		Filter: broker.Filter{Classes: []classify.Class{classify.ClassInvalidGeometry}}})
+	fmt.Println(len(page.Entries), page.Entries[0].Record.Message.Headers[broker.HeaderStage], page.Entries[0].Status)
+	stats, _ := store.Stats(ctx, broker.StatsOptions{})
+	fmt.Println(stats[0].Class, stats[0].ReasonKind, stats[0].Pending)
+
+	ro, err := broker.OpenStore(ctx, "sqlite://"+path, &broker.OpenOptions{ReadOnly: true})
+	if err != nil {
+		panic(err)
+	}
+	defer ro.Close()
+	dests, _ := ro.Destinations(ctx)
+	fmt.Println(dests)
 	// Output:
-	// 1 topology_validation
-	// invalid_geometry 1
+	// 1 topology_validation pending
+	// invalid_geometry self_intersection 1
+	// [geodlq.poison.dlt]
 }

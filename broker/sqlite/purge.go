@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,91 +11,102 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// PurgeOptions selects the records [Store.Purge] deletes.
-type PurgeOptions struct {
-	// Filter selects records as for Fetch and List; a non-zero filter
-	// matches envelopes only. Filter.Until purges by age (dead_lettered_at
-	// before it). The zero filter matches every record.
-	Filter broker.Filter
-	// Pending deletes records that were never replayed as well. Default
-	// false: only replayed (acknowledged) records are deleted.
-	Pending bool
-	// DryRun reports what would be deleted and deletes nothing.
-	DryRun bool
-}
-
-// PurgeResult reports what [Store.Purge] deleted (or, in a dry run, would
-// delete).
-type PurgeResult struct {
-	// IDs are the deleted records' ids, in id order.
-	IDs []string
-	// BlobURIs lists, sorted and without duplicates, every offload URI the
-	// deleted envelopes referenced (offloaded geometries and whole
-	// payloads).
-	BlobURIs []string
-	// Orphaned lists the BlobURIs that no remaining record of the store
-	// references once the purge is done: the blobs that may be deleted.
-	Orphaned []string
-}
-
-// Purge deletes the records of destination ("" for every destination)
-// that opts selects, never a record under a live lease (a replayer holds
-// it), and reports which offloaded blobs the deleted envelopes referenced
-// and which of those no remaining record references.
+// Purge implements [broker.Purger]: it deletes the records req selects,
+// never one under a live lease (a replayer holds it), and reports which
+// offloaded blobs the deleted envelopes referenced and which of those no
+// remaining record references.
 //
 // Selection, deletion and the reference check run in one write
 // transaction, so no record is published into this store between them:
-// Orphaned is exact for this store. Blobs themselves are not touched —
-// the store does not know the blob store — and a blob store shared with
-// other dead-letter stores needs their references checked too. A writer
-// that deduplicates onto an orphaned blob (its offloader found the blob
-// present) after the purge commits, and before the caller deletes the
-// blob, would reference a deleted blob; purge blobs when no producer
-// writes, or verify afterwards.
-func (s *Store) Purge(ctx context.Context, destination string, opts PurgeOptions) (res PurgeResult, err error) {
-	if err := ctx.Err(); err != nil {
-		return res, err
+// Orphaned is exact for this store. A dry run reads one snapshot and
+// writes nothing (it works on a read-only handle too). Blobs themselves
+// are not touched — the store does not know the blob store — and a blob
+// store shared with other dead-letter stores needs their references
+// checked too. A writer that deduplicates onto an orphaned blob (its
+// offloader found the blob present) after the purge commits, and before
+// the caller deletes the blob, would reference a deleted blob; purge blobs
+// when no producer writes, or verify afterwards.
+func (d *drv) Purge(ctx context.Context, req broker.PurgeRequest) (broker.PurgeResult, error) {
+	if !req.DryRun && d.ro != nil {
+		return broker.PurgeResult{}, errReadOnly("purge")
 	}
-	cond, args := where(opts.Filter)
-	sel := `(lease_until IS NULL OR lease_until <= ?)`
-	all := []any{s.now().UnixNano()}
-	if destination != "" {
-		sel += ` AND destination = ?`
-		all = append(all, destination)
+	p := purge{req: req}
+	p.sel, p.args = `(lease_until IS NULL OR lease_until <= ?)`, []any{nanos(d.now())}
+	if req.Destination != "" {
+		p.sel += ` AND destination = ?`
+		p.args = append(p.args, req.Destination)
 	}
-	if !opts.Pending {
-		sel += ` AND acked_at IS NOT NULL`
+	if !req.IncludePending {
+		p.sel += ` AND acked_at IS NOT NULL`
 	}
-	sel += cond
-	all = append(all, args...)
-	q := ` FROM dlq_records WHERE ` + sel
+	cond, args := where(req.Filter)
+	p.sel += cond
+	p.args = append(p.args, args...)
 
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return res, fmt.Errorf("sqlite: purge: %w", err)
+	var (
+		res broker.PurgeResult
+		err error
+	)
+	if req.DryRun {
+		// One read transaction: a snapshot of the store.
+		res, err = read(ctx, d, func(ctx context.Context, db *sql.DB) (broker.PurgeResult, error) {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				return broker.PurgeResult{}, err
+			}
+			defer c.Close()
+			if _, err := c.ExecContext(ctx, "BEGIN"); err != nil { // deferred: no lock yet
+				rollback(c)
+				return broker.PurgeResult{}, err
+			}
+			defer rollback(c)
+			return p.run(ctx, c)
+		})
+	} else {
+		// The selection and deletion stay interruptible by ctx (a purge
+		// can be long): an interrupted purge is rolled back whole. Only the
+		// COMMIT is not, so the outcome reported is the outcome on disk.
+		err = d.tx(ctx, func(c *sql.Conn) error {
+			res, err = p.run(ctx, c)
+			return err
+		})
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback()
-		}
-	}()
-	rows, err := tx.QueryContext(ctx, `SELECT id, body, is_envelope`+q+` ORDER BY id`, all...)
 	if err != nil {
-		return res, fmt.Errorf("sqlite: purge: %w", err)
+		return broker.PurgeResult{}, fmt.Errorf("sqlite: purge: %w", err)
+	}
+	return res, nil
+}
+
+// purge is one [drv.Purge]: the selection, as SQL over dlq_records.
+type purge struct {
+	req  broker.PurgeRequest
+	sel  string
+	args []any
+}
+
+func (p *purge) run(ctx context.Context, c *sql.Conn) (res broker.PurgeResult, err error) {
+	from := ` FROM dlq_records WHERE ` + p.sel
+	rows, err := c.QueryContext(ctx, `SELECT id, destination, body, is_envelope`+from+` ORDER BY id`, p.args...)
+	if err != nil {
+		return res, err
 	}
 	uris := map[string]bool{}
 	for rows.Next() {
 		var (
 			id    int64
+			dest  string
 			body  []byte
 			isEnv bool
 		)
-		if err := rows.Scan(&id, &body, &isEnv); err != nil {
+		if err := rows.Scan(&id, &dest, &body, &isEnv); err != nil {
 			rows.Close()
-			return res, fmt.Errorf("sqlite: purge: %w", err)
+			return res, err
 		}
-		res.IDs = append(res.IDs, strconv.FormatInt(id, 10))
+		rid := strconv.FormatInt(id, 10)
+		if p.req.Destination == "" {
+			rid = dest + "/" + rid
+		}
+		res.IDs = append(res.IDs, rid)
 		if !isEnv {
 			continue
 		}
@@ -108,18 +120,18 @@ func (s *Store) Purge(ctx context.Context, destination string, opts PurgeOptions
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("sqlite: purge: %w", err)
+		return res, err
 	}
 	if len(res.IDs) == 0 {
 		return res, nil
 	}
-	if !opts.DryRun {
-		out, err := tx.ExecContext(ctx, `DELETE`+q, all...)
+	if !p.req.DryRun {
+		out, err := c.ExecContext(ctx, `DELETE`+from, p.args...)
 		if err != nil {
-			return res, fmt.Errorf("sqlite: purge: %w", err)
+			return res, err
 		}
 		if n, err := out.RowsAffected(); err != nil || n != int64(len(res.IDs)) {
-			return res, fmt.Errorf("sqlite: purge: deleted %d records, selected %d (%v)", n, len(res.IDs), err)
+			return res, fmt.Errorf("deleted %d records, selected %d (%v)", n, len(res.IDs), err)
 		}
 	}
 	for u := range uris {
@@ -128,8 +140,8 @@ func (s *Store) Purge(ctx context.Context, destination string, opts PurgeOptions
 	slices.Sort(res.BlobURIs)
 	// In a dry run the rows are still there: look only at the others.
 	notPurged := ""
-	if opts.DryRun {
-		notPurged = ` AND NOT COALESCE((` + sel + `), 0)`
+	if p.req.DryRun {
+		notPurged = ` AND NOT COALESCE((` + p.sel + `), 0)`
 	}
 	for _, u := range res.BlobURIs {
 		var used bool
@@ -138,23 +150,16 @@ func (s *Store) Purge(ctx context.Context, destination string, opts PurgeOptions
 		// (geometry.offload_uri, raw_payload_offload_uri, and the $ref in
 		// raw_payload), in any destination, replayed records included.
 		qa := []any{[]byte(u)}
-		if opts.DryRun {
-			qa = append(qa, all...)
+		if p.req.DryRun {
+			qa = append(qa, p.args...)
 		}
-		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM dlq_records WHERE instr(body, ?) > 0`+notPurged+`)`, qa...).Scan(&used)
+		err := c.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM dlq_records WHERE instr(body, ?) > 0`+notPurged+`)`, qa...).Scan(&used)
 		if err != nil {
-			return res, fmt.Errorf("sqlite: purge: reference check: %w", err)
+			return res, fmt.Errorf("reference check: %w", err)
 		}
 		if !used {
 			res.Orphaned = append(res.Orphaned, u)
 		}
-	}
-	if opts.DryRun {
-		return res, nil
-	}
-	committed = true
-	if err := tx.Commit(); err != nil {
-		return res, fmt.Errorf("sqlite: purge commit: %w", err)
 	}
 	return res, nil
 }

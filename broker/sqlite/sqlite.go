@@ -4,360 +4,493 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"log/slog"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlitedrv "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 )
 
-// Options configures a [Store]. Nil means defaults.
+// Options configures [Open]. The zero value and nil are valid.
 type Options struct {
-	// LeaseTTL is how long a fetched record stays invisible to other
-	// fetchers before it is redelivered. Default 30s.
-	LeaseTTL time.Duration
-	// MaxMessageBytes refuses larger bodies with [classify.ErrTooLarge].
-	// Default 64 MiB.
-	MaxMessageBytes int
-	// BusyTimeout is how long a write waits for another process's
-	// transaction. Default 10s.
+	// StoreOptions: LeaseTTL defaults to 30s. MaxMessageBytes defaults to
+	// 64 MiB and is capped at 999 MiB (SQLite stores at most 10^9 bytes in
+	// a row); a larger body is refused with a [*classify.TooLargeError].
+	broker.StoreOptions
+	// BusyTimeout is how long a call waits for another connection's
+	// transaction (another handle's, another process's) to end. Default
+	// 10s.
 	BusyTimeout time.Duration
 	// Synchronous is SQLite's synchronous setting: "FULL" (default: a
-	// write survives power loss once Publish returns) or "NORMAL" (survives
-	// a process crash; faster).
+	// write survives power loss once Publish returns) or "NORMAL"
+	// (survives a process crash; faster).
 	Synchronous string
-	// Now returns the current time. Default time.Now.
+	// ReadOnly opens an existing store for reading only: nothing is
+	// created or migrated, no file is left beside the database, and
+	// Publish, Fetch, Ack, Release and Purge (but a dry run) fail with an
+	// error wrapping [errors.ErrUnsupported]. A file that is not a geodlq
+	// store is refused with an error wrapping [broker.ErrNoStore].
+	// Default false: Open creates the file and the table when missing.
+	ReadOnly bool
+	// Now returns the current time, for leases. Default time.Now.
 	Now func() time.Time
 }
 
-// Store is a dead-letter store in one SQLite file. It is safe for
-// concurrent use, and several processes may open the same file.
-type Store struct {
-	db    *sql.DB
+const (
+	defaultMaxBytes = 64 << 20
+	// maxRowBytes is below SQLite's SQLITE_MAX_LENGTH (10^9), which bounds
+	// a whole row: the body, the headers and the indexed columns.
+	maxRowBytes = 999 << 20
+)
+
+// drv is the SQLite [broker.Driver]. It is safe for concurrent use.
+type drv struct {
 	path  string
+	db    *sql.DB // read-write handle; nil when read-only
+	ro    *roDB   // read-only handle; nil when read-write
 	ttl   time.Duration
+	busy  time.Duration
 	limit int
 	now   func() time.Time
+	log   *slog.Logger
+	sem   chan struct{} // the holder of the read-write handle's one connection
+	stmts struct{ insert, avail, fetch, ack, release *sql.Stmt }
 }
 
 var (
-	_ broker.Publisher        = (*Store)(nil)
-	_ broker.DeadLetterSource = (*Store)(nil)
-	_ broker.Limiter          = (*Store)(nil)
+	_ broker.Driver  = (*drv)(nil)
+	_ broker.Limiter = (*drv)(nil)
+	_ broker.Lister  = (*drv)(nil)
+	_ broker.Statser = (*drv)(nil)
+	_ broker.Purger  = (*drv)(nil)
+	_ broker.Aser    = (*drv)(nil)
 )
 
-const schema = `
-CREATE TABLE IF NOT EXISTS dlq_records (
-	id               INTEGER PRIMARY KEY AUTOINCREMENT,
-	destination      TEXT    NOT NULL,
-	msg_key          BLOB,
-	headers          TEXT    NOT NULL DEFAULT '{}',
-	body             BLOB    NOT NULL,
-	is_envelope      INTEGER NOT NULL DEFAULT 0,
-	event_id         TEXT,
-	idempotency_key  TEXT,
-	failure_class    TEXT,
-	failed_stage     TEXT,
-	epsg             INTEGER,
-	reason_kind      TEXT,
-	loc_x            REAL,
-	loc_y            REAL,
-	source_topic     TEXT,
-	dead_lettered_at INTEGER,
-	published_at     INTEGER NOT NULL,
-	lease_token      TEXT,
-	lease_until      INTEGER,
-	deliveries       INTEGER NOT NULL DEFAULT 0,
-	acked_at         INTEGER
-);
-CREATE INDEX IF NOT EXISTS dlq_pending ON dlq_records (destination, acked_at, id);
-CREATE INDEX IF NOT EXISTS dlq_class ON dlq_records (destination, failure_class, failed_stage);
-CREATE INDEX IF NOT EXISTS dlq_epsg ON dlq_records (destination, epsg);
-CREATE INDEX IF NOT EXISTS dlq_time ON dlq_records (destination, dead_lettered_at);
-CREATE INDEX IF NOT EXISTS dlq_event ON dlq_records (event_id);
-`
-
-// Open opens (creating if needed) the store in the file at path.
-func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("sqlite: empty path")
-	}
-	s := &Store{path: path, ttl: 30 * time.Second, limit: 64 << 20, now: time.Now}
-	busy, sync := 10*time.Second, "FULL"
+// Open opens the store in the SQLite file at path, creating the file and
+// its table when missing (unless opts.ReadOnly). A file that exists but is
+// not a SQLite database, or not a regular file (a FIFO, a device), is
+// refused with an error wrapping [broker.ErrNoStore]; so is, read-only, a
+// database without the store's table. ctx bounds opening and migrating.
+// Several handles, in one process or many, may open the same file.
+func Open(ctx context.Context, path string, opts *Options) (*broker.Store, error) {
+	var o Options
 	if opts != nil {
-		if opts.LeaseTTL > 0 {
-			s.ttl = opts.LeaseTTL
-		}
-		if opts.MaxMessageBytes > 0 {
-			s.limit = opts.MaxMessageBytes
-		}
-		if opts.BusyTimeout > 0 {
-			busy = opts.BusyTimeout
-		}
-		if opts.Now != nil {
-			s.now = opts.Now
-		}
-		switch strings.ToUpper(opts.Synchronous) {
-		case "", "FULL":
-		case "NORMAL":
-			sync = "NORMAL"
-		default:
-			return nil, fmt.Errorf("sqlite: Synchronous must be FULL or NORMAL, got %q", opts.Synchronous)
-		}
+		o = *opts
 	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+sync+")")
-	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	d, err := open(ctx, path, &o, !o.ReadOnly)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, err
 	}
-	// One connection per handle: SQLite has one writer at a time, and a
-	// single connection turns in-process contention into queueing instead
-	// of SQLITE_BUSY. Other processes are waited for by busy_timeout.
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	return broker.NewStore("sqlite", d, &o.StoreOptions), nil
+}
+
+// MaxMessageBytes implements [broker.Limiter].
+func (d *drv) MaxMessageBytes(string) int { return d.limit }
+
+// As implements [broker.Aser]: target may be a **sql.DB, the handle on the
+// file (read-only for a read-only store).
+func (d *drv) As(target any) bool {
+	p, ok := target.(**sql.DB)
+	if !ok {
+		return false
 	}
-	s.db = db
-	return s, nil
+	if d.ro != nil {
+		db, _, err := d.ro.get(context.Background())
+		if err != nil {
+			return false
+		}
+		*p = db
+		return true
+	}
+	*p = d.db
+	return true
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (d *drv) Close() error {
+	if d.ro != nil {
+		return d.ro.close()
+	}
+	for _, st := range []*sql.Stmt{d.stmts.insert, d.stmts.avail, d.stmts.fetch, d.stmts.ack, d.stmts.release} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	return d.db.Close()
+}
 
-// Path returns the file the store is in.
-func (s *Store) Path() string { return s.path }
+// errReadOnly is the error of a write through a read-only handle.
+func errReadOnly(op string) error {
+	return fmt.Errorf("sqlite: %s: the store was opened read-only: %w", op, errors.ErrUnsupported)
+}
 
-// MaxMessageBytes implements [broker.Limiter].
-func (s *Store) MaxMessageBytes(string) int { return s.limit }
+// The statements of the write path, prepared once per connection.
+const (
+	insertSQL = `INSERT INTO dlq_records
+		(destination, msg_key, headers, body, is_envelope, event_id, idempotency_key, failure_class, failed_stage,
+		 epsg, reason_kind, loc_x, loc_y, source_topic, dead_lettered_at, published_at)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	ackSQL = `UPDATE dlq_records SET acked_at = ?, lease_token = NULL, lease_until = NULL
+		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
+	releaseSQL = `UPDATE dlq_records SET lease_token = NULL, lease_until = NULL
+		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
+)
 
-// Publish writes m to destination in one transaction; when it returns nil
-// the record is on disk.
-func (s *Store) Publish(ctx context.Context, destination string, m *broker.Message) error {
+// fetchSQL leases in one statement the oldest available records of a
+// destination that match cond (see [where]); the leased rows come back
+// through RETURNING, in no particular order. Its arguments: the lease
+// token, the lease's end, the destination, now, cond's, the limit.
+func fetchSQL(cond string) string {
+	return `UPDATE dlq_records SET lease_token = ?, lease_until = ?, deliveries = deliveries + 1
+		WHERE id IN (SELECT id FROM dlq_records
+			WHERE destination = ? AND acked_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)` + cond + `
+			ORDER BY id LIMIT ?)
+		RETURNING id, msg_key, headers, body, deliveries`
+}
+
+// availableSQL tells whether fetchSQL(cond) would lease anything. Its
+// arguments: the destination, now, cond's.
+func availableSQL(cond string) string {
+	return `SELECT EXISTS (SELECT 1 FROM dlq_records
+		WHERE destination = ? AND acked_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)` + cond + `)`
+}
+
+// prepare prepares the write path's statements.
+func (d *drv) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{{&d.stmts.insert, insertSQL}, {&d.stmts.fetch, fetchSQL("")}, {&d.stmts.avail, availableSQL("")}, {&d.stmts.ack, ackSQL}, {&d.stmts.release, releaseSQL}} {
+		err := d.retry(ctx, func() (err error) {
+			*p.st, err = d.db.PrepareContext(ctx, p.q)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+	}
+	return nil
+}
+
+// lock takes the handle's one connection for the caller, or fails when
+// ctx ends first. Every use of d.db goes through it, so that a statement
+// run afterwards never waits for the pool.
+func (d *drv) lock(ctx context.Context) error {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if err := ctx.Err(); err != nil {
+		<-d.sem
 		return err
 	}
-	if m == nil {
-		return errors.New("sqlite: nil message")
+	return nil
+}
+
+func (d *drv) unlock() { <-d.sem }
+
+// write runs fn, one statement in its own transaction, on the handle's
+// connection.
+//
+// ctx bounds the wait for the connection and for SQLite's write lock:
+// until the statement has the lock nothing has happened, and an error then
+// means just that (SQLITE_BUSY is retried here, in steps that end with
+// ctx). The statement itself runs under a context without ctx's
+// cancellation or deadline, so that a started write is never abandoned
+// half-way: write returns nil only when the statement's transaction
+// committed, and otherwise it was rolled back and nothing changed. Its
+// time is bounded by SQLite (the disk), not by ctx.
+func (d *drv) write(ctx context.Context, fn func(ctx context.Context) error) error {
+	if err := d.lock(ctx); err != nil {
+		return err
 	}
-	if destination == "" {
-		return errors.New("sqlite: empty destination")
+	defer d.unlock()
+	nc := context.WithoutCancel(ctx)
+	return d.retry(ctx, func() error { return fn(nc) })
+}
+
+// tx runs fn in a write transaction (BEGIN IMMEDIATE … COMMIT) on the
+// handle's connection. Like write, ctx bounds the wait for the lock, and
+// COMMIT is never interrupted; fn may use ctx, and an fn that fails (or
+// is interrupted) is rolled back whole.
+func (d *drv) tx(ctx context.Context, fn func(c *sql.Conn) error) error {
+	if err := d.lock(ctx); err != nil {
+		return err
 	}
-	if len(m.Body) > s.limit {
-		return &classify.TooLargeError{Destination: destination, Size: len(m.Body), Limit: s.limit}
+	defer d.unlock()
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
 	}
+	defer c.Close()
+	nc := context.WithoutCancel(ctx)
+	if err := d.retry(ctx, func() error {
+		_, err := c.ExecContext(nc, "BEGIN IMMEDIATE")
+		return err
+	}); err != nil {
+		rollback(c)
+		return err
+	}
+	if err := fn(c); err != nil {
+		rollback(c)
+		return err
+	}
+	if _, err := c.ExecContext(nc, "COMMIT"); err != nil {
+		rollback(c) // a failed COMMIT can leave the transaction open
+		return err
+	}
+	return nil
+}
+
+// rollback ends the transaction open on c, if any. A connection that
+// cannot roll back is discarded, so that it never serves another call
+// inside a stale transaction.
+func rollback(c *sql.Conn) {
+	_, err := c.ExecContext(context.Background(), "ROLLBACK")
+	if err != nil && !strings.Contains(err.Error(), "no transaction is active") {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+}
+
+// Publish writes m to destination in one statement; when it returns nil
+// the record is on disk. Its outcome is certain (see [drv.write]).
+func (d *drv) Publish(ctx context.Context, destination string, m *broker.Message) error {
+	if d.ro != nil {
+		return errReadOnly("publish")
+	}
+	r, err := rowOf(m)
+	if err != nil {
+		return fmt.Errorf("sqlite: publish to %q: %w", destination, err)
+	}
+	if len(m.Body)+len(r.headers)+len(m.Key) > maxRowBytes {
+		return &classify.TooLargeError{What: "message with its headers and key", Destination: destination,
+			Size: len(m.Body) + len(r.headers) + len(m.Key), Limit: maxRowBytes}
+	}
+	err = d.write(ctx, func(ctx context.Context) error {
+		_, err := d.stmts.insert.ExecContext(ctx, destination, m.Key, r.headers, m.Body, r.isEnv, r.eventID, r.key,
+			r.class, r.stage, r.epsg, r.kind, r.locX, r.locY, r.topic, r.deadAt, nanos(d.now()))
+		return err
+	})
+	if err != nil {
+		var se *sqlitedrv.Error
+		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_TOOBIG {
+			return &classify.TooLargeError{What: "message with its headers and key", Destination: destination,
+				Size: len(m.Body) + len(r.headers) + len(m.Key), Limit: maxRowBytes}
+		}
+		return fmt.Errorf("sqlite: publish to %q: %w", destination, err)
+	}
+	return nil
+}
+
+// row holds the columns Publish writes beside the body.
+type row struct {
+	headers                                 string
+	isEnv                                   int
+	eventID, key, class, stage, kind, topic sql.NullString
+	epsg, deadAt                            sql.NullInt64
+	locX, locY                              sql.NullFloat64
+}
+
+func rowOf(m *broker.Message) (row, error) {
+	var r row
 	headers := m.Headers
 	if headers == nil {
 		headers = map[string]string{}
 	}
 	hj, err := json.Marshal(headers)
 	if err != nil {
-		return fmt.Errorf("sqlite: encoding headers: %w", err)
+		return r, fmt.Errorf("encoding headers: %w", err)
 	}
-	var (
-		isEnv                                   int
-		eventID, key, class, stage, kind, topic sql.NullString
-		epsg, deadAt                            sql.NullInt64
-		locX, locY                              sql.NullFloat64
-	)
-	if env, err := broker.EnvelopeOf(m); err == nil {
-		isEnv = 1
-		eventID = nullStr(env.EventID)
-		key = nullStr(env.IdempotencyKey)
-		class = nullStr(env.FailureClass.String())
-		stage = nullStr(env.FailedStage.String())
-		epsg = sql.NullInt64{Int64: int64(broker.EPSGOf(env)), Valid: true}
-		deadAt = sql.NullInt64{Int64: env.DeadLetteredAt.UnixNano(), Valid: true}
-		if ge := env.GeometryError; ge != nil {
-			kind = nullStr(ge.Kind)
-			if len(ge.Location) == 2 {
-				locX = sql.NullFloat64{Float64: ge.Location[0], Valid: true}
-				locY = sql.NullFloat64{Float64: ge.Location[1], Valid: true}
-			}
-		}
-		if env.Source != nil {
-			topic = nullStr(env.Source.Topic)
-		}
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO dlq_records
-		(destination, msg_key, headers, body, is_envelope, event_id, idempotency_key, failure_class, failed_stage,
-		 epsg, reason_kind, loc_x, loc_y, source_topic, dead_lettered_at, published_at)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		destination, m.Key, string(hj), m.Body, isEnv, eventID, key, class, stage,
-		epsg, kind, locX, locY, topic, deadAt, s.now().UnixNano())
+	r.headers = string(hj)
+	env, err := broker.EnvelopeOf(m)
 	if err != nil {
-		return fmt.Errorf("sqlite: publish to %q: %w", destination, err)
+		return r, nil // stored as it is; matched by the zero filter only
 	}
-	return nil
+	r.isEnv = 1
+	r.eventID = nullStr(env.EventID)
+	r.key = nullStr(env.IdempotencyKey)
+	r.class = nullStr(string(env.FailureClass))
+	r.stage = nullStr(string(env.FailedStage))
+	r.epsg = sql.NullInt64{Int64: int64(broker.EPSGOf(env)), Valid: true}
+	r.deadAt = sql.NullInt64{Int64: nanos(env.DeadLetteredAt), Valid: true}
+	if ge := env.GeometryError; ge != nil {
+		r.kind = nullStr(ge.Kind)
+		if len(ge.Location) == 2 {
+			r.locX = sql.NullFloat64{Float64: ge.Location[0], Valid: true}
+			r.locY = sql.NullFloat64{Float64: ge.Location[1], Valid: true}
+		}
+	}
+	if env.Source != nil {
+		r.topic = nullStr(env.Source.Topic)
+	}
+	return r, nil
 }
 
 func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-// where renders f as SQL conditions (always starting with " AND" when
-// non-empty) and arguments. Records that are not envelopes match only the
-// zero filter.
-func where(f broker.Filter) (string, []any) {
-	if f.IsZero() {
-		return "", nil
+// Times are stored as Unix nanoseconds, clamped to years 1824 to 2262 (an
+// int64 from its half minimum, so that a time bucket's arithmetic cannot
+// overflow), which keeps comparisons in order for any date an envelope
+// claims.
+var (
+	minNanos = time.Unix(0, math.MinInt64/2)
+	maxNanos = time.Unix(0, math.MaxInt64)
+)
+
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNanos):
+		return math.MinInt64 / 2
+	case t.After(maxNanos):
+		return math.MaxInt64
 	}
-	var b strings.Builder
-	var args []any
-	b.WriteString(" AND is_envelope = 1")
-	in := func(col string, vals []any) {
-		b.WriteString(" AND " + col + " IN (" + strings.TrimSuffix(strings.Repeat("?,", len(vals)), ",") + ")")
-		args = append(args, vals...)
-	}
-	if len(f.Classes) > 0 {
-		v := make([]any, len(f.Classes))
-		for i, c := range f.Classes {
-			v[i] = c.String()
-		}
-		in("failure_class", v)
-	}
-	if len(f.Stages) > 0 {
-		v := make([]any, len(f.Stages))
-		for i, s := range f.Stages {
-			v[i] = s.String()
-		}
-		in("failed_stage", v)
-	}
-	if len(f.EPSG) > 0 {
-		v := make([]any, len(f.EPSG))
-		for i, e := range f.EPSG {
-			v[i] = e
-		}
-		in("epsg", v)
-	}
-	if len(f.EventIDs) > 0 {
-		v := make([]any, len(f.EventIDs))
-		for i, e := range f.EventIDs {
-			v[i] = e
-		}
-		in("event_id", v)
-	}
-	if !f.Since.IsZero() {
-		b.WriteString(" AND dead_lettered_at >= ?")
-		args = append(args, f.Since.UnixNano())
-	}
-	if !f.Until.IsZero() {
-		b.WriteString(" AND dead_lettered_at < ?")
-		args = append(args, f.Until.UnixNano())
-	}
-	if f.BBox != nil {
-		b.WriteString(" AND loc_x >= ? AND loc_x <= ? AND loc_y >= ? AND loc_y <= ?")
-		args = append(args, f.BBox.Min[0], f.BBox.Max[0], f.BBox.Min[1], f.BBox.Max[1])
-	}
-	return b.String(), args
+	return t.UnixNano()
 }
 
 // Fetch leases up to max pending records of destination matching f, oldest
-// first.
-func (s *Store) Fetch(ctx context.Context, destination string, f broker.Filter, max int) (_ []*broker.Record, err error) {
-	if err := ctx.Err(); err != nil {
+// first, in one statement whose outcome is certain (see [drv.write]): the
+// leases it reports are the leases it took. All of f is applied in SQL;
+// the zero filter uses prepared statements.
+func (d *drv) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
+	if d.ro != nil {
+		return nil, errReadOnly("fetch")
+	}
+	now := d.now()
+	token := newToken()
+	cond, fargs := where(f)
+	look := append([]any{destination, nanos(now)}, fargs...)
+	args := append(append([]any{token, nanos(now.Add(d.ttl))}, look...), max)
+	available := func(ctx context.Context) *sql.Row { return d.stmts.avail.QueryRowContext(ctx, look...) }
+	lease := func(ctx context.Context) (*sql.Rows, error) { return d.stmts.fetch.QueryContext(ctx, args...) }
+	if cond != "" {
+		aq, lq := availableSQL(cond), fetchSQL(cond)
+		available = func(ctx context.Context) *sql.Row { return d.db.QueryRowContext(ctx, aq, look...) }
+		lease = func(ctx context.Context) (*sql.Rows, error) { return d.db.QueryContext(ctx, lq, args...) }
+	}
+	if err := d.lock(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: fetch from %q: %w", destination, err)
+	}
+	defer d.unlock()
+	// Look before leasing: a read takes no lock, so that consumers polling
+	// an idle destination cost no write transactions.
+	var found bool
+	if err := d.retry(ctx, func() error { return available(ctx).Scan(&found) }); err != nil || !found {
+		if err != nil {
+			err = fmt.Errorf("sqlite: fetch from %q: %w", destination, err)
+		}
 		return nil, err
 	}
-	if max <= 0 {
-		return nil, nil
-	}
-	cond, args := where(f)
-	now := s.now()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: fetch: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	q := `SELECT id, msg_key, headers, body, deliveries FROM dlq_records
-		WHERE destination = ? AND acked_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)` + cond +
-		` ORDER BY id LIMIT ?`
-	rows, err := tx.QueryContext(ctx, q, append(append([]any{destination, now.UnixNano()}, args...), max)...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: fetch: %w", err)
-	}
+	// Lease, in one statement that is not interrupted once it runs (see
+	// [drv.write]).
+	nc := context.WithoutCancel(ctx)
 	var out []*broker.Record
-	for rows.Next() {
-		var (
-			id      int64
-			key     []byte
-			headers string
-			body    []byte
-			deliv   int
-		)
-		if err := rows.Scan(&id, &key, &headers, &body, &deliv); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: fetch: %w", err)
+	err := d.retry(ctx, func() error {
+		out = out[:0]
+		rows, err := lease(nc)
+		if err != nil {
+			return err
 		}
-		m := &broker.Message{Key: key, Body: body, DeliveryAttempt: deliv + 1}
-		if err := json.Unmarshal([]byte(headers), &m.Headers); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: record %d headers: %w", id, err)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id      int64
+				key     []byte
+				headers string
+				body    []byte
+				deliv   int
+			)
+			if err := rows.Scan(&id, &key, &headers, &body, &deliv); err != nil {
+				return err
+			}
+			m := &broker.Message{Key: key, Body: body, Headers: d.headers(ctx, id, headers), DeliveryAttempt: deliv}
+			out = append(out, &broker.Record{ID: strconv.FormatInt(id, 10), Destination: destination, Message: m,
+				Deliveries: deliv, Lease: token})
 		}
-		out = append(out, &broker.Record{
-			ID: strconv.FormatInt(id, 10), Destination: destination, Message: m,
-			Deliveries: deliv + 1, Lease: newToken(),
-		})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: fetch: %w", err)
-	}
-	until := now.Add(s.ttl).UnixNano()
-	for _, r := range out {
-		if _, err := tx.ExecContext(ctx, `UPDATE dlq_records SET lease_token = ?, lease_until = ?, deliveries = deliveries + 1 WHERE id = ?`,
-			r.Lease, until, r.ID); err != nil {
-			return nil, fmt.Errorf("sqlite: lease: %w", err)
+		if err := rows.Err(); err != nil {
+			return err
 		}
+		return rows.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: fetch from %q: %w", destination, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("sqlite: fetch commit: %w", err)
-	}
+	slices.SortFunc(out, func(a, b *broker.Record) int { return compareIDs(a.ID, b.ID) })
 	return out, nil
+}
+
+// headers decodes a record's headers column. A column that is not the
+// JSON object Publish wrote (the file was edited) yields no headers and a
+// warning, rather than a record that can never be fetched.
+func (d *drv) headers(ctx context.Context, id int64, col string) map[string]string {
+	var h map[string]string
+	if err := json.Unmarshal([]byte(col), &h); err != nil {
+		d.log.WarnContext(ctx, "geodlq: sqlite record with unreadable headers; returned without them",
+			slog.String("path", d.path), slog.Int64("record", id), slog.Any("error", err))
+		return nil
+	}
+	return h
+}
+
+func compareIDs(a, b string) int {
+	x, _ := strconv.ParseInt(a, 10, 64)
+	y, _ := strconv.ParseInt(b, 10, 64)
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
 }
 
 // Ack marks r replayed. It fails with [broker.ErrLeaseLost] if r's lease
 // was taken over or the record was already acknowledged.
-func (s *Store) Ack(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, `UPDATE dlq_records SET acked_at = ?, lease_token = NULL, lease_until = NULL
-		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`, s.now().UnixNano())
+func (d *drv) Ack(ctx context.Context, r *broker.Record) error {
+	if d.ro != nil {
+		return errReadOnly("ack")
+	}
+	return d.settle(ctx, r, d.stmts.ack, nanos(d.now()))
 }
 
 // Release makes r available to fetchers again at once.
-func (s *Store) Release(ctx context.Context, r *broker.Record) error {
-	return s.settle(ctx, r, `UPDATE dlq_records SET lease_token = NULL, lease_until = NULL
-		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`)
+func (d *drv) Release(ctx context.Context, r *broker.Record) error {
+	if d.ro != nil {
+		return errReadOnly("release")
+	}
+	return d.settle(ctx, r, d.stmts.release)
 }
 
-func (s *Store) settle(ctx context.Context, r *broker.Record, q string, first ...any) error {
-	if err := ctx.Err(); err != nil {
+func (d *drv) settle(ctx context.Context, r *broker.Record, st *sql.Stmt, first ...any) error {
+	id, err := strconv.ParseInt(r.ID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("sqlite: record id %q is not this store's: %w", r.ID, broker.ErrInvalidArgument)
+	}
+	var n int64
+	err = d.write(ctx, func(ctx context.Context) error {
+		res, err := st.ExecContext(ctx, append(first, id, r.Destination, r.Lease)...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
 		return err
-	}
-	if r == nil {
-		return errors.New("sqlite: nil record")
-	}
-	res, err := s.db.ExecContext(ctx, q, append(first, r.ID, r.Destination, r.Lease)...)
+	})
 	if err != nil {
 		return fmt.Errorf("sqlite: record %s/%s: %w", r.Destination, r.ID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqlite: record %s/%s: %w", r.Destination, r.ID, err)
-	} else if n != 1 {
+	if n != 1 {
 		return fmt.Errorf("sqlite: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	return nil

@@ -1,0 +1,542 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sqlitedrv "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/geodlq/geodlq/broker"
+)
+
+const table = "dlq_records"
+
+const schema = `
+CREATE TABLE IF NOT EXISTS dlq_records (
+	id               INTEGER PRIMARY KEY AUTOINCREMENT,
+	destination      TEXT    NOT NULL,
+	msg_key          BLOB,
+	headers          TEXT    NOT NULL DEFAULT '{}',
+	body             BLOB    NOT NULL,
+	is_envelope      INTEGER NOT NULL DEFAULT 0,
+	event_id         TEXT,
+	idempotency_key  TEXT,
+	failure_class    TEXT,
+	failed_stage     TEXT,
+	epsg             INTEGER,
+	reason_kind      TEXT,
+	loc_x            REAL,
+	loc_y            REAL,
+	source_topic     TEXT,
+	dead_lettered_at INTEGER,
+	published_at     INTEGER NOT NULL,
+	lease_token      TEXT,
+	lease_until      INTEGER,
+	deliveries       INTEGER NOT NULL DEFAULT 0,
+	acked_at         INTEGER
+);
+CREATE INDEX IF NOT EXISTS dlq_pending ON dlq_records (destination, acked_at, id);
+CREATE INDEX IF NOT EXISTS dlq_class ON dlq_records (destination, failure_class, failed_stage);
+CREATE INDEX IF NOT EXISTS dlq_epsg ON dlq_records (destination, epsg);
+CREATE INDEX IF NOT EXISTS dlq_time ON dlq_records (destination, dead_lettered_at);
+CREATE INDEX IF NOT EXISTS dlq_event ON dlq_records (event_id);
+`
+
+// columns are the columns a table must have to be a store's.
+var columns = []string{"id", "destination", "msg_key", "headers", "body", "is_envelope", "event_id",
+	"idempotency_key", "failure_class", "failed_stage", "epsg", "reason_kind", "loc_x", "loc_y",
+	"source_topic", "dead_lettered_at", "published_at", "lease_token", "lease_until", "deliveries", "acked_at"}
+
+// open opens the driver over path. create allows creating the file and the
+// table; o.ReadOnly opens read-only (and never creates).
+func open(ctx context.Context, path string, o *Options, create bool) (*drv, error) {
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: empty path: %w", broker.ErrInvalidArgument)
+	}
+	d := &drv{path: path, ttl: 30 * time.Second, limit: defaultMaxBytes, now: time.Now, log: o.Logger, sem: make(chan struct{}, 1)}
+	if o.LeaseTTL > 0 {
+		d.ttl = o.LeaseTTL
+	}
+	if o.MaxMessageBytes > 0 {
+		d.limit = min(o.MaxMessageBytes, maxRowBytes)
+	}
+	if o.Now != nil {
+		d.now = o.Now
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.busy = 10 * time.Second
+	if o.BusyTimeout > 0 {
+		d.busy = o.BusyTimeout
+	}
+	sync := "FULL"
+	switch strings.ToUpper(o.Synchronous) {
+	case "", "FULL":
+	case "NORMAL":
+		sync = "NORMAL"
+	default:
+		return nil, fmt.Errorf("sqlite: Synchronous must be FULL or NORMAL, got %q: %w", o.Synchronous, broker.ErrInvalidArgument)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	pragmas := []string{"busy_timeout(" + strconv.FormatInt(busyQuantum.Milliseconds(), 10) + ")"}
+	if o.ReadOnly {
+		d.ro = &roDB{path: path, abs: abs, pragmas: append(pragmas, "query_only(1)"), retry: d.retry}
+		if _, _, err := d.ro.get(ctx); err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+	if d.db, err = d.openRW(ctx, abs, append(pragmas, "synchronous("+sync+")"), create); err != nil {
+		return nil, err
+	}
+	if err := d.prepare(ctx); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openRW opens d.path read-write: it refuses what is not a store (unless
+// create), makes the file WAL and creates the table and its indexes.
+func (d *drv) openRW(ctx context.Context, abs string, pragmas []string, create bool) (*sql.DB, error) {
+	path := d.path
+	st, err := probe(path)
+	switch {
+	case st.missing && !create:
+		return nil, fmt.Errorf("sqlite: %w: %w", broker.ErrNoStore, err)
+	case err != nil && !st.missing:
+		return nil, err
+	case st.empty && !create:
+		return nil, fmt.Errorf("sqlite: %w: %s is an empty file", broker.ErrNoStore, path)
+	}
+	mode := "rw"
+	if st.missing {
+		mode = "rwc"
+	}
+	db, err := connect(ctx, path, dsn(abs, mode, pragmas))
+	if err != nil {
+		return nil, err
+	}
+	ok, err := hasTable(ctx, db, path, d.retry)
+	if err == nil && !ok && !create {
+		err = fmt.Errorf("sqlite: %w: %s is a SQLite database without a %s table", broker.ErrNoStore, path, table)
+	}
+	if err == nil {
+		// WAL is a property of the file: set once, kept by every opener.
+		err = d.retry(ctx, func() error {
+			_, err := db.ExecContext(ctx, "PRAGMA journal_mode=WAL")
+			return err
+		})
+	}
+	if err == nil {
+		err = d.retry(ctx, func() error {
+			_, err := db.ExecContext(ctx, schema)
+			return err
+		})
+	}
+	if err != nil {
+		_ = db.Close()
+		if !errors.Is(err, broker.ErrNoStore) && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("sqlite: migrate %s: %w", path, err)
+		}
+		return nil, err
+	}
+	if mode == "rw" {
+		return db, nil
+	}
+	// The file exists now: reconnect without the right to create it, so
+	// that a file removed under a running store is not quietly recreated
+	// empty when the pool reconnects.
+	_ = db.Close()
+	return connect(ctx, path, dsn(abs, "rw", pragmas))
+}
+
+// dsn is the driver's URI for the file at abs.
+func dsn(abs, mode string, pragmas []string) string {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	return "file:" + (&url.URL{Path: abs}).EscapedPath() + "?mode=" + mode + "&" + q.Encode()
+}
+
+// connect opens a one-connection pool on dsn and connects it within ctx.
+// Opening a file can block in the kernel (a FIFO put at the path after the
+// probe looked): that wait is left behind, not waited for.
+func connect(ctx context.Context, path, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// One connection per handle: SQLite has one writer at a time, and a
+	// single connection turns in-process contention into queueing instead
+	// of SQLITE_BUSY. Other processes are waited for by busy_timeout.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	done := make(chan error, 1)
+	go func() { done <- db.PingContext(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			_ = db.Close()
+			if isNotADB(err) {
+				return nil, fmt.Errorf("sqlite: %w: %s is not a SQLite database (%w)", broker.ErrNoStore, path, err)
+			}
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+		return db, nil
+	case <-ctx.Done():
+		go func() {
+			<-done
+			_ = db.Close()
+		}()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, ctx.Err())
+	}
+}
+
+// hasTable reports whether db holds the store's table. A table of that
+// name without the store's columns, or a file SQLite cannot read as a
+// database, is an error wrapping [broker.ErrNoStore].
+func hasTable(ctx context.Context, db *sql.DB, path string, retry func(context.Context, func() error) error) (bool, error) {
+	have := map[string]bool{}
+	err := retry(ctx, func() error {
+		clear(have)
+		rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				return err
+			}
+			have[name] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return false, schemaErr(path, err)
+	}
+	if len(have) == 0 {
+		return false, nil
+	}
+	for _, c := range columns {
+		if !have[c] {
+			return false, fmt.Errorf("sqlite: %w: table %s in %s has no column %s", broker.ErrNoStore, table, path, c)
+		}
+	}
+	return true, nil
+}
+
+func schemaErr(path string, err error) error {
+	if isNotADB(err) {
+		return fmt.Errorf("sqlite: %w: %s is not a SQLite database (%w)", broker.ErrNoStore, path, err)
+	}
+	return fmt.Errorf("sqlite: reading the schema of %s: %w", path, err)
+}
+
+// isNotADB reports whether err is SQLite's SQLITE_NOTADB: the file is not
+// a database.
+func isNotADB(err error) bool {
+	var se *sqlitedrv.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB
+}
+
+// fileState is what [probe] found at a path.
+type fileState struct {
+	missing bool
+	empty   bool
+	info    fs.FileInfo
+}
+
+// probe looks at path before SQLite opens it, without opening it: a FIFO,
+// a device or a directory is refused with an error wrapping
+// [broker.ErrNoStore] (SQLite's open of a FIFO waits for a writer forever;
+// /dev/null reads as an empty database). For a missing path, st.missing is
+// set and err is the stat error. What is in the file is SQLite's to judge
+// (SQLITE_NOTADB, see [hasTable]): opening the file here and closing it
+// again would drop the POSIX locks SQLite holds on it for other handles in
+// this process.
+func probe(path string) (st fileState, err error) {
+	st.info, err = os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fileState{missing: true}, err
+	}
+	if err != nil {
+		return st, fmt.Errorf("sqlite: %w", err)
+	}
+	if !st.info.Mode().IsRegular() {
+		return st, fmt.Errorf("sqlite: %w: %s is not a regular file (%s)", broker.ErrNoStore, path, st.info.Mode().Type())
+	}
+	st.empty = st.info.Size() == 0
+	return st, nil
+}
+
+// roDB is the database of a read-only handle.
+//
+// SQLite's read-only mode (mode=ro) creates the -wal and -shm files of a
+// WAL database when they are missing and cannot remove them afterwards.
+// So a database that no process has open (no -wal file) is opened
+// immutable instead, which creates nothing and takes no locks; then every
+// read checks afterwards that the file is the same (inode, size,
+// modification time) and still has no -wal file, and if another process
+// wrote meanwhile the read is done again on a fresh connection (mode=ro
+// while that process keeps the -wal file). A writer changes the file only
+// while it has the -wal file or when it closes, which changes the
+// modification time: since Linux 6.13 (multigrain timestamps) always to a
+// new value; with coarse timestamps a writer that opens, writes and
+// closes within one clock tick (about 4 ms) of the previous change could
+// go unseen, and a read then return a stale or torn view. The file itself
+// is never at risk.
+type roDB struct {
+	path, abs string
+	pragmas   []string
+	retry     func(context.Context, func() error) error
+
+	mu        sync.Mutex
+	db        *sql.DB
+	immutable bool
+	id        fs.FileInfo // the file when db was opened immutable
+	closed    bool
+}
+
+// get returns the current database, reopening it when the file changed
+// under an immutable one.
+func (r *roDB) get(ctx context.Context) (*sql.DB, bool, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, false, fmt.Errorf("sqlite: %w", broker.ErrClosed)
+	}
+	if r.db != nil && (!r.immutable || r.unchanged()) {
+		db, imm := r.db, r.immutable
+		r.mu.Unlock()
+		return db, imm, nil
+	}
+	old := r.db
+	r.db = nil
+	defer func() {
+		if old != nil {
+			_ = old.Close()
+		}
+	}()
+	defer r.mu.Unlock()
+	st, err := probe(r.path)
+	switch {
+	case st.missing:
+		return nil, false, fmt.Errorf("sqlite: %w: %w", broker.ErrNoStore, err)
+	case err != nil:
+		return nil, false, err
+	case st.empty:
+		return nil, false, fmt.Errorf("sqlite: %w: %s is an empty file", broker.ErrNoStore, r.path)
+	}
+	// A -wal file means that a process has the database open in WAL mode
+	// (or crashed with it open): mode=ro then uses the files it made.
+	immutable := !exists(r.path + "-wal")
+	mode := "ro"
+	if immutable {
+		mode = "ro&immutable=1"
+	}
+	db, err := connect(ctx, r.path, dsn(r.abs, mode, r.pragmas))
+	if err != nil {
+		return nil, false, err
+	}
+	ok, err := hasTable(ctx, db, r.path, r.retry)
+	if err == nil && !ok {
+		err = fmt.Errorf("sqlite: %w: %s is a SQLite database without a %s table", broker.ErrNoStore, r.path, table)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, false, err
+	}
+	r.db, r.immutable, r.id = db, immutable, st.info
+	return db, immutable, nil
+}
+
+// unchanged reports whether the file is still the one an immutable db was
+// opened on, unmodified and without a -wal file.
+func (r *roDB) unchanged() bool {
+	fi, err := os.Stat(r.path)
+	return err == nil && os.SameFile(fi, r.id) && fi.Size() == r.id.Size() && fi.ModTime().Equal(r.id.ModTime()) &&
+		!exists(r.path+"-wal")
+}
+
+// stale drops db if it is still the current database, so that the next
+// get reopens the file.
+func (r *roDB) stale(db *sql.DB) {
+	r.mu.Lock()
+	if r.db != db {
+		r.mu.Unlock()
+		return
+	}
+	r.db = nil
+	r.mu.Unlock()
+	_ = db.Close()
+}
+
+func (r *roDB) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.db == nil {
+		return nil
+	}
+	err := r.db.Close()
+	r.db = nil
+	return err
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// readAttempts bounds how often a read-only handle reads again because
+// another process kept changing the file under it.
+const readAttempts = 4
+
+// read runs fn on the handle's database: the read-write one, or the
+// read-only one, again when the file changed under an immutable read.
+func read[T any](ctx context.Context, d *drv, fn func(ctx context.Context, db *sql.DB) (T, error)) (T, error) {
+	var v T
+	if d.ro == nil {
+		if err := d.lock(ctx); err != nil {
+			return v, err
+		}
+		defer d.unlock()
+		err := d.retry(ctx, func() (err error) {
+			v, err = fn(ctx, d.db)
+			return err
+		})
+		return v, err
+	}
+	var zero T
+	for range readAttempts {
+		db, immutable, err := d.ro.get(ctx)
+		if err != nil {
+			return zero, err
+		}
+		err = d.retry(ctx, func() (err error) {
+			v, err = fn(ctx, db)
+			return err
+		})
+		d.ro.mu.Lock()
+		fresh := !immutable || d.ro.unchanged()
+		d.ro.mu.Unlock()
+		if fresh {
+			return v, err
+		}
+		d.ro.stale(db)
+	}
+	return zero, fmt.Errorf("sqlite: %s changed under %d reads in a row; try again", d.path, readAttempts)
+}
+
+// busyQuantum is SQLite's busy_timeout on every connection. SQLite's own
+// busy handler sleeps on a growing schedule (1, 2, 5, … 100 ms), which
+// leaves the write lock idle while every waiter sleeps, so with several
+// handles on one file most of the time went to sleeping. SQLite waits at
+// most busyQuantum; [drv.retry] waits the rest of Options.BusyTimeout in
+// random steps of 1 to 3 ms (about one transaction), and stops when the
+// context ends.
+const busyQuantum = 2 * time.Millisecond
+
+// retry calls fn until it does not fail with SQLITE_BUSY, for up to
+// d.busy, or until ctx ends.
+func (d *drv) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(d.busy)
+	for {
+		err := fn()
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (waiting for another connection's transaction: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY: another connection
+// holds the lock.
+func isBusy(err error) bool {
+	var se *sqlitedrv.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// The sqlite:// scheme of [broker.OpenStore].
+func init() { broker.RegisterStore("sqlite", openURL) }
+
+// openURL opens sqlite://PATH[?lease_ttl=…&max_message_bytes=…&busy_timeout=…&synchronous=…].
+func openURL(ctx context.Context, _ *url.URL, raw string, oo broker.OpenOptions) (*broker.Store, error) {
+	_, rest, _ := strings.Cut(raw, "://")
+	path, query, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: empty path (want sqlite://./dlq.db or sqlite:///abs/dlq.db): %w", broker.ErrInvalidArgument)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: query: %w: %w", err, broker.ErrInvalidArgument)
+	}
+	o := Options{StoreOptions: oo.Store, ReadOnly: oo.ReadOnly}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		var err error
+		switch k {
+		case "lease_ttl":
+			o.LeaseTTL, err = positiveDuration(v)
+		case "busy_timeout":
+			o.BusyTimeout, err = positiveDuration(v)
+		case "max_message_bytes":
+			o.MaxMessageBytes, err = strconv.Atoi(v)
+			if err == nil && o.MaxMessageBytes <= 0 {
+				err = errors.New("not positive")
+			}
+		case "synchronous":
+			o.Synchronous = v
+		default:
+			err = errors.New("unknown parameter (known: lease_ttl, max_message_bytes, busy_timeout, synchronous)")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: %s=%q: %w: %w", k, v, err, broker.ErrInvalidArgument)
+		}
+	}
+	if oo.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, oo.ConnectTimeout)
+		defer cancel()
+	}
+	d, err := open(ctx, path, &o, oo.Create && !oo.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewStore("sqlite", d, &o.StoreOptions), nil
+}
+
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = errors.New("not positive")
+	}
+	return d, err
+}
