@@ -34,7 +34,9 @@ func reinjected(t *testing.T, path, topic string) map[string][]*broker.Message {
 	s, err := sqlite.Open(context.Background(), path, nil)
 	require.NoError(t, err)
 	defer s.Close()
-	es, err := s.List(context.Background(), topic, broker.Filter{}, sqlite.ListOptions{IncludeReplayed: true, Limit: 10000})
+	var es []broker.Entry
+	err = s.ScanAll(context.Background(), broker.ListOptions{Destination: topic, IncludeReplayed: true, Limit: broker.MaxListLimit},
+		func(e broker.Entry) error { es = append(es, e); return nil })
 	require.NoError(t, err)
 	out := map[string][]*broker.Message{}
 	for _, e := range es {
@@ -194,7 +196,9 @@ func countMessages(path string) int {
 		return 0
 	}
 	defer s.Close()
-	es, err := s.List(context.Background(), "parcels", broker.Filter{}, sqlite.ListOptions{IncludeReplayed: true, Limit: 10000})
+	var es []broker.Entry
+	err = s.ScanAll(context.Background(), broker.ListOptions{Destination: "parcels", IncludeReplayed: true, Limit: broker.MaxListLimit},
+		func(e broker.Entry) error { es = append(es, e); return nil })
 	if err != nil {
 		return 0
 	}

@@ -8,18 +8,16 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"time"
+	"strings"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/broker/sqlite"
+	_ "github.com/geodlq/geodlq/broker/sqlite" // the sqlite:// scheme of broker.OpenStore
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/offload"
 )
 
-// sqlite://PATH opens the embedded store in the file PATH, relative
-// (sqlite://./dlq.db) or absolute (sqlite:///var/lib/geodlq/dlq.db).
-// Query parameter lease_ttl (a Go duration) sets the lease of fetched
-// records; default 30s.
+// sqlite://PATH opens the embedded store through broker.OpenStore (the
+// URL and its parameters are documented by broker/sqlite).
 //
 // file://DIR opens a blob directory (offload.NewDirStore).
 func init() {
@@ -27,57 +25,47 @@ func init() {
 	registerBlobs("file", openDir)
 }
 
-func openSQLite(ctx context.Context, u *url.URL, raw string, opts Options) (Store, error) {
-	path := afterScheme(raw)
-	if path == "" {
-		return nil, errors.New("sqlite: empty path (want sqlite://./dlq.db or sqlite:///abs/dlq.db)")
-	}
-	if !opts.Create {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("sqlite: %w", err)
+func openSQLite(ctx context.Context, _ *url.URL, raw string, opts Options) (Store, error) {
+	s, err := broker.OpenStore(ctx, raw, &broker.OpenOptions{Create: opts.Create, Store: broker.StoreOptions{Logger: opts.Logger}})
+	if err != nil {
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // Open names the store itself
 		}
+		return nil, err
 	}
-	o := &sqlite.Options{}
-	if v := u.Query().Get("lease_ttl"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: lease_ttl: %w", err)
-		}
-		o.LeaseTTL = d
-	}
-	s, err := sqlite.Open(ctx, path, o)
+	return portable{s}, nil
+}
+
+// portable is a [Lister] and [Purger] over a store's own List, Stats and
+// Purge.
+type portable struct{ *broker.Store }
+
+// Destinations implements [Lister]: the destinations holding envelopes,
+// replayed ones included.
+func (s portable) Destinations(ctx context.Context) ([]string, error) {
+	counts, err := s.Stats(ctx, broker.StatsOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return sqliteStore{s}, nil
-}
-
-type sqliteStore struct{ *sqlite.Store }
-
-// Destinations implements [Lister] with the store's Stats.
-func (s sqliteStore) Destinations(ctx context.Context) ([]string, error) {
-	counts, err := s.Stats(ctx, broker.Filter{})
-	if err != nil {
-		return nil, err
-	}
-	return destinationsOf(counts, func(c sqlite.Count) string { return c.Destination }), nil
-}
-
-// Scan implements [Lister] with the store's List, 500 rows a page.
-func (s sqliteStore) Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error {
-	return scanByID(func(after int64, limit int) ([]sqlite.Entry, error) {
-		return s.List(ctx, dest, f, sqlite.ListOptions{IncludeReplayed: replayed, AfterID: after, Limit: limit})
-	}, func(e sqlite.Entry) Entry {
-		st := StatusPending
-		if !e.ReplayedAt.IsZero() {
-			st = StatusReplayed
+	var withEnvelopes []broker.Count
+	for _, c := range counts {
+		if c.Class != "" {
+			withEnvelopes = append(withEnvelopes, c)
 		}
-		return Entry{Record: e.Record, Status: st, PublishedAt: e.PublishedAt, ReplayedAt: e.ReplayedAt}
-	}, fn)
+	}
+	return destinationsOf(withEnvelopes, func(c broker.Count) string { return c.Destination }), nil
 }
 
-// Purge implements [Purger] with sqlite.Store.Purge.
-func (s sqliteStore) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error) {
+// Scan implements [Lister] with the store's List, scanPage records a page.
+func (s portable) Scan(ctx context.Context, dest string, f broker.Filter, replayed bool, fn func(Entry) error) error {
+	return s.ScanAll(ctx, broker.ListOptions{Destination: dest, Filter: f, IncludeReplayed: replayed, Limit: scanPage},
+		func(e broker.Entry) error {
+			return fn(Entry{Record: e.Record, Status: string(e.Status), PublishedAt: e.PublishedAt, ReplayedAt: e.ReplayedAt})
+		})
+}
+
+// Purge implements [Purger] with the store's Purge.
+func (s portable) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error) {
 	f := broker.Filter{Until: req.Before}
 	for _, c := range req.Classes {
 		cl, err := classify.ParseClass(c)
@@ -86,8 +74,16 @@ func (s sqliteStore) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, 
 		}
 		f.Classes = append(f.Classes, cl)
 	}
-	r, err := s.Store.Purge(ctx, req.Destination, sqlite.PurgeOptions{Filter: f, Pending: !req.ReplayedOnly, DryRun: req.DryRun})
-	return PurgeResult{IDs: r.IDs, BlobURIs: r.BlobURIs, Orphaned: r.Orphaned}, err
+	r, err := s.Store.Purge(ctx, broker.PurgeRequest{Destination: req.Destination, Filter: f, IncludePending: !req.ReplayedOnly, DryRun: req.DryRun})
+	if err != nil {
+		return PurgeResult{}, err
+	}
+	if req.Destination == "" {
+		for i, id := range r.IDs { // "destination/id": the command wants the id
+			r.IDs[i] = id[strings.LastIndexByte(id, '/')+1:]
+		}
+	}
+	return PurgeResult{IDs: r.IDs, BlobURIs: r.BlobURIs, Orphaned: r.Orphaned}, nil
 }
 
 func openDir(_ context.Context, _ *url.URL, raw string, create bool) (offload.Store, io.Closer, error) {
