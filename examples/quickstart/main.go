@@ -104,7 +104,8 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 	}
 
 	// --- The embedded default: one SQLite file, blobs in a directory. -----
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "dlq.db"), &sqlite.Options{LeaseTTL: 200 * time.Millisecond})
+	dbPath := filepath.Join(dir, "dlq.db")
+	store, err := sqlite.Open(ctx, dbPath, &sqlite.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 200 * time.Millisecond}})
 	if err != nil {
 		return err
 	}
@@ -220,7 +221,7 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 			return err
 		}
 	}
-	fmt.Printf("geodlq quickstart — embedded store %s, blobs %s\n\n", store.Path(), blobs.Dir())
+	fmt.Printf("geodlq quickstart — embedded store %s, blobs %s\n\n", dbPath, blobs.Dir())
 	fmt.Printf("1. Ingested %d events on %q (multi-megabyte multipolygon included).\n", len(bodies), topic)
 
 	handled, dl, err := consume()
@@ -302,12 +303,12 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 		fmt.Fprintf(tw, "   %s\t%d\t%d\t%d\n", names[k], deliveries[k], c, persisted[k])
 	}
 	tw.Flush()
-	left, err := store.List(ctx, "", broker.Filter{Classes: []classify.Class{classify.ClassSchemaViolation, classify.ClassResourceExhausted,
-		classify.ClassInvalidGeometry, classify.ClassCRSMismatch}}, sqlite.ListOptions{})
+	left, err := store.List(ctx, broker.ListOptions{Filter: broker.Filter{Classes: []classify.Class{classify.ClassSchemaViolation, classify.ClassResourceExhausted,
+		classify.ClassInvalidGeometry, classify.ClassCRSMismatch}}, Limit: broker.MaxListLimit})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n   %d events wait in the poison store for a human (schema violations, quarantined, unrepairable).\n", len(left))
+	fmt.Printf("\n   %d events wait in the poison store for a human (schema violations, quarantined, unrepairable).\n", len(left.Entries))
 	if violations > 0 {
 		return fmt.Errorf("%d events ran their side effect more than once", violations)
 	}
@@ -325,7 +326,7 @@ func mustReplayer(o replay.Options) *replay.Replayer {
 
 // crashAfterReinject is a dead-letter source whose Ack never lands, as if
 // the replayer died between re-injecting and acknowledging.
-type crashAfterReinject struct{ *sqlite.Store }
+type crashAfterReinject struct{ *broker.Store }
 
 func (crashAfterReinject) Ack(context.Context, *broker.Record) error {
 	return errors.New("replayer crashed before acknowledging")
@@ -340,16 +341,16 @@ func counts(r replay.Report) string {
 	return strings.Join(parts, " ")
 }
 
-func triage(ctx context.Context, store *sqlite.Store) error {
+func triage(ctx context.Context, store *broker.Store) error {
 	fmt.Println("3. Triage (dead-letter store):")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "   EVENT\tDEST\tCLASS\tSTAGE\tREASON\tAT\tEPSG\tGEOMETRY\tTRIES")
 	for _, dest := range []string{poison, retry} {
-		entries, err := store.List(ctx, dest, broker.Filter{}, sqlite.ListOptions{})
+		page, err := store.List(ctx, broker.ListOptions{Destination: dest, Limit: broker.MaxListLimit})
 		if err != nil {
 			return err
 		}
-		for _, e := range entries {
+		for _, e := range page.Entries {
 			env, err := envelope.Decode(e.Record.Message.Body)
 			if err != nil {
 				return err
