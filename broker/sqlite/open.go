@@ -284,10 +284,27 @@ func probe(path string) (st fileState, err error) {
 		return st, fmt.Errorf("sqlite: %w", err)
 	}
 	if !st.info.Mode().IsRegular() {
-		return st, fmt.Errorf("sqlite: %w: %s is not a regular file (%s)", broker.ErrNoStore, path, st.info.Mode().Type())
+		return st, fmt.Errorf("sqlite: %w: %s is not a regular file but %s", broker.ErrNoStore, path, kind(st.info.Mode()))
 	}
 	st.empty = st.info.Size() == 0
 	return st, nil
+}
+
+// kind names the type of a file that is not a regular one.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file (" + m.Type().String() + ")"
 }
 
 // roDB is the database of a read-only handle.
