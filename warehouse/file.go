@@ -41,6 +41,9 @@ func codec(name string) (compress.Codec, error) {
 // megabytes.
 const rowGroupRows = 65_536
 
+// pageBuffer is the size of a column's page buffer.
+const pageBuffer = 64 << 10
+
 // writeBatch is how many rows are handed to the Parquet writer at a time.
 const writeBatch = 256
 
@@ -67,6 +70,9 @@ func newFileWriter(w io.Writer, comp compress.Codec, kv map[string]string) *file
 		parquet.Compression(comp),
 		parquet.MaxRowsPerRowGroup(rowGroupRows),
 		parquet.DataPageVersion(1), // read by every warehouse's loader
+		// Pages of 64 KiB rather than 256: a writer holds one page per
+		// column (49).
+		parquet.PageBufferSize(pageBuffer),
 		parquet.CreatedBy("geodlq", "warehouse", ""),
 	}
 	for k, v := range kv {

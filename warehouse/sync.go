@@ -1,7 +1,6 @@
 package warehouse
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,10 +51,14 @@ type SyncOptions struct {
 	// MaxRowsPerFile starts a new file in a partition past this many rows.
 	// Default 1,000,000.
 	MaxRowsPerFile int64
-	// MaxOpenFiles bounds the files written at once (each buffers a row
-	// group); past it the least recently written is completed and its
-	// partition gets a new file if more rows come. Default 16.
-	MaxOpenFiles int
+	// MaxBufferBytes bounds the rows a run holds in memory before it
+	// writes them (an estimate of their size). A run gathers each
+	// partition's rows and writes a partition's file when it has
+	// MaxRowsPerFile rows, when the run ends, or, past this budget, when
+	// it is the largest partition held — so records that arrive out of
+	// time order make no more files, only fewer large ones. Default
+	// 256 MiB.
+	MaxBufferBytes int64
 	// PageSize is the List page size. Default broker.MaxListLimit.
 	PageSize int
 
@@ -130,14 +133,14 @@ func Sync(ctx context.Context, src Lister, dir string, opts *SyncOptions) (res *
 	if err := o.Options.fill(); err != nil {
 		return nil, err
 	}
-	if o.MaxRows < 0 || o.MaxRowsPerFile < 0 || o.MaxOpenFiles < 0 || o.PageSize < 0 || o.Settle < 0 {
+	if o.MaxRows < 0 || o.MaxRowsPerFile < 0 || o.MaxBufferBytes < 0 || o.PageSize < 0 || o.Settle < 0 {
 		return nil, fmt.Errorf("negative limit: %w", ErrInvalidOptions)
 	}
 	if o.MaxRowsPerFile == 0 {
 		o.MaxRowsPerFile = 1_000_000
 	}
-	if o.MaxOpenFiles == 0 {
-		o.MaxOpenFiles = 16
+	if o.MaxBufferBytes == 0 {
+		o.MaxBufferBytes = 256 << 20
 	}
 	if o.PageSize == 0 {
 		o.PageSize = broker.MaxListLimit
@@ -180,7 +183,7 @@ func Sync(ctx context.Context, src Lister, dir string, opts *SyncOptions) (res *
 	}
 
 	s := &syncer{o: &o, src: src, dir: dir, run: wm.Run + 1, comp: comp, start: o.Now(),
-		conv: converter{o: o.rowOptions()}, crs: crsCache{resolve: o.CRS}, open: map[partKey]*partFile{}}
+		conv: converter{o: o.rowOptions()}, crs: crsCache{resolve: o.CRS}, bufs: map[partKey]*partBuf{}}
 	s.staging = filepath.Join(meta, stagingDir, "run-"+strconv.FormatInt(s.run, 10))
 	if err := os.RemoveAll(filepath.Join(meta, stagingDir)); err != nil {
 		return nil, fmt.Errorf("warehouse: clear staging: %w", err)
@@ -190,7 +193,6 @@ func Sync(ctx context.Context, src Lister, dir string, opts *SyncOptions) (res *
 	}
 	keepStaging := false // once the commit record is written, its files are the commit's
 	defer func() {
-		s.abort()
 		if !keepStaging {
 			_ = os.RemoveAll(filepath.Join(meta, stagingDir))
 		}
@@ -384,34 +386,28 @@ type partKey struct {
 	date, class, crs string
 }
 
-// partFile is a data file being written.
-type partFile struct {
-	key    partKey
-	f      *os.File
-	bw     *bufio.Writer
-	fw     *fileWriter
-	staged string
-	seq    int
-	used   uint64
+// partBuf holds a partition's rows until they are written.
+type partBuf struct {
+	rows  []Row
+	bytes int64
 }
 
 type syncer struct {
-	o       *SyncOptions
-	src     Lister
-	dir     string
-	staging string
-	run     int64
-	comp    compress.Codec
-	start   time.Time
-	conv    converter
-	crs     crsCache
-	open    map[partKey]*partFile
-	done    []commitFile
-	seq     int
-	tick    uint64
-	rows    int64
-	skipped int64
-	row     Row
+	o        *SyncOptions
+	src      Lister
+	dir      string
+	staging  string
+	run      int64
+	comp     compress.Codec
+	start    time.Time
+	conv     converter
+	crs      crsCache
+	bufs     map[partKey]*partBuf
+	buffered int64
+	done     []commitFile
+	seq      int
+	rows     int64
+	skipped  int64
 }
 
 // scan reads dest from cur and writes what it finds; it returns the
@@ -481,23 +477,42 @@ func (s *syncer) add(ctx context.Context, e broker.Entry) error {
 		s.skipped++
 		return nil
 	}
-	r := &s.row
-	s.conv.row(ctx, r, e, env, s.start)
+	var r Row
+	s.conv.row(ctx, &r, e, env, s.start)
 	k := partKey{date: r.DeadLetteredAt.Format(time.DateOnly), class: pathValue(r.FailureClass), crs: r.GeometryCRS}
-	pf, err := s.file(k)
-	if err != nil {
-		return err
+	b := s.bufs[k]
+	if b == nil {
+		b = &partBuf{}
+		s.bufs[k] = b
 	}
-	s.tick++
-	pf.used = s.tick
-	if err := pf.fw.write(r, s.crs.projjson(r.GeometryCRS)); err != nil {
-		return err
-	}
+	size := rowSize(&r)
+	b.rows = append(b.rows, r)
+	b.bytes += size
+	s.buffered += size
 	s.rows++
-	if pf.fw.rows >= s.o.MaxRowsPerFile {
-		return s.complete(pf)
+	if int64(len(b.rows)) >= s.o.MaxRowsPerFile {
+		return s.write(k)
+	}
+	for s.buffered > s.o.MaxBufferBytes {
+		var big partKey
+		var most int64 = -1
+		for k, b := range s.bufs {
+			if b.bytes > most {
+				big, most = k, b.bytes
+			}
+		}
+		if err := s.write(big); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// rowSize estimates the memory a buffered row holds.
+func rowSize(r *Row) int64 {
+	n := 512 + len(r.EventID) + len(r.IdempotencyKey) + len(r.Reason) + len(r.ErrorMessage) + len(r.SourceCRS) +
+		len(r.SourceURI) + len(r.TraceID) + len(r.FaultPoint) + len(r.GeometryBBox) + len(r.Payload) + len(r.RecordID)
+	return int64(n)
 }
 
 // pathValue keeps a partition value to [a-z0-9_-]: classes are, but the
@@ -515,86 +530,61 @@ func pathValue(v string) string {
 	return v
 }
 
-// file returns the open file of k, opening one (and completing the least
-// recently used when MaxOpenFiles are open).
-func (s *syncer) file(k partKey) (*partFile, error) {
-	if pf := s.open[k]; pf != nil {
-		return pf, nil
+// write writes the rows held for k to a new staged file.
+func (s *syncer) write(k partKey) (err error) {
+	b := s.bufs[k]
+	delete(s.bufs, k)
+	if b == nil || len(b.rows) == 0 {
+		return nil
 	}
-	if len(s.open) >= s.o.MaxOpenFiles {
-		var lru *partFile
-		for _, pf := range s.open {
-			if lru == nil || pf.used < lru.used {
-				lru = pf
-			}
-		}
-		if err := s.complete(lru); err != nil {
-			return nil, err
-		}
-	}
+	s.buffered -= b.bytes
 	s.seq++
 	staged := strconv.Itoa(s.seq) + ".parquet.tmp"
 	f, err := os.OpenFile(filepath.Join(s.staging, staged), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("warehouse: %w", err)
+		return fmt.Errorf("warehouse: %w", err)
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("warehouse: write %s: %w", staged, cerr)
+		}
+	}()
 	kv := map[string]string{"geodlq": fmt.Sprintf(`{"format":%q,"run":%d,"geometry_crs":%q}`, DatasetFormat, s.run, k.crs)}
-	pf := &partFile{key: k, f: f, bw: bw, fw: newFileWriter(bw, s.comp, kv), staged: staged, seq: s.seq}
-	s.open[k] = pf
-	return pf, nil
-}
-
-// complete finishes pf: footer, flush, fsync, close.
-func (s *syncer) complete(pf *partFile) error {
-	delete(s.open, pf.key)
-	err := pf.fw.close()
-	if err == nil {
-		err = pf.bw.Flush()
+	// The Parquet writer buffers its output (parquet.WriteBufferSize).
+	fw := newFileWriter(f, s.comp, kv)
+	projjson := s.crs.projjson(k.crs)
+	for i := range b.rows {
+		if err := fw.write(&b.rows[i], projjson); err != nil {
+			return err
+		}
 	}
-	if err == nil {
-		err = pf.f.Sync()
+	if err := fw.close(); err != nil {
+		return err
 	}
-	if cerr := pf.f.Close(); err == nil {
-		err = cerr
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("warehouse: write %s: %w", staged, err)
 	}
-	if err != nil {
-		return fmt.Errorf("warehouse: write %s: %w", pf.staged, err)
-	}
-	p := "dead_lettered_date=" + pf.key.date + "/class=" + pf.key.class + "/" + fileName(s.run, pf.seq, pf.key.crs)
-	s.done = append(s.done, commitFile{Staged: pf.staged, Path: p, Rows: pf.fw.rows})
-	s.o.Logger.Debug("geodlq warehouse: file staged", slog.String("path", p), slog.Int64("rows", pf.fw.rows))
+	p := "dead_lettered_date=" + k.date + "/class=" + k.class + "/" + fileName(s.run, s.seq, k.crs)
+	s.done = append(s.done, commitFile{Staged: staged, Path: p, Rows: fw.rows})
+	s.o.Logger.Debug("geodlq warehouse: file staged", slog.String("path", p), slog.Int64("rows", fw.rows))
 	return nil
 }
 
-// finish completes every open file and returns the run's files, in order.
+// finish writes every partition still held and returns the run's files,
+// by path.
 func (s *syncer) finish() ([]commitFile, error) {
-	keys := make([]partKey, 0, len(s.open))
-	for k := range s.open {
+	keys := make([]partKey, 0, len(s.bufs))
+	for k := range s.bufs {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b partKey) int { return s.open[a].seq - s.open[b].seq })
+	slices.SortFunc(keys, func(a, b partKey) int {
+		return strings.Compare(a.date+"/"+a.class+"/"+a.crs, b.date+"/"+b.class+"/"+b.crs)
+	})
 	for _, k := range keys {
-		if err := s.complete(s.open[k]); err != nil {
+		if err := s.write(k); err != nil {
 			return nil, err
 		}
 	}
-	slices.SortFunc(s.done, func(a, b commitFile) int {
-		if a.Path < b.Path {
-			return -1
-		}
-		if a.Path > b.Path {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s.done, func(a, b commitFile) int { return strings.Compare(a.Path, b.Path) })
 	return s.done, nil
-}
-
-// abort closes files left open by a failed run.
-func (s *syncer) abort() {
-	for _, pf := range s.open {
-		_ = pf.f.Close()
-	}
-	clear(s.open)
 }

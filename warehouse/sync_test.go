@@ -51,7 +51,7 @@ func eventIDs(rows []Row) []string {
 	return ids
 }
 
-func filled(t *testing.T, n int) *broker.Store {
+func filled(t testing.TB, n int) *broker.Store {
 	t.Helper()
 	s := memory.New(nil)
 	require.NoError(t, fixture.Fill(context.Background(), s, "vector-dlq", n, nil))
@@ -116,7 +116,7 @@ func TestSyncPartitionsAndColumns(t *testing.T) {
 	ctx := context.Background()
 	s := filled(t, 60)
 	dir := t.TempDir()
-	res, err := Sync(ctx, s, dir, &SyncOptions{MaxOpenFiles: 2, MaxRowsPerFile: 4})
+	res, err := Sync(ctx, s, dir, &SyncOptions{MaxBufferBytes: 4096, MaxRowsPerFile: 4})
 	require.NoError(t, err)
 	rows, files := dataset(t, dir)
 	require.Len(t, rows, 60)
@@ -220,4 +220,37 @@ func TestSyncSettleAndMaxRows(t *testing.T) {
 	ids := eventIDs(rows)
 	require.Len(t, ids, 40)
 	require.Equal(t, slices.Compact(slices.Clone(ids)), ids)
+}
+
+// Records that arrive out of time order (eight producers, each
+// dead-lettering a different week) are gathered per partition: a run
+// writes one file per partition and CRS, not one per record.
+func TestSyncOutOfOrderArrival(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(nil)
+	for i := 0; i < 400; i++ {
+		from := (i%8)*1000 + i/8 // producer i%8 is in its own week
+		require.NoError(t, fixture.Fill(ctx, s, "vector-dlq", 1, &fixture.Options{From: from, Step: 10 * time.Minute}))
+	}
+	dir := t.TempDir()
+	res, err := Sync(ctx, s, dir, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 400, res.Rows)
+	parts := map[string]bool{}
+	rows, files := dataset(t, dir)
+	require.Len(t, rows, 400)
+	for _, r := range rows {
+		parts[r.DeadLetteredAt.Format(time.DateOnly)+r.FailureClass+r.GeometryCRS] = true
+	}
+	require.Len(t, files, len(parts), "one file per partition and CRS")
+
+	// Under a small memory budget the largest partitions are written
+	// early: more files, each record still once.
+	dir = t.TempDir()
+	res, err = Sync(ctx, s, dir, &SyncOptions{MaxBufferBytes: 64 << 10})
+	require.NoError(t, err)
+	rows, files = dataset(t, dir)
+	require.Len(t, rows, 400)
+	require.Greater(t, len(files), len(parts))
+	require.Less(t, len(files), 200)
 }

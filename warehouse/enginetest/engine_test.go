@@ -227,8 +227,10 @@ func checkGeoParquet(t *testing.T, db *sql.DB, dir string) {
 func TestExportParquetFile(t *testing.T) {
 	readURL, writeURL := backends[0].open(t)
 	fill(t, openStore(t, writeURL, true), 0, 120)
+	// The file goes to standard output (not a terminal here).
+	b := geodlq(t, "--store", readURL, "export", "--format", "parquet", "--class", "invalid_geometry")
 	out := filepath.Join(t.TempDir(), "dlq.parquet")
-	geodlq(t, "--store", readURL, "export", "--format", "parquet", "--class", "invalid_geometry", "-o", out)
+	require.NoError(t, os.WriteFile(out, b, 0o644))
 	db := duck(t)
 	// DuckDB's GeoParquet reader turns the WKB into GEOMETRY values with
 	// the file's CRS; as text they are WKT.
@@ -237,9 +239,6 @@ func TestExportParquetFile(t *testing.T) {
 		count(*) FILTER (WHERE starts_with(fault_point::VARCHAR, 'POINT (')),
 		bool_and(typeof(fault_point) LIKE 'GEOMETRY(%"id":{"authority":"EPSG","code":4326}}'')')
 		FROM read_parquet(?)`, out))
-	entries, err := os.ReadDir(filepath.Dir(out))
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "no temporary file is left")
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

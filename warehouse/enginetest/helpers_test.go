@@ -40,13 +40,23 @@ func repoRoot(tb testing.TB) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// binDir holds the geodlq command the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "geodlq-cli-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
 // cli builds the geodlq command once per test binary.
 var cli = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "geodlq-cli-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "geodlq")
+	bin := filepath.Join(binDir, "geodlq")
 	_, file, _, _ := runtime.Caller(0)
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/geodlq/geodlq/cmd/geodlq")
 	cmd.Dir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
@@ -103,8 +113,12 @@ func openStore(tb testing.TB, raw string, create bool) *broker.Store {
 	return s
 }
 
-// fill publishes n fixture envelopes numbered from, with up to 8 writers.
-func fill(tb testing.TB, s *broker.Store, from, n int) {
+// fill publishes n fixture envelopes numbered from, with up to 8 writers,
+// fixture.Step apart.
+func fill(tb testing.TB, s *broker.Store, from, n int) { fillStep(tb, s, from, n, 0) }
+
+// fillStep is fill with events step apart.
+func fillStep(tb testing.TB, s *broker.Store, from, n int, step time.Duration) {
 	tb.Helper()
 	ctx := context.Background()
 	const writers = 8
@@ -117,7 +131,7 @@ func fill(tb testing.TB, s *broker.Store, from, n int) {
 		if lo >= hi {
 			continue
 		}
-		wg.Go(func() { errs[w] = fixture.Fill(ctx, s, dest, hi-lo, &fixture.Options{From: lo}) })
+		wg.Go(func() { errs[w] = fixture.Fill(ctx, s, dest, hi-lo, &fixture.Options{From: lo, Step: step}) })
 	}
 	wg.Wait()
 	for _, err := range errs {
