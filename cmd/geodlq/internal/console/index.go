@@ -1,0 +1,581 @@
+package console
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paulmach/orb"
+	"github.com/paulmach/orb/planar"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/triage"
+)
+
+// The map needs every record's position, which no store query gives
+// (the store's box query knows fault locations only, in each payload's own
+// CRS): the console keeps a small summary of every open record in memory,
+// built by one scan at start and kept current by polling, and clusters it
+// per request. 100,000 records take about 20 MB.
+
+// summary is what the index keeps of one record.
+type summary struct {
+	dest, id string
+	envelope bool
+	eventID  string
+	class    string
+	stage    string
+	kind     string
+	epsg     int
+	at       time.Time
+	source   string
+	search   string // lower-cased event id, id, reason, source: the text filter
+	// lon, lat is where the record is drawn (EPSG:4326); located says
+	// from what: "fault", "centroid", or "" (not drawn; why says why).
+	lon, lat    float64
+	fault       *orb.Point // the fault location in the payload's coordinates
+	located     string
+	reprojected int // the EPSG code the point was reprojected from, or 0
+	why         string
+}
+
+type recKey struct{ dest, id string }
+
+// index is the in-memory summary of the store's open records.
+type index struct {
+	s *Server
+
+	mu      sync.RWMutex
+	recs    map[recKey]*summary
+	ready   bool
+	scanned int
+	err     string
+	built   time.Time
+	gen     uint64 // bumped on every change
+}
+
+func newIndex(s *Server) *index { return &index{s: s, recs: map[recKey]*summary{}} }
+
+// maxCentroidVertices bounds the geometries the index parses for a
+// centroid; larger ones are placed by their first position.
+const maxCentroidVertices = 200_000
+
+// summarize builds a record's summary; it never fails: what cannot be
+// read is said in why.
+func (ix *index) summarize(ctx context.Context, e broker.Entry) *summary {
+	r := e.Record
+	p := &summary{dest: r.Destination, id: r.ID}
+	env := r.Envelope
+	if env == nil {
+		var err error
+		if env, err = envelope.Decode(r.Message.Body); err != nil {
+			p.why = "not a dlq.v1 envelope"
+			p.search = strings.ToLower(r.ID)
+			return p
+		}
+	}
+	p.envelope = true
+	p.eventID, p.class, p.stage = env.EventID, string(env.FailureClass), string(env.FailedStage)
+	p.epsg = broker.EPSGOf(env)
+	p.at = env.DeadLetteredAt
+	p.source = triage.SourceURI(env)
+	reason := ""
+	if ge := env.GeometryError; ge != nil {
+		p.kind, reason = ge.Kind, ge.Reason
+	}
+	p.search = strings.ToLower(env.EventID + "\x00" + r.ID + "\x00" + reason + "\x00" + env.ErrorMessage + "\x00" + p.source)
+	ix.locate(ctx, env, p)
+	return p
+}
+
+// locate places p: the fault location, else the geometry's centroid,
+// reprojected to EPSG:4326 when the payload is in another known CRS.
+func (ix *index) locate(ctx context.Context, env *envelope.Envelope, p *summary) {
+	var pt orb.Point
+	switch ge := env.GeometryError; {
+	case ge != nil && len(ge.Location) == 2:
+		pt, p.located = orb.Point{ge.Location[0], ge.Location[1]}, "fault"
+		p.fault = &pt
+	case env.Geometry.Missing:
+		p.why = "the event has no geometry"
+		return
+	default:
+		data := env.Geometry.Inline
+		if env.Geometry.OffloadURI != "" {
+			if ix.s.opts.Blobs == nil || env.Geometry.ByteSize > maxDisplayBytes {
+				p.why = "the geometry is offloaded (start with --blobs to place it)"
+				return
+			}
+			b, err := ix.s.opts.Blobs.Fetch(ctx, offload.Ref{URI: env.Geometry.OffloadURI, Size: env.Geometry.ByteSize, SHA256: env.Geometry.ContentSHA256})
+			if err != nil {
+				p.why = "the offloaded geometry cannot be read: " + clip(err.Error(), 200)
+				return
+			}
+			data = b
+		}
+		c, ok := centroid(data)
+		if !ok {
+			p.why = "the geometry has no finite position"
+			return
+		}
+		pt, p.located = c, "centroid"
+	}
+	lon, lat, from, why := ix.s.toWGS84(pt, p.epsg, env)
+	if why != "" {
+		p.located, p.why = "", why
+		return
+	}
+	p.lon, p.lat, p.reprojected = lon, lat, from
+}
+
+// centroid returns the centroid of a GeoJSON geometry (the mean of its
+// finite positions when the planar centroid is not finite, as for a
+// degenerate or self-crossing polygon).
+func centroid(data []byte) (orb.Point, bool) {
+	g, err := geojson.ParseGeometry(data, geojson.Limits{MaxVertices: maxCentroidVertices})
+	if err != nil || g.Geom == nil {
+		return orb.Point{}, false
+	}
+	if geojson.CheckFinite(g) == nil {
+		if c, _ := planar.CentroidArea(g.Geom); finite(c) && (c != orb.Point{} || g.Geom.Bound().Contains(c)) {
+			return c, true
+		}
+	}
+	var sx, sy float64
+	n := 0
+	for _, q := range g.Points {
+		if finite(q) {
+			sx, sy, n = sx+q[0], sy+q[1], n+1
+		}
+	}
+	if n == 0 {
+		return orb.Point{}, false
+	}
+	return orb.Point{sx / float64(n), sy / float64(n)}, true
+}
+
+func finite(p orb.Point) bool {
+	return !math.IsNaN(p[0]) && !math.IsNaN(p[1]) && !math.IsInf(p[0], 0) && !math.IsInf(p[1], 0)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// rebuild scans the whole store and replaces the index.
+func (ix *index) rebuild(ctx context.Context) error {
+	recs := map[recKey]*summary{}
+	n := 0
+	err := ix.s.store.ScanAll(ctx, broker.ListOptions{Limit: broker.MaxListLimit}, func(e broker.Entry) error {
+		if e.Record == nil {
+			return nil
+		}
+		p := ix.summarize(ctx, e)
+		recs[recKey{p.dest, p.id}] = p
+		n++
+		if n%1000 == 0 {
+			ix.mu.Lock()
+			ix.scanned = n
+			ix.mu.Unlock()
+		}
+		return nil
+	})
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if err != nil {
+		ix.err = err.Error()
+		return err
+	}
+	ix.recs, ix.ready, ix.scanned, ix.err, ix.built = recs, true, n, "", time.Now()
+	ix.gen++
+	return nil
+}
+
+// pollNew adds the records written since the last look: it reads newest
+// first until a page holds only known records. It returns the new
+// summaries, newest first.
+func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
+	var fresh []*summary
+	opts := broker.ListOptions{Newest: true, Limit: 200}
+	for range 500 { // at most 100,000 new records per look
+		p, err := ix.s.store.List(ctx, opts)
+		if err != nil {
+			return fresh, err
+		}
+		known := 0
+		var unknown []broker.Entry
+		ix.mu.RLock()
+		for _, e := range p.Entries {
+			if e.Record == nil {
+				continue
+			}
+			if _, ok := ix.recs[recKey{e.Record.Destination, e.Record.ID}]; ok {
+				known++
+			} else {
+				unknown = append(unknown, e)
+			}
+		}
+		ix.mu.RUnlock()
+		for _, e := range unknown {
+			fresh = append(fresh, ix.summarize(ctx, e))
+		}
+		if known > 0 || p.Next == "" {
+			break
+		}
+		opts.After = p.Next
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	ix.mu.Lock()
+	for _, p := range fresh {
+		ix.recs[recKey{p.dest, p.id}] = p
+	}
+	ix.gen++
+	ix.mu.Unlock()
+	return fresh, nil
+}
+
+// remove drops records from the index (replayed or discarded here).
+func (ix *index) remove(keys []recKey) {
+	if len(keys) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	for _, k := range keys {
+		delete(ix.recs, k)
+	}
+	ix.gen++
+	ix.mu.Unlock()
+}
+
+func (ix *index) count() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.recs)
+}
+
+// status reports the index's state for /api/config and the page.
+type indexStatus struct {
+	Ready   bool      `json:"ready"`
+	Scanned int       `json:"scanned"`
+	Records int       `json:"records"`
+	Error   string    `json:"error,omitempty"`
+	Built   time.Time `json:"built,omitzero"`
+}
+
+func (ix *index) status() indexStatus {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return indexStatus{Ready: ix.ready, Scanned: ix.scanned, Records: len(ix.recs), Error: ix.err, Built: ix.built}
+}
+
+// Map clustering: a grid of cells cellPx pixels wide at the request's
+// zoom, in Web Mercator, so clusters look the same size everywhere.
+const (
+	cellPx = 64
+	// maxZoom is the zoom from which every record is its own marker
+	// (records at the same place stay together).
+	maxZoom = 16
+)
+
+// mapCluster is one marker of the map: a single record, or a cluster.
+type mapCluster struct {
+	Lon   float64        `json:"lon"`
+	Lat   float64        `json:"lat"`
+	Count int            `json:"count"`
+	Class string         `json:"class,omitempty"` // the most frequent class
+	By    map[string]int `json:"by_class,omitempty"`
+	// Record is set for a single record.
+	Record *mapRecord `json:"record,omitempty"`
+	// Bounds is minlon,minlat,maxlon,maxlat of a cluster's records.
+	Bounds [4]float64 `json:"bounds"`
+}
+
+type mapRecord struct {
+	Destination string `json:"destination"`
+	ID          string `json:"id"`
+	EventID     string `json:"event_id"`
+	Class       string `json:"class"`
+	Kind        string `json:"reason_kind,omitempty"`
+	Located     string `json:"located"`
+	Reprojected int    `json:"reprojected_from,omitempty"`
+}
+
+type mapAnswer struct {
+	Markers   []mapCluster `json:"markers"`
+	InView    int          `json:"in_view"`
+	Located   int          `json:"located"`
+	Unlocated int          `json:"unlocated"`
+	// Reprojected counts the matching records drawn after reprojection.
+	Reprojected int            `json:"reprojected"`
+	WhyNot      map[string]int `json:"why_not_on_map,omitempty"`
+	Index       indexStatus    `json:"index"`
+}
+
+func mercY(lat float64) float64 {
+	lat = math.Max(-85.05112878, math.Min(85.05112878, lat))
+	s := math.Sin(lat * math.Pi / 180)
+	return 0.5 - math.Log((1+s)/(1-s))/(4*math.Pi)
+}
+
+// clusters answers a map request: the records matching sel inside view at
+// zoom, clustered.
+func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
+	zoom = max(0, min(zoom, 30))
+	cells := math.Exp2(float64(zoom)) * 256 / cellPx // cells across the world
+	type acc struct {
+		sx, sy float64
+		n      int
+		by     map[string]int
+		first  *summary
+		b      orb.Bound
+	}
+	grid := map[[2]int64]*acc{}
+	ans := mapAnswer{WhyNot: map[string]int{}}
+	ix.mu.RLock()
+	ans.Index = indexStatus{Ready: ix.ready, Scanned: ix.scanned, Records: len(ix.recs), Error: ix.err, Built: ix.built}
+	for _, p := range ix.recs {
+		if !sel.matchSummary(p) {
+			continue
+		}
+		if p.located == "" {
+			ans.Unlocated++
+			ans.WhyNot[whyKey(p.why)]++
+			continue
+		}
+		ans.Located++
+		if p.reprojected != 0 {
+			ans.Reprojected++
+		}
+		if !view.Contains(orb.Point{p.lon, p.lat}) {
+			continue
+		}
+		ans.InView++
+		var k [2]int64
+		if zoom >= maxZoom {
+			k = [2]int64{int64(math.Float64bits(p.lon)), int64(math.Float64bits(p.lat))}
+		} else {
+			k = [2]int64{int64(math.Floor((p.lon + 180) / 360 * cells)), int64(math.Floor(mercY(p.lat) * cells))}
+		}
+		a := grid[k]
+		if a == nil {
+			a = &acc{by: map[string]int{}, first: p, b: orb.Bound{Min: orb.Point{p.lon, p.lat}, Max: orb.Point{p.lon, p.lat}}}
+			grid[k] = a
+		}
+		a.sx, a.sy, a.n = a.sx+p.lon, a.sy+p.lat, a.n+1
+		a.by[p.class]++
+		a.b = a.b.Extend(orb.Point{p.lon, p.lat})
+	}
+	ix.mu.RUnlock()
+	ans.Markers = make([]mapCluster, 0, len(grid))
+	for _, a := range grid {
+		m := mapCluster{Lon: a.sx / float64(a.n), Lat: a.sy / float64(a.n), Count: a.n,
+			Bounds: [4]float64{a.b.Min[0], a.b.Min[1], a.b.Max[0], a.b.Max[1]}}
+		best := -1
+		for c, n := range a.by {
+			if n > best || n == best && c < m.Class {
+				m.Class, best = c, n
+			}
+		}
+		if a.n == 1 {
+			p := a.first
+			m.Lon, m.Lat = p.lon, p.lat
+			m.Record = &mapRecord{Destination: p.dest, ID: p.id, EventID: p.eventID, Class: p.class, Kind: p.kind, Located: p.located, Reprojected: p.reprojected}
+		} else {
+			m.By = a.by
+		}
+		ans.Markers = append(ans.Markers, m)
+	}
+	slices.SortFunc(ans.Markers, func(a, b mapCluster) int {
+		if c := b.Count - a.Count; c != 0 {
+			return c
+		}
+		if a.Lon != b.Lon {
+			if a.Lon < b.Lon {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Lat < b.Lat:
+			return -1
+		case a.Lat > b.Lat:
+			return 1
+		}
+		return 0
+	})
+	return ans
+}
+
+// whyKey turns a why into its bounded category (the detail of a failed
+// blob read names the blob).
+func whyKey(why string) string {
+	if k, _, ok := strings.Cut(why, ": "); ok {
+		return k
+	}
+	return why
+}
+
+// prefixes counts the matching records by source-URI prefix
+// (scheme://host), the top n.
+func (ix *index) prefixes(sel selection, n int) []keyCount {
+	counts := map[string]int{}
+	ix.mu.RLock()
+	for _, p := range ix.recs {
+		if sel.matchSummary(p) {
+			counts[sourcePrefix(p.source)]++
+		}
+	}
+	ix.mu.RUnlock()
+	return topN(counts, n)
+}
+
+// timeSpan returns the earliest and latest dead_lettered_at of the
+// matching records.
+func (ix *index) timeSpan(sel selection) (lo, hi time.Time) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for _, p := range ix.recs {
+		if !p.envelope || p.at.IsZero() || !sel.matchSummary(p) {
+			continue
+		}
+		if lo.IsZero() || p.at.Before(lo) {
+			lo = p.at
+		}
+		if p.at.After(hi) {
+			hi = p.at
+		}
+	}
+	return lo, hi
+}
+
+// sourcePrefix cuts a source URI after scheme://host; "" is "(none)".
+func sourcePrefix(uri string) string {
+	if uri == "" {
+		return "(none)"
+	}
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		if i := strings.IndexByte(uri, '/'); i > 0 {
+			return uri[:i]
+		}
+		return clip(uri, 80)
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	return clip(scheme+"://"+host, 120)
+}
+
+type keyCount struct {
+	Key   string `json:"key"`
+	Count int    `json:"count"`
+}
+
+func topN(m map[string]int, n int) []keyCount {
+	out := make([]keyCount, 0, len(m))
+	for k, v := range m {
+		out = append(out, keyCount{k, v})
+	}
+	slices.SortFunc(out, func(a, b keyCount) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// watch keeps the index current until ctx ends: it builds it, then polls
+// for new records every interval, and rebuilds it when the store's count
+// disagrees with the index (records removed elsewhere, by a CLI replay or
+// purge). New records are announced to the page.
+func (ix *index) watch(ctx context.Context, every time.Duration) {
+	log := ix.s.log
+	for {
+		if err := ix.rebuild(ctx); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			return
+		} else {
+			log.WarnContext(ctx, "geodlq serve: building the map index failed; retrying", slog.Any("error", err))
+		}
+		if !sleep(ctx, 5*every) {
+			return
+		}
+	}
+	ix.s.hub.publish(event{Name: "index", Data: ix.status()})
+	checks := 0
+	for sleep(ctx, every) {
+		fresh, err := ix.pollNew(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "geodlq serve: polling for new records failed", slog.Any("error", err))
+		}
+		if len(fresh) > 0 {
+			ix.s.hub.publish(event{Name: "records", Data: ix.s.newRecordsEvent(fresh)})
+		}
+		checks++
+		if checks%5 != 0 {
+			continue
+		}
+		total, err := ix.s.openCount(ctx)
+		if err != nil || total == ix.count() {
+			continue
+		}
+		before := ix.count()
+		if err := ix.rebuild(ctx); err == nil && ix.count() != before {
+			ix.s.hub.publish(event{Name: "changed", Data: map[string]int{"records": ix.count()}})
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// newRecordsEvent describes records that just arrived (at most 20 of
+// them in full).
+func (s *Server) newRecordsEvent(fresh []*summary) map[string]any {
+	var rows []map[string]any
+	for _, p := range fresh[:min(len(fresh), 20)] {
+		rows = append(rows, map[string]any{"destination": p.dest, "id": p.id, "event_id": p.eventID, "class": p.class})
+	}
+	return map[string]any{"new": len(fresh), "records": s.index.count(), "latest": rows}
+}
+
+// openCount is the number of open (not replayed) records in the store.
+func (s *Server) openCount(ctx context.Context) (int, error) {
+	counts, err := s.store.Stats(ctx, broker.StatsOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range counts {
+		n += c.Pending + c.Leased
+	}
+	return n, nil
+}

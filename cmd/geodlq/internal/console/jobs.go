@@ -1,0 +1,585 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/replay"
+)
+
+// Actions run as jobs: a dry run first, which resolves the selection to
+// records and says what would happen to each, then the real run, which
+// must name the dry run it confirms and acts on the records that dry run
+// found would be replayed (or discarded), no others. Replays go through
+// replay.Replayer as `geodlq replay` does (restore and verify, repair,
+// check, re-inject with the original idempotency key, acknowledge only
+// then), discards through Store.Purge with the records' ids, as `geodlq
+// purge` does.
+
+// Job limits.
+const (
+	// maxJobRecords bounds the records one job selects.
+	maxJobRecords = 100_000
+	// jobChunk is how many records a job hands the replayer at a time
+	// (progress is reported between chunks; a cancel stops between
+	// records).
+	jobChunk = 50
+	// confirmWithin is how long a dry run stays confirmable.
+	confirmWithin = 30 * time.Minute
+	// keptJobs is how many finished jobs the console remembers.
+	keptJobs = 50
+	// maxRunning bounds the jobs running at once.
+	maxRunning = 4
+	// jobItemsPage is how many per-record outcomes one GET returns.
+	jobItemsPage = 1000
+)
+
+// JobRequest is the body of POST /api/jobs.
+type JobRequest struct {
+	// Action is "replay" or "discard".
+	Action string `json:"action"`
+	// DryRun says what would happen and changes nothing. A real run
+	// (false) must Confirm a dry run.
+	DryRun bool `json:"dry_run"`
+	// Records selects records by destination and id; Filter selects by
+	// the list's filters. One of them is required for a dry run.
+	Records []RecordRef `json:"records,omitempty"`
+	Filter  *Query      `json:"filter,omitempty"`
+	// Repairs names the repairs a replay applies: make-valid
+	// (invalid_geometry), reproject (crs_mismatch).
+	Repairs []string `json:"repairs,omitempty"`
+	// Confirm is the id of the finished dry run a real run carries out,
+	// on the records that dry run found would be replayed or discarded.
+	Confirm string `json:"confirm,omitempty"`
+}
+
+// RecordRef names a record.
+type RecordRef struct {
+	Destination string `json:"destination"`
+	ID          string `json:"id"`
+}
+
+// JobItem is one record's outcome.
+type JobItem struct {
+	Destination string `json:"destination"`
+	RecordID    string `json:"record_id"`
+	EventID     string `json:"event_id,omitempty"`
+	Class       string `json:"class,omitempty"`
+	Outcome     string `json:"outcome"`
+	Target      string `json:"target,omitempty"`
+	Repair      string `json:"repair,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Job is a replay or discard, its progress and its outcomes.
+type Job struct {
+	ID       string    `json:"id"`
+	Action   string    `json:"action"`
+	DryRun   bool      `json:"dry_run"`
+	Repairs  []string  `json:"repairs"`
+	Confirms string    `json:"confirms,omitempty"`
+	State    string    `json:"state"` // running, done, failed, cancelled
+	Created  time.Time `json:"created"`
+	Finished time.Time `json:"finished,omitzero"`
+	// Selected is the number of records the job acts on; Done how many it
+	// has looked at.
+	Selected int            `json:"selected"`
+	Done     int            `json:"done"`
+	Counts   map[string]int `json:"counts"`
+	Error    string         `json:"error,omitempty"`
+	// Orphaned counts offloaded blobs no remaining record references
+	// after a discard.
+	Orphaned int `json:"orphaned_blobs,omitempty"`
+	// Items are the per-record outcomes from ItemsOffset on (at most 1000
+	// per answer); ItemsTotal is how many there are.
+	Items       []JobItem `json:"items"`
+	ItemsOffset int       `json:"items_offset"`
+	ItemsTotal  int       `json:"items_total"`
+	// ConfirmedBy is the real run that carried this dry run out.
+	ConfirmedBy string `json:"confirmed_by,omitempty"`
+}
+
+type job struct {
+	mu     sync.Mutex
+	j      Job
+	items  []JobItem
+	sel    map[string][]string // destination -> record ids
+	cancel context.CancelFunc
+}
+
+func (jb *job) view(offset int) Job {
+	jb.mu.Lock()
+	defer jb.mu.Unlock()
+	v := jb.j
+	v.Counts = make(map[string]int, len(jb.j.Counts))
+	for k, n := range jb.j.Counts {
+		v.Counts[k] = n
+	}
+	v.ItemsTotal = len(jb.items)
+	offset = min(max(offset, 0), len(jb.items))
+	v.ItemsOffset = offset
+	v.Items = slices.Clone(jb.items[offset:min(len(jb.items), offset+jobItemsPage)])
+	if v.Items == nil {
+		v.Items = []JobItem{}
+	}
+	return v
+}
+
+type jobs struct {
+	s     *Server
+	mu    sync.Mutex
+	byID  map[string]*job
+	order []string
+}
+
+func newJobs(s *Server) *jobs { return &jobs{s: s, byID: map[string]*job{}} }
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	s.jobs.mu.Lock()
+	ids := slices.Clone(s.jobs.order)
+	s.jobs.mu.Unlock()
+	out := []Job{}
+	for _, id := range slices.Backward(ids) {
+		if jb := s.jobs.get(id); jb != nil {
+			v := jb.view(0)
+			v.Items = []JobItem{}
+			out = append(out, v)
+		}
+	}
+	writeJSON(w, map[string]any{"jobs": out})
+}
+
+func (js *jobs) get(id string) *job {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	return js.byID[id]
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	jb := s.jobs.get(r.PathValue("job"))
+	if jb == nil {
+		s.problem(w, r, http.StatusNotFound, "not found", fmt.Sprintf("no job %q (the console keeps the last %d)", clip(r.PathValue("job"), 40), keptJobs))
+		return
+	}
+	off := 0
+	if o := r.URL.Query().Get("offset"); o != "" {
+		n, err := strconv.Atoi(o)
+		if err != nil || n < 0 {
+			s.fail(w, r, badQuery("offset %q: want a non-negative integer", o))
+			return
+		}
+		off = n
+	}
+	writeJSON(w, jb.view(off))
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	jb := s.jobs.get(r.PathValue("job"))
+	if jb == nil {
+		s.problem(w, r, http.StatusNotFound, "not found", fmt.Sprintf("no job %q", clip(r.PathValue("job"), 40)))
+		return
+	}
+	jb.cancel()
+	writeJSON(w, jb.view(0))
+}
+
+// conflictError is a request the current state refuses: 409.
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
+
+func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
+	var req JobRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.fail(w, r, badQuery("the body is not a job request: %v", err))
+		return
+	}
+	jb, err := s.jobs.start(r.Context(), req)
+	if err != nil {
+		var ce *conflictError
+		if errors.As(err, &ce) {
+			s.problem(w, r, http.StatusConflict, "cannot start the job", ce.msg)
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/jobs/"+jb.j.ID)
+	w.WriteHeader(http.StatusAccepted)
+	writeJSON(w, jb.view(0))
+}
+
+// start validates req, resolves its selection and starts the job.
+func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
+	s := js.s
+	if req.Action != "replay" && req.Action != "discard" {
+		return nil, badQuery("action %q: want replay or discard", req.Action)
+	}
+	repairs := slices.Clone(req.Repairs)
+	slices.Sort(repairs)
+	repairs = slices.Compact(repairs)
+	for _, rp := range repairs {
+		if _, ok := repairClass[rp]; !ok {
+			return nil, badQuery("repair %q: want make-valid or reproject", rp)
+		}
+	}
+	if req.Action == "discard" && len(repairs) > 0 {
+		return nil, badQuery("a discard takes no repairs")
+	}
+	jb := &job{j: Job{ID: newID(), Action: req.Action, DryRun: req.DryRun, Repairs: nonNil(repairs), State: "running",
+		Created: s.opts.Now(), Counts: map[string]int{}}}
+	if req.DryRun {
+		if req.Confirm != "" {
+			return nil, badQuery("a dry run confirms nothing: leave confirm out")
+		}
+		sel, n, err := s.resolve(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		jb.sel, jb.j.Selected = sel, n
+	} else {
+		if req.Confirm == "" {
+			return nil, badQuery("a %s must confirm a dry run: start one with dry_run true, read its outcomes, then send confirm with its id", req.Action)
+		}
+		if len(req.Records) > 0 || req.Filter != nil {
+			return nil, badQuery("a confirmed run acts on its dry run's records: leave records and filter out")
+		}
+		dry := js.get(req.Confirm)
+		if dry == nil {
+			return nil, &conflictError{fmt.Sprintf("no dry run %q (the console keeps the last %d jobs)", clip(req.Confirm, 40), keptJobs)}
+		}
+		dry.mu.Lock()
+		d := dry.j
+		var picked map[string][]string
+		n := 0
+		if d.DryRun && d.State == "done" && d.Action == req.Action && slices.Equal(d.Repairs, jb.j.Repairs) && d.ConfirmedBy == "" &&
+			s.opts.Now().Sub(d.Finished) <= confirmWithin {
+			picked = map[string][]string{}
+			for _, it := range dry.items {
+				if it.Outcome == string(replay.OutcomeWouldReplay) || it.Outcome == string(replay.OutcomeWouldRepair) || it.Outcome == "would_discard" {
+					picked[it.Destination] = append(picked[it.Destination], it.RecordID)
+					n++
+				}
+			}
+			dry.j.ConfirmedBy = jb.j.ID
+		}
+		dry.mu.Unlock()
+		switch {
+		case picked == nil && d.ConfirmedBy != "":
+			return nil, &conflictError{fmt.Sprintf("dry run %s was already carried out by job %s; start a new dry run", d.ID, d.ConfirmedBy)}
+		case picked == nil:
+			return nil, &conflictError{fmt.Sprintf("job %s is not a finished %s dry run with repairs %v from the last %v", d.ID, req.Action, jb.j.Repairs, confirmWithin)}
+		}
+		jb.sel, jb.j.Selected, jb.j.Confirms = picked, n, d.ID
+	}
+	if err := js.add(jb); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	jb.cancel = cancel
+	s.wg.Go(func() {
+		defer cancel()
+		js.run(ctx, jb)
+	})
+	return jb, nil
+}
+
+// add registers jb, forgetting the oldest finished jobs.
+func (js *jobs) add(jb *job) error {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	running := 0
+	for _, id := range js.order {
+		j := js.byID[id]
+		j.mu.Lock()
+		if j.j.State == "running" {
+			running++
+		}
+		j.mu.Unlock()
+	}
+	if running >= maxRunning {
+		return &conflictError{fmt.Sprintf("%d jobs are running: wait for one to finish or cancel one", running)}
+	}
+	js.byID[jb.j.ID] = jb
+	js.order = append(js.order, jb.j.ID)
+	for len(js.order) > keptJobs {
+		old := js.byID[js.order[0]]
+		old.mu.Lock()
+		done := old.j.State != "running"
+		old.mu.Unlock()
+		if !done {
+			break
+		}
+		delete(js.byID, js.order[0])
+		js.order = js.order[1:]
+	}
+	return nil
+}
+
+// resolve turns a dry run's selection into record ids per destination.
+func (s *Server) resolve(ctx context.Context, req JobRequest) (map[string][]string, int, error) {
+	out := map[string][]string{}
+	switch {
+	case len(req.Records) > 0 && req.Filter != nil:
+		return nil, 0, badQuery("select by records or by filter, not both")
+	case len(req.Records) > 0:
+		if len(req.Records) > maxJobRecords {
+			return nil, 0, badQuery("%d records selected (limit %d)", len(req.Records), maxJobRecords)
+		}
+		seen := map[RecordRef]bool{}
+		for _, rr := range req.Records {
+			if err := broker.ValidDestination(rr.Destination); err != nil {
+				return nil, 0, badQuery("record %q: %v", clip(rr.ID, 40), err)
+			}
+			if rr.ID == "" || len(rr.ID) > maxIDLen || !utf8.ValidString(rr.ID) {
+				return nil, 0, badQuery("record ids must be 1 to %d bytes of UTF-8", maxIDLen)
+			}
+			if !seen[rr] {
+				seen[rr] = true
+				out[rr.Destination] = append(out[rr.Destination], rr.ID)
+			}
+		}
+		return out, len(seen), nil
+	case req.Filter != nil:
+		sel, err := req.Filter.parse(s.opts.Now())
+		if err != nil {
+			return nil, 0, err
+		}
+		n := 0
+		err = s.store.ScanAll(ctx, broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, Limit: broker.MaxListLimit},
+			func(e broker.Entry) error {
+				if e.Record == nil {
+					return nil
+				}
+				env := envelopeOf(e.Record)
+				if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
+					return nil
+				}
+				if n++; n > maxJobRecords {
+					return badQuery("the filter selects more than %d records: narrow it", maxJobRecords)
+				}
+				out[e.Record.Destination] = append(out[e.Record.Destination], e.Record.ID)
+				return nil
+			})
+		if err != nil {
+			return nil, 0, err
+		}
+		return out, n, nil
+	}
+	return nil, 0, badQuery("a dry run needs records or a filter")
+}
+
+// run carries a job out.
+func (js *jobs) run(ctx context.Context, jb *job) {
+	s := js.s
+	var err error
+	if jb.j.Action == "replay" {
+		err = js.replay(ctx, jb)
+	} else {
+		err = js.discard(ctx, jb)
+	}
+	jb.mu.Lock()
+	jb.j.Finished = s.opts.Now()
+	switch {
+	case ctx.Err() != nil:
+		jb.j.State = "cancelled"
+		if s.ctx.Err() != nil {
+			jb.j.Error = "the console is shutting down"
+		}
+	case err != nil:
+		jb.j.State, jb.j.Error = "failed", err.Error()
+	default:
+		jb.j.State = "done"
+	}
+	if jb.j.State != "done" {
+		// Records the job never reached.
+		reached := make(map[recKey]bool, len(jb.items))
+		for _, it := range jb.items {
+			reached[recKey{it.Destination, it.RecordID}] = true
+		}
+		for dest, ids := range jb.sel {
+			for _, id := range ids {
+				if !reached[recKey{dest, id}] {
+					jb.items = append(jb.items, JobItem{Destination: dest, RecordID: id, Outcome: "not_run"})
+					jb.j.Counts["not_run"]++
+				}
+			}
+		}
+	}
+	jb.mu.Unlock()
+	s.log.Info("geodlq serve: job finished", slog.String("job", jb.j.ID), slog.String("action", jb.j.Action),
+		slog.Bool("dry_run", jb.j.DryRun), slog.String("state", jb.j.State), slog.Any("counts", jb.j.Counts))
+	s.hub.publish(event{Name: "job", Data: jb.view(0).summary()})
+	if !jb.j.DryRun {
+		s.hub.publish(event{Name: "changed", Data: map[string]int{"records": s.index.count()}})
+	}
+}
+
+func (j Job) summary() Job {
+	j.Items = []JobItem{}
+	return j
+}
+
+func (jb *job) record(items []JobItem) {
+	jb.mu.Lock()
+	defer jb.mu.Unlock()
+	jb.items = append(jb.items, items...)
+	jb.j.Done += len(items)
+	for _, it := range items {
+		jb.j.Counts[it.Outcome]++
+	}
+}
+
+// chunks cuts ids into runs of at most n.
+func chunks(ids []string, n int) [][]string {
+	var out [][]string
+	for len(ids) > 0 {
+		k := min(n, len(ids))
+		out = append(out, ids[:k])
+		ids = ids[k:]
+	}
+	return out
+}
+
+func sortedDests(sel map[string][]string) []string {
+	ds := make([]string, 0, len(sel))
+	for d := range sel {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// replay runs the replayer over the job's records, a chunk at a time.
+func (js *jobs) replay(ctx context.Context, jb *job) error {
+	s := js.s
+	all, err := s.checker.Repairers(nil)
+	if err != nil {
+		return err
+	}
+	repairers := map[classify.Class]replay.Repairer{}
+	for _, name := range jb.j.Repairs {
+		c := repairClass[name]
+		repairers[c] = all[c]
+	}
+	opts := replay.Options{Source: s.store, Target: s.opts.Target, Repairers: repairers, Check: s.checker.ReplayCheck(),
+		Logger: s.log, BatchSize: jobChunk}
+	if s.opts.Blobs != nil {
+		opts.Fetcher = s.opts.Blobs
+	}
+	rp, err := replay.New(opts)
+	if err != nil {
+		return err
+	}
+	last := time.Time{}
+	for _, dest := range sortedDests(jb.sel) {
+		for _, ids := range chunks(jb.sel[dest], jobChunk) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			rep, runErr := rp.Run(ctx, replay.Request{Destination: dest, Filter: broker.Filter{IDs: ids}, DryRun: jb.j.DryRun})
+			items := make([]JobItem, 0, len(ids))
+			got := map[string]bool{}
+			var gone []recKey
+			for _, it := range rep.Items {
+				got[it.RecordID] = true
+				ji := JobItem{Destination: dest, RecordID: it.RecordID, EventID: it.EventID, Outcome: string(it.Outcome), Target: it.Target}
+				if it.Class.Valid() {
+					ji.Class = it.Class.String()
+				}
+				if it.Repair != nil {
+					ji.Repair = it.Repair.String()
+				}
+				if it.Err != nil {
+					ji.Error = clip(it.Err.Error(), 1000)
+				}
+				if it.Outcome == replay.OutcomeReplayed || it.Outcome == replay.OutcomeRepaired {
+					gone = append(gone, recKey{dest, it.RecordID})
+				}
+				items = append(items, ji)
+			}
+			if runErr == nil {
+				for _, id := range ids {
+					if !got[id] {
+						items = append(items, JobItem{Destination: dest, RecordID: id, Outcome: "unavailable",
+							Error: "not fetched: leased by another replayer, or already replayed or discarded"})
+					}
+				}
+			}
+			jb.record(items)
+			s.index.remove(gone)
+			if time.Since(last) > 250*time.Millisecond {
+				last = time.Now()
+				s.hub.publish(event{Name: "job", Data: jb.view(0).summary()})
+			}
+			if runErr != nil {
+				return runErr
+			}
+		}
+	}
+	return nil
+}
+
+// discard purges the job's records (a dry run says which would go).
+func (js *jobs) discard(ctx context.Context, jb *job) error {
+	s := js.s
+	for _, dest := range sortedDests(jb.sel) {
+		for _, ids := range chunks(jb.sel[dest], broker.MaxFilterValues) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			res, err := s.store.Purge(ctx, broker.PurgeRequest{Destination: dest, Filter: broker.Filter{IDs: ids}, IncludePending: true, DryRun: jb.j.DryRun})
+			if err != nil {
+				return err
+			}
+			deleted := map[string]bool{}
+			for _, id := range res.IDs {
+				deleted[id] = true
+			}
+			outcome := "discarded"
+			if jb.j.DryRun {
+				outcome = "would_discard"
+			}
+			items := make([]JobItem, 0, len(ids))
+			var gone []recKey
+			for _, id := range ids {
+				if deleted[id] {
+					items = append(items, JobItem{Destination: dest, RecordID: id, Outcome: outcome})
+					gone = append(gone, recKey{dest, id})
+				} else {
+					items = append(items, JobItem{Destination: dest, RecordID: id, Outcome: "unavailable",
+						Error: "not deleted: leased by a replayer, or already gone"})
+				}
+			}
+			jb.record(items)
+			jb.mu.Lock()
+			jb.j.Orphaned += len(res.Orphaned)
+			jb.mu.Unlock()
+			if !jb.j.DryRun {
+				s.index.remove(gone)
+			}
+		}
+	}
+	return nil
+}

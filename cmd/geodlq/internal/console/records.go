@@ -1,0 +1,570 @@
+package console
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/paulmach/orb"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/triage"
+)
+
+// List paging.
+const (
+	defaultPage = 100
+	maxPage     = 500
+	// scanBudget bounds the records one list request reads when the text
+	// or source-prefix filter (applied here, not in the store) skips
+	// many: the answer is then partial, with a cursor to go on.
+	scanBudget = 5000
+)
+
+// cursor is the list's own cursor: the store's cursor of the page being
+// read, how many of its records were already returned, and the page size
+// it was read with (so the same page is read again).
+type cursor struct {
+	After string `json:"a,omitempty"`
+	Skip  int    `json:"s,omitempty"`
+	Page  int    `json:"n"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	if s == "" {
+		return c, nil
+	}
+	if len(s) > 4096 {
+		return c, badQuery("cursor is too long")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(b, &c) != nil || c.Skip < 0 || c.Page < 1 || c.Page > broker.MaxListLimit || c.Skip >= c.Page {
+		return cursor{}, badQuery("cursor %q is not one this console issued", clip(s, 40))
+	}
+	return c, nil
+}
+
+// row is one record of the list.
+type row struct {
+	Destination    string    `json:"destination"`
+	ID             string    `json:"id"`
+	Envelope       bool      `json:"envelope"`
+	EventID        string    `json:"event_id,omitempty"`
+	Class          string    `json:"class,omitempty"`
+	Stage          string    `json:"stage,omitempty"`
+	ReasonKind     string    `json:"reason_kind,omitempty"`
+	Reason         string    `json:"reason,omitempty"`
+	EPSG           int       `json:"epsg"`
+	GeometryType   string    `json:"geometry_type,omitempty"`
+	VertexCount    int       `json:"vertex_count,omitempty"`
+	SourceURI      string    `json:"source_uri,omitempty"`
+	Status         string    `json:"status,omitempty"`
+	Attempts       int       `json:"attempts,omitempty"`
+	DeadLetteredAt time.Time `json:"dead_lettered_at,omitzero"`
+	PublishedAt    time.Time `json:"published_at,omitzero"`
+}
+
+func rowOf(e broker.Entry, env *envelope.Envelope) row {
+	r := row{Destination: e.Record.Destination, ID: e.Record.ID, Status: string(e.Status), PublishedAt: e.PublishedAt}
+	if env == nil {
+		return r
+	}
+	r.Envelope = true
+	r.EventID, r.Class, r.Stage = env.EventID, string(env.FailureClass), string(env.FailedStage)
+	r.EPSG, r.GeometryType, r.VertexCount = broker.EPSGOf(env), env.GeometryType, env.VertexCount
+	r.SourceURI, r.Attempts, r.DeadLetteredAt = clip(triage.SourceURI(env), 512), env.Attempts, env.DeadLetteredAt
+	if ge := env.GeometryError; ge != nil {
+		r.ReasonKind, r.Reason = ge.Kind, clip(ge.Reason, 512)
+	} else {
+		r.Reason = clip(env.ErrorMessage, 512)
+	}
+	return r
+}
+
+func envelopeOf(r *broker.Record) *envelope.Envelope {
+	if r.Envelope != nil {
+		return r.Envelope
+	}
+	env, err := envelope.Decode(r.Message.Body)
+	if err != nil {
+		return nil
+	}
+	return env
+}
+
+type listAnswer struct {
+	Records []row  `json:"records"`
+	Next    string `json:"next,omitempty"`
+	Scanned int    `json:"scanned"`
+	// Partial is true when the scan budget ran out before the page was
+	// full (text or source-prefix filters skip records): follow Next.
+	Partial bool `json:"partial,omitempty"`
+}
+
+func (s *Server) selection(r *http.Request) (selection, error) {
+	q, err := queryFromURL(r.URL.Query())
+	if err != nil {
+		return selection{}, err
+	}
+	return q.parse(s.opts.Now())
+}
+
+func (s *Server) records(w http.ResponseWriter, r *http.Request) {
+	sel, err := s.selection(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := r.URL.Query()
+	limit := defaultPage
+	if l := v.Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > maxPage {
+			s.fail(w, r, badQuery("limit %q: want 1 to %d", l, maxPage))
+			return
+		}
+	}
+	newest := true
+	switch v.Get("sort") {
+	case "", "newest":
+	case "oldest":
+		newest = false
+	default:
+		s.fail(w, r, badQuery("sort %q: want newest or oldest", v.Get("sort")))
+		return
+	}
+	cur, err := decodeCursor(v.Get("cursor"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ans, err := s.list(r.Context(), sel, newest, limit, cur)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, ans)
+}
+
+// list reads one page of rows.
+func (s *Server) list(ctx context.Context, sel selection, newest bool, limit int, cur cursor) (listAnswer, error) {
+	page := cur.Page
+	if page == 0 {
+		page = limit
+		if sel.clientSide() {
+			page = maxPage
+		}
+	}
+	lo := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, IncludeReplayed: sel.q.Replayed,
+		Newest: newest, After: cur.After, Limit: page}
+	ans := listAnswer{Records: []row{}}
+	skip := cur.Skip
+	for {
+		p, err := s.store.List(ctx, lo)
+		if err != nil {
+			return ans, err
+		}
+		for i := skip; i < len(p.Entries); i++ {
+			e := p.Entries[i]
+			ans.Scanned++
+			if e.Record == nil {
+				continue
+			}
+			env := envelopeOf(e.Record)
+			if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
+				continue
+			}
+			ans.Records = append(ans.Records, rowOf(e, env))
+			if len(ans.Records) == limit {
+				switch {
+				case i+1 < len(p.Entries):
+					ans.Next = cursor{After: lo.After, Skip: i + 1, Page: page}.encode()
+				case p.Next != "":
+					ans.Next = cursor{After: p.Next, Page: page}.encode()
+				}
+				return ans, nil
+			}
+		}
+		if p.Next == "" || p.Next == lo.After {
+			return ans, nil
+		}
+		lo.After, skip = p.Next, 0
+		if ans.Scanned >= scanBudget {
+			ans.Next, ans.Partial = cursor{After: p.Next, Page: page}.encode(), true
+			return ans, nil
+		}
+	}
+}
+
+// maxIDLen bounds a record id in a request.
+const maxIDLen = 256
+
+// getRecord reads one record by destination and id (replayed ones too).
+func (s *Server) getRecord(ctx context.Context, dest, id string) (broker.Entry, error) {
+	if err := broker.ValidDestination(dest); err != nil {
+		return broker.Entry{}, badQuery("destination: %v", err)
+	}
+	if id == "" || len(id) > maxIDLen || !utf8.ValidString(id) {
+		return broker.Entry{}, badQuery("record id must be 1 to %d bytes of UTF-8", maxIDLen)
+	}
+	p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: []string{id}}, IncludeReplayed: true, Limit: 1})
+	if err != nil {
+		return broker.Entry{}, err
+	}
+	for _, e := range p.Entries {
+		if e.Record != nil && e.Record.ID == id && e.Record.Destination == dest {
+			return e, nil
+		}
+	}
+	return broker.Entry{}, &notFoundError{fmt.Sprintf("no record %q in destination %q (replayed and purged, discarded, or never there)", id, dest)}
+}
+
+// recordAnswer is GET /api/records/{dest}/{id}: the envelope's fields.
+type recordAnswer struct {
+	row
+	IdempotencyKey        string                  `json:"idempotency_key,omitempty"`
+	IdempotencyKeyDerived bool                    `json:"idempotency_key_derived,omitempty"`
+	ErrorMessage          string                  `json:"error_message,omitempty"`
+	GeometryError         *envelope.GeometryError `json:"geometry_error,omitempty"`
+	SourceCRS             string                  `json:"source_crs,omitempty"`
+	SourceEPSG            int                     `json:"source_epsg,omitempty"`
+	Geometry              geometryRef             `json:"geometry"`
+	PayloadSHA256         string                  `json:"payload_sha256,omitempty"`
+	PayloadSize           int64                   `json:"payload_size"`
+	PayloadOffloadURI     string                  `json:"raw_payload_offload_uri,omitempty"`
+	PayloadEncoding       string                  `json:"raw_payload_encoding,omitempty"`
+	FirstSeenAt           time.Time               `json:"first_seen_at,omitzero"`
+	Route                 string                  `json:"route,omitempty"`
+	TraceID               string                  `json:"trace_id,omitempty"`
+	Source                *envelope.Source        `json:"source,omitempty"`
+	Headers               map[string]string       `json:"headers,omitempty"`
+	Deliveries            int                     `json:"deliveries,omitempty"`
+	ReplayedAt            time.Time               `json:"replayed_at,omitzero"`
+	// NotEnvelope says why the record's body is not a dlq.v1 envelope.
+	NotEnvelope string `json:"not_envelope,omitempty"`
+	// Repairs lists the repairs that apply to the record's class.
+	Repairs []string `json:"repairs"`
+}
+
+type geometryRef struct {
+	Inline     bool   `json:"inline"`
+	OffloadURI string `json:"offload_uri,omitempty"`
+	ByteSize   int64  `json:"byte_size"`
+	SHA256     string `json:"content_sha256,omitempty"`
+	Missing    bool   `json:"missing,omitempty"`
+}
+
+func (s *Server) record(w http.ResponseWriter, r *http.Request) {
+	e, err := s.getRecord(r.Context(), r.PathValue("dest"), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	env := envelopeOf(e.Record)
+	ans := recordAnswer{row: rowOf(e, env), Headers: e.Record.Message.Headers, Deliveries: e.Record.Deliveries, ReplayedAt: e.ReplayedAt, Repairs: []string{}}
+	if env == nil {
+		_, derr := envelope.Decode(e.Record.Message.Body)
+		ans.NotEnvelope = clip(fmt.Sprint(derr), 1000)
+		writeJSON(w, ans)
+		return
+	}
+	ans.Reason = ""
+	if env.GeometryError != nil {
+		ans.Reason = env.GeometryError.Reason
+	}
+	ans.SourceURI = triage.SourceURI(env)
+	ans.IdempotencyKey, ans.IdempotencyKeyDerived, ans.ErrorMessage = env.IdempotencyKey, env.IdempotencyKeyDerived, env.ErrorMessage
+	ans.GeometryError, ans.SourceCRS, ans.SourceEPSG = env.GeometryError, env.SourceCRS, env.SourceEPSG
+	ans.Geometry = geometryRef{Inline: env.Geometry.OffloadURI == "", OffloadURI: env.Geometry.OffloadURI, ByteSize: env.Geometry.ByteSize,
+		SHA256: env.Geometry.ContentSHA256, Missing: env.Geometry.Missing}
+	ans.PayloadSHA256, ans.PayloadSize, ans.PayloadOffloadURI, ans.PayloadEncoding = env.PayloadSHA256, env.PayloadSize, env.RawPayloadOffloadURI, env.RawPayloadEncoding
+	ans.FirstSeenAt, ans.Route, ans.TraceID, ans.Source = env.FirstSeenAt, string(env.Route), env.TraceID, env.Source
+	ans.Repairs = repairsFor(env)
+	writeJSON(w, ans)
+}
+
+// maxViewBytes bounds the payload text the page shows inline; the
+// download has it all.
+const maxViewBytes = 256 << 10
+
+// payloadAnswer is GET …/payload: the restored payload, verified.
+type payloadAnswer struct {
+	// Verified is true: a payload that fails its hash is an error.
+	Verified bool   `json:"verified"`
+	SHA256   string `json:"sha256"`
+	Size     int    `json:"size"`
+	// Text is the payload as text (invalid UTF-8 replaced), at most
+	// 256 KiB; Truncated says whether there is more.
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated,omitempty"`
+	// Properties are the payload's top-level members other than the
+	// geometry, as raw JSON text, when it is a JSON object.
+	Properties []property `json:"properties,omitempty"`
+}
+
+type property struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// restore returns a record's envelope and its restored, hash-verified
+// payload.
+func (s *Server) restore(ctx context.Context, dest, id string) (broker.Entry, *envelope.Envelope, []byte, error) {
+	e, err := s.getRecord(ctx, dest, id)
+	if err != nil {
+		return e, nil, nil, err
+	}
+	env := envelopeOf(e.Record)
+	if env == nil {
+		return e, nil, nil, &unprocessableError{"the record is not a dlq.v1 envelope; its body is shown as it is"}
+	}
+	var f envelope.Fetcher
+	if s.opts.Blobs != nil {
+		f = s.opts.Blobs
+	} else if env.RawPayloadOffloadURI != "" || env.Geometry.OffloadURI != "" {
+		return e, env, nil, &unprocessableError{"the payload is offloaded: start geodlq serve with --blobs to restore it"}
+	}
+	b, err := env.Restore(ctx, f)
+	if err != nil {
+		return e, env, nil, &unprocessableError{"restoring the payload failed (not shown, since it cannot be verified): " + err.Error()}
+	}
+	return e, env, b, nil
+}
+
+// unprocessableError is a record the console cannot do what was asked
+// with: 422.
+type unprocessableError struct{ msg string }
+
+func (e *unprocessableError) Error() string { return e.msg }
+
+func (s *Server) failRecord(w http.ResponseWriter, r *http.Request, err error) {
+	if ue, ok := err.(*unprocessableError); ok {
+		s.problem(w, r, http.StatusUnprocessableEntity, "cannot restore", ue.msg)
+		return
+	}
+	s.fail(w, r, err)
+}
+
+func (s *Server) payload(w http.ResponseWriter, r *http.Request) {
+	dest, id := r.PathValue("dest"), r.PathValue("id")
+	_, env, b, err := s.restore(r.Context(), dest, id)
+	if err != nil {
+		s.failRecord(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("download") != "" {
+		name := "payload-" + safeName(env.EventID) + ".json"
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+		w.Header().Set("X-Payload-SHA256", env.PayloadSHA256)
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(b)
+		return
+	}
+	ans := payloadAnswer{Verified: true, SHA256: env.PayloadSHA256, Size: len(b)}
+	view := b
+	if len(view) > maxViewBytes {
+		view, ans.Truncated = view[:maxViewBytes], true
+	}
+	ans.Text = string([]rune(string(view))) // invalid UTF-8 becomes U+FFFD
+	ans.Properties = properties(b)
+	writeJSON(w, ans)
+}
+
+// properties lists a JSON object's members but the geometry, each value
+// clipped, at most 200.
+func properties(b []byte) []property {
+	var m map[string]json.RawMessage
+	if len(b) > 16<<20 || json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var out []property
+	for k, v := range m {
+		if k == "geometry" {
+			continue
+		}
+		out = append(out, property{Name: clip(k, 200), Value: clip(string(v), 2000)})
+	}
+	slices.SortFunc(out, func(a, b property) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	if len(out) > 200 {
+		out = out[:200]
+	}
+	return out
+}
+
+// safeName keeps [A-Za-z0-9._-] of s, for a file name.
+func safeName(s string) string {
+	out := make([]byte, 0, min(len(s), 64))
+	for i := 0; i < len(s) && len(out) < 64; i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return "event"
+	}
+	return string(out)
+}
+
+// overviewAnswer is GET /api/overview.
+type overviewAnswer struct {
+	Total         int                       `json:"total"`
+	Open          int                       `json:"open"`
+	Leased        int                       `json:"leased"`
+	Replayed      int                       `json:"replayed"`
+	ByDestination []keyCount                `json:"by_destination"`
+	ByClass       []keyCount                `json:"by_class"`
+	ByStage       []keyCount                `json:"by_stage"`
+	ByEPSG        []keyCount                `json:"by_epsg"`
+	ByReasonKind  []keyCount                `json:"by_reason_kind"`
+	TopPrefixes   []keyCount                `json:"top_source_prefixes"`
+	Bucket        string                    `json:"bucket"`
+	Timeline      []timelineBucket          `json:"timeline"`
+	Index         indexStatus               `json:"index"`
+	Source        string                    `json:"source"`
+	Extra         map[string]map[string]int `json:"-"`
+}
+
+type timelineBucket struct {
+	Start   time.Time      `json:"start"`
+	ByClass map[string]int `json:"by_class"`
+}
+
+// bucketFor picks the time bucket that cuts span into at most 48 bars.
+func bucketFor(span time.Duration) time.Duration {
+	for _, b := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 3 * time.Hour,
+		6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} {
+		if span/b < 48 {
+			return b
+		}
+	}
+	return 30 * 24 * time.Hour
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	sel, err := s.selection(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	lo, hi := s.index.timeSpan(sel)
+	bucket := bucketFor(hi.Sub(lo))
+	type counter = map[string]int
+	by := map[string]counter{"dest": {}, "class": {}, "stage": {}, "epsg": {}, "kind": {}}
+	tl := map[time.Time]counter{}
+	ans := overviewAnswer{Bucket: bucket.String(), Index: s.index.status()}
+	add := func(dest, class, stage string, epsg int, kind string, at time.Time, n int) {
+		if n == 0 {
+			return
+		}
+		by["dest"][dest] += n
+		by["class"][orNone(class)] += n
+		by["stage"][orNone(stage)] += n
+		by["epsg"][strconv.Itoa(epsg)] += n
+		by["kind"][orNone(kind)] += n
+		if !at.IsZero() {
+			if tl[at] == nil {
+				tl[at] = counter{}
+			}
+			tl[at][orNone(class)] += n
+		}
+	}
+	if sel.clientSide() {
+		// The store cannot apply these filters: count the index.
+		ans.Source = "index"
+		s.index.mu.RLock()
+		for _, p := range s.index.recs {
+			if sel.matchSummary(p) {
+				ans.Open++
+				at := time.Time{}
+				if !p.at.IsZero() {
+					at = p.at.UTC().Truncate(bucket)
+				}
+				add(p.dest, p.class, p.stage, p.epsg, p.kind, at, 1)
+			}
+		}
+		s.index.mu.RUnlock()
+		ans.Total = ans.Open
+	} else {
+		ans.Source = "store"
+		counts, err := s.store.Stats(r.Context(), broker.StatsOptions{Destination: sel.q.Destination, Filter: sel.filter, Bucket: bucket})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, c := range counts {
+			ans.Open += c.Pending + c.Leased
+			ans.Leased += c.Leased
+			ans.Replayed += c.Replayed
+			n := c.Pending + c.Leased
+			if sel.q.Replayed {
+				n += c.Replayed
+			}
+			add(c.Destination, string(c.Class), string(c.Stage), c.EPSG, string(c.ReasonKind), c.Bucket, n)
+		}
+		ans.Total = ans.Open + ans.Replayed
+	}
+	ans.ByDestination, ans.ByClass, ans.ByStage = topN(by["dest"], 0), topN(by["class"], 0), topN(by["stage"], 0)
+	ans.ByEPSG, ans.ByReasonKind = topN(by["epsg"], 0), topN(by["kind"], 0)
+	ans.TopPrefixes = s.index.prefixes(sel, 10)
+	ans.Timeline = []timelineBucket{}
+	for at, c := range tl {
+		ans.Timeline = append(ans.Timeline, timelineBucket{Start: at, ByClass: c})
+	}
+	slices.SortFunc(ans.Timeline, func(a, b timelineBucket) int { return a.Start.Compare(b.Start) })
+	writeJSON(w, ans)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// mapView is GET /api/map: the markers of the records matching the
+// filters inside view (minlon,minlat,maxlon,maxlat) at zoom.
+func (s *Server) mapView(w http.ResponseWriter, r *http.Request) {
+	sel, err := s.selection(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := r.URL.Query()
+	view := orb.Bound{Min: orb.Point{-180, -90}, Max: orb.Point{180, 90}}
+	if vs := v.Get("view"); vs != "" {
+		if view, err = parseBBox(vs); err != nil {
+			s.fail(w, r, badQuery("view: %v", err))
+			return
+		}
+	}
+	zoom := 2
+	if z := v.Get("zoom"); z != "" {
+		if zoom, err = strconv.Atoi(z); err != nil || zoom < 0 || zoom > 30 {
+			s.fail(w, r, badQuery("zoom %q: want 0 to 30", z))
+			return
+		}
+	}
+	writeJSON(w, s.index.clusters(sel, view, zoom))
+}

@@ -1,0 +1,424 @@
+package console
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/spatial"
+)
+
+// Options configure a [Server].
+type Options struct {
+	// Store is the dead-letter store the console shows; required. Open it
+	// read-only (broker.OpenOptions.ReadOnly) unless Token is set.
+	Store *broker.Store
+	// Target receives replayed events, in each envelope's source topic;
+	// default Store itself (as geodlq replay without --target).
+	Target broker.Publisher
+	// Label names the store on the page (a redacted URL); default the
+	// store's adapter name.
+	Label string
+	// Blobs restores offloaded payloads and geometries (verified by hash);
+	// nil shows offloaded records without them.
+	Blobs *offload.Offloader
+	// Token enables the actions (replay, discard): every mutating request
+	// must carry it as "Authorization: Bearer <token>". Empty means
+	// read-only: every mutating request is refused.
+	Token string
+	// TileURL is an XYZ tile URL template
+	// (https://tiles.example/{z}/{x}/{y}.png) drawn under the offline
+	// basemap; empty draws the offline basemap alone. Its origin is added
+	// to the Content-Security-Policy's img-src.
+	TileURL string
+	// TileAttribution is shown with the tiles (plain text).
+	TileAttribution string
+	// ExpectedEPSG is the CRS the pipeline works in: repairs reproject to
+	// it and replays check against it. Default 4326.
+	ExpectedEPSG int
+	// Poll is how often the console looks for new dead letters. Default 2s.
+	Poll time.Duration
+	// Logger receives the server's log records. Nil discards.
+	Logger *slog.Logger
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the console: an http.Handler serving the page and its JSON
+// API. Create it with [New] and Close it when done.
+type Server struct {
+	opts    Options
+	store   *broker.Store
+	checker *spatial.Checker
+	log     *slog.Logger
+	mux     *http.ServeMux
+	assets  fs.FS
+	csp     string
+	index   *index
+	hub     *hub
+	jobs    *jobs
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// MinTokenLen is the shortest token [New] accepts.
+const MinTokenLen = 16
+
+// New returns a console over opts.Store and starts building its map index
+// (and, every Options.Poll, looking for new dead letters) in the
+// background until Close.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("console: Options.Store is required")
+	}
+	if opts.Token != "" && len(opts.Token) < MinTokenLen {
+		return nil, fmt.Errorf("console: the token must be at least %d characters", MinTokenLen)
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.ExpectedEPSG == 0 {
+		opts.ExpectedEPSG = spatial.DefaultExpectedEPSG
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Target == nil {
+		opts.Target = opts.Store
+	}
+	if opts.Label == "" {
+		opts.Label = opts.Store.Name()
+	}
+	csp, err := contentSecurityPolicy(opts.TileURL)
+	if err != nil {
+		return nil, err
+	}
+	checker, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: opts.ExpectedEPSG})
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	assets, err := fs.Sub(distFS, "ui/dist")
+	if err != nil {
+		return nil, fmt.Errorf("console: embedded assets: %w", err)
+	}
+	s := &Server{opts: opts, store: opts.Store, checker: checker, log: opts.Logger, assets: assets, csp: csp, hub: newHub()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.index = newIndex(s)
+	s.jobs = newJobs(s)
+	s.routes()
+	s.wg.Go(func() { s.index.watch(s.ctx, opts.Poll) })
+	return s, nil
+}
+
+// Close stops the background work, cancels running jobs (a replay stops
+// between records: nothing is half acknowledged) and waits for them. It
+// does not close the store.
+func (s *Server) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	s.cancel()
+	s.hub.close()
+	s.wg.Wait()
+	return s.checker.Close()
+}
+
+// Ready reports whether the map index is built.
+func (s *Server) Ready() bool { return s.index.status().Ready }
+
+// contentSecurityPolicy is strict: scripts, styles and data from the
+// server itself only, no inline code, images from the server (and the
+// tile server, when one is configured), no framing.
+func contentSecurityPolicy(tileURL string) (string, error) {
+	img := "'self' data:"
+	if tileURL != "" {
+		u, err := url.Parse(strings.NewReplacer("{z}", "0", "{x}", "0", "{y}", "0", "{s}", "a", "{r}", "").Replace(tileURL))
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return "", fmt.Errorf("console: tile URL %q: want http(s)://host/…/{z}/{x}/{y}.png", tileURL)
+		}
+		img += " " + u.Scheme + "://" + u.Host
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src " + img +
+		"; connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'", nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", s.page)
+	m.HandleFunc("GET /assets/{file}", s.asset)
+	m.HandleFunc("GET /api/config", s.config)
+	m.HandleFunc("GET /api/openapi.json", s.openapi)
+	m.HandleFunc("GET /api/overview", s.overview)
+	m.HandleFunc("GET /api/records", s.records)
+	m.HandleFunc("GET /api/records/{dest}/{id}", s.record)
+	m.HandleFunc("GET /api/records/{dest}/{id}/geometry", s.geometry)
+	m.HandleFunc("GET /api/records/{dest}/{id}/payload", s.payload)
+	m.HandleFunc("GET /api/records/{dest}/{id}/repair", s.repairPreview)
+	m.HandleFunc("GET /api/map", s.mapView)
+	m.HandleFunc("GET /api/events", s.events)
+	m.HandleFunc("GET /api/jobs", s.listJobs)
+	m.HandleFunc("GET /api/jobs/{job}", s.getJob)
+	m.HandleFunc("POST /api/jobs", s.mutating(s.startJob))
+	m.HandleFunc("POST /api/jobs/{job}/cancel", s.mutating(s.cancelJob))
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, http.StatusNotFound, "no such endpoint", fmt.Sprintf("%s %s is not part of the API; see /api/openapi.json", r.Method, r.URL.Path))
+	})
+	s.mux = m
+}
+
+// ServeHTTP serves the console. Every answer carries the security
+// headers; requests whose Host is not the console's own are refused (DNS
+// rebinding).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", s.csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Permissions-Policy", "geolocation=(), camera=(), microphone=()")
+	if !loopbackHost(r.Host) && !s.allowedHost(r) {
+		s.problem(w, r, http.StatusMisdirectedRequest, "unexpected host",
+			"the console answers to loopback names only (localhost, 127.0.0.1, [::1]) unless it is bound to another address")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// allowedHost accepts any Host when the server listens on a non-loopback
+// address (the operator chose to expose it), as the listener tells.
+func (s *Server) allowedHost(r *http.Request) bool {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && !ip.IsLoopback()
+}
+
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// maxBody bounds a mutating request's body.
+const maxBody = 1 << 20
+
+// mutating guards a handler that changes the store: actions must be
+// enabled, the request must carry the token (a header no cross-site form
+// or image can send, so this is also the CSRF defence), come from the
+// console's own origin when the browser says where it comes from, and be
+// JSON.
+func (s *Server) mutating(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token == "" {
+			s.problem(w, r, http.StatusForbidden, "read-only console",
+				"this console is read-only: start geodlq serve with --read-only=false and a token (--token-file or $GEODLQ_TOKEN) to replay or discard")
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="geodlq"`)
+			s.problem(w, r, http.StatusUnauthorized, "token required",
+				"actions need the console's token in an Authorization: Bearer header")
+			return
+		}
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+			s.problem(w, r, http.StatusForbidden, "cross-site request", "actions are accepted from the console's own page only")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || u.Host != r.Host {
+				s.problem(w, r, http.StatusForbidden, "cross-origin request", "actions are accepted from the console's own origin only")
+				return
+			}
+		}
+		if r.Body != nil && r.ContentLength != 0 {
+			mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			if mt != "application/json" {
+				s.problem(w, r, http.StatusUnsupportedMediaType, "JSON required", "send the request body as application/json")
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next(w, r)
+	}
+}
+
+// Problem is an RFC 9457 problem details body, the answer to every failed
+// API request.
+type Problem struct {
+	// Type identifies the problem type (a URI; "about:blank" for the
+	// plain HTTP meaning of the status).
+	Type string `json:"type"`
+	// Title is a short summary of the problem type.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence.
+	Detail string `json:"detail"`
+	// Instance is the request path.
+	Instance string `json:"instance,omitempty"`
+}
+
+// ContentTypeProblem is the media type of a [Problem].
+const ContentTypeProblem = "application/problem+json"
+
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	w.Header().Set("Content-Type", ContentTypeProblem)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path})
+}
+
+// fail answers err: a bad query 400, an unknown record 404, a read-only
+// store 403, an unsupported operation 501, anything else 502 (the store
+// failed) after logging it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var nf *notFoundError
+	switch {
+	case errors.Is(err, errBadQuery), errors.Is(err, broker.ErrInvalidArgument):
+		s.problem(w, r, http.StatusBadRequest, "bad request", err.Error())
+	case errors.As(err, &nf):
+		s.problem(w, r, http.StatusNotFound, "not found", err.Error())
+	case errors.Is(err, broker.ErrReadOnly):
+		s.problem(w, r, http.StatusForbidden, "read-only store", err.Error())
+	case errors.Is(err, errors.ErrUnsupported):
+		s.problem(w, r, http.StatusNotImplemented, "not supported by this store", err.Error())
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away.
+	default:
+		s.log.ErrorContext(r.Context(), "geodlq serve: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		s.problem(w, r, http.StatusBadGateway, "store error", err.Error())
+	}
+}
+
+type notFoundError struct{ what string }
+
+func (e *notFoundError) Error() string { return e.what }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// page serves index.html.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	b, err := fs.ReadFile(s.assets, "index.html")
+	if err != nil {
+		s.problem(w, r, http.StatusInternalServerError, "assets missing", "the console's page is not embedded in this build: run make ui")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(b)
+}
+
+// asset serves a built file.
+func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if name != path.Base(name) || strings.HasPrefix(name, ".") || name == "index.html" {
+		s.problem(w, r, http.StatusNotFound, "not found", "no such asset")
+		return
+	}
+	f, err := s.assets.Open("assets/" + name)
+	if err != nil {
+		s.problem(w, r, http.StatusNotFound, "not found", "no such asset")
+		return
+	}
+	defer f.Close()
+	ct := mime.TypeByExtension(path.Ext(name))
+	switch path.Ext(name) {
+	case ".js":
+		ct = "text/javascript; charset=utf-8"
+	case ".json":
+		ct = "application/json"
+	case ".css":
+		ct = "text/css; charset=utf-8"
+	}
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = io.Copy(w, f)
+}
+
+// configAnswer is GET /api/config.
+type configAnswer struct {
+	Store           string      `json:"store"`
+	Adapter         string      `json:"adapter"`
+	ReadOnly        bool        `json:"read_only"`
+	Blobs           bool        `json:"blobs"`
+	TileURL         string      `json:"tile_url,omitempty"`
+	TileAttribution string      `json:"tile_attribution,omitempty"`
+	ExpectedEPSG    int         `json:"expected_epsg"`
+	Classes         []string    `json:"classes"`
+	Stages          []string    `json:"stages"`
+	ReasonKinds     []string    `json:"reason_kinds"`
+	Repairs         []string    `json:"repairs"`
+	Destinations    []string    `json:"destinations"`
+	Index           indexStatus `json:"index"`
+}
+
+func (s *Server) config(w http.ResponseWriter, r *http.Request) {
+	dests, err := s.store.Destinations(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, configAnswer{
+		Store: s.opts.Label, Adapter: s.store.Name(), ReadOnly: s.opts.Token == "", Blobs: s.opts.Blobs != nil,
+		TileURL: s.opts.TileURL, TileAttribution: s.opts.TileAttribution, ExpectedEPSG: s.opts.ExpectedEPSG,
+		Classes: classNames(), Stages: stageNames(), ReasonKinds: kindNames(), Repairs: []string{"make-valid", "reproject"},
+		Destinations: nonNil(dests), Index: s.index.status(),
+	})
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
