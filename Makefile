@@ -16,7 +16,7 @@ PKGS := github.com/geodlq/geodlq/...
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters fuzz fmt tidy tidy-check
+.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters fuzz fmt tidy tidy-check ui bench-console
 
 all: test
 
@@ -71,6 +71,21 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 60s ./ingress
 	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
 	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial
+
+# The operator console's page (geodlq serve): built from its sources with
+# the lockfile's npm packages (esbuild, Leaflet, the Natural Earth basemap
+# from world-atlas) into $(UI)/dist, which is committed and embedded. The
+# console's TestAssetsMatchFreshBuild, run by make test, fails when dist/
+# differs from a fresh build.
+UI := cmd/geodlq/internal/console/ui
+
+ui:
+	cd $(UI) && npm ci --no-audit --no-fund && node build.mjs dist
+
+# The console on 100,000 records: page load, the API's p50/p95/p99, and the
+# store's own List and Stats as the baseline (the store is made once).
+bench-console: deps
+	$(GO) test -run '^$$' -bench BenchmarkConsole -benchtime 200x -count 1 ./cmd/geodlq/internal/console/
 
 # go.mod files carry no replace directives (so that each module stays
 # installable with go install …@version); scripts/gomod.sh tidies them

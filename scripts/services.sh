@@ -13,6 +13,9 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 
 pkgs=(postgresql postgresql-15-postgis-3 redis-server nats-server rabbitmq-server mariadb-server awscli)
+# The console's browser tests (cmd/geodlq/internal/console) drive Debian's
+# chromium with playwright-core.
+pkgs+=(chromium)
 # local-aws-sqs (broker/sqs's test server) runs on Node.js; use the
 # machine's if it has one.
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
@@ -111,7 +114,14 @@ for _ in $(seq 60); do
 done
 mariadb -h 127.0.0.1 -u root -e 'CREATE DATABASE IF NOT EXISTS test'
 
+# --- The console's npm packages (its page build and browser tests) -----------
+ui="$(dirname "$0")/../cmd/geodlq/internal/console/ui"
+if [ ! -f "$ui/node_modules/playwright-core/package.json" ] || [ ! -f "$ui/node_modules/esbuild/package.json" ]; then
+  echo "services: installing the console's npm packages (npm ci in $ui)" >&2
+  (cd "$ui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
 # --- SQS (local-aws-sqs on Node.js) -------------------------------------------
 "$(dirname "$0")/local-sqs.sh"
 
-echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ, MariaDB and SQS (local-aws-sqs) are up on 127.0.0.1" >&2
+echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ, MariaDB and SQS (local-aws-sqs) are up on 127.0.0.1; chromium and the console's npm packages are installed" >&2

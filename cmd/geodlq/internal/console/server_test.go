@@ -122,6 +122,22 @@ func (e *env) recordOf(eventID string) RecordRef {
 	return RecordRef{}
 }
 
+// recordOfAll finds the record of an event id among replayed ones too.
+func (e *env) recordOfAll(eventID string) RecordRef {
+	e.t.Helper()
+	var ans listAnswer
+	e.get("/api/records?limit=500&replayed=true&q="+url.QueryEscape(eventID), http.StatusOK, &ans)
+	for _, r := range ans.Records {
+		if r.EventID == eventID {
+			return RecordRef{Destination: r.Destination, ID: r.ID}
+		}
+	}
+	e.t.Fatalf("no record of %s", eventID)
+	return RecordRef{}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
 func recPath(r RecordRef) string {
 	return "/api/records/" + url.PathEscape(r.Destination) + "/" + url.PathEscape(r.ID)
 }

@@ -397,6 +397,7 @@ function initMap() {
   map = L.map('map', { worldCopyJump: true, minZoom: 1, maxZoom: 19, zoomSnap: 1 }).setView([20, 0], 2);
   addBasemap(map);
   markerLayer = L.layerGroup().addTo(map);
+  window.geodlqMap = map; // for the browser tests and the curious
   map.on('moveend', () => loadMap());
   setupBoxDrawing();
 }
@@ -516,6 +517,7 @@ function makeDetailMap(container, g) {
   const planar = g.display === 'planar';
   container.classList.toggle('planar', planar);
   const m = L.map(container, planar ? { crs: L.CRS.Simple, minZoom: -30, maxZoom: 30, zoomSnap: 0 } : { maxZoom: 22, zoomSnap: 0 });
+  m.setView([0, 0], planar ? 0 : 1); // vector layers need a view before they are added
   if (!planar) addBasemap(m);
   const layer = L.geoJSON(g.geometry, {
     style: { color: '#1d4ed8', weight: 2, fillColor: '#60a5fa', fillOpacity: 0.25 },
@@ -605,6 +607,10 @@ async function openRecord(dest, id) {
     }, 'Preview ' + name));
   }
   if (!rec.envelope) return;
+  if (rec.geometry && rec.geometry.missing) {
+    $('rec-note').textContent = 'The event has no geometry.';
+    return;
+  }
   try {
     const g = await api(base + '/geometry');
     recMap = makeDetailMap($('rec-map'), g);
@@ -686,6 +692,7 @@ function openJob(action, selection, describe, defaultRepairs) {
   job.action = action;
   job.selection = selection;
   job.dry = job.real = null;
+  job.refreshed = false;
   $('job-title').textContent = (action === 'replay' ? 'Replay ' : 'Discard ') + describe;
   const opts = $('job-options');
   clear(opts);
@@ -775,9 +782,15 @@ function showJob(j) {
     $('job-confirm').disabled = would === 0;
     $('job-confirm').textContent = (j.action === 'replay' ? 'Confirm replay of ' : 'Confirm discard of ') + would + ' record' + (would === 1 ? '' : 's');
   }
-  if (!j.dry_run && j.state !== 'running') {
+  if (!j.dry_run && j.state !== 'running' && !job.refreshed) {
+    job.refreshed = true;
     refreshAll();
-    if (state.open) openRecord(state.open.destination, state.open.id);
+    const o = state.open;
+    if (o && j.action === 'discard' && j.items.some((it) => it.outcome === 'discarded' && it.destination === o.destination && it.record_id === o.id)) {
+      $('rec-close').click();
+    } else if (o) {
+      openRecord(o.destination, o.id);
+    }
   }
 }
 

@@ -1,0 +1,204 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/broker"
+)
+
+// benchRecords is the size of the store the benchmarks run on.
+const benchRecords = 100_000
+
+// benchPayloads returns n events a pipeline dead-letters: bowties around
+// 200 places, unclosed rings, EPSG:3857 polygons, metres labelled as
+// degrees and payloads that are not JSON, from 20 providers.
+func benchPayloads(n int) []string {
+	r := rand.New(rand.NewPCG(1, 2))
+	type place struct{ lon, lat float64 }
+	places := make([]place, 200)
+	for i := range places {
+		places[i] = place{r.Float64()*340 - 170, r.Float64()*130 - 60}
+	}
+	out := make([]string, n)
+	for i := range out {
+		p := places[r.IntN(len(places))]
+		x, y := p.lon+r.NormFloat64(), p.lat+r.NormFloat64()
+		x, y = math.Max(-178, math.Min(178, x)), math.Max(-80, math.Min(80, y))
+		id := fmt.Sprintf("evt-%06d", i)
+		src := fmt.Sprintf("s3://provider-%02d/tiles/%d.geojson", r.IntN(20), i)
+		switch k := r.IntN(100); {
+		case k < 70:
+			out[i] = evjson(id, src, "EPSG:4326", bowtieAt(x, y))
+		case k < 80:
+			out[i] = evjson(id, src, "EPSG:4326", fmt.Sprintf(`{"type":"Polygon","coordinates":[[[%g,%g],[%g,%g],[%g,%g],[%g,%g]]]}`, x, y, x+1, y, x+1, y+1, x, y+1))
+		case k < 90:
+			mx, my := x*20037508.34/180, math.Log(math.Tan((90+y)*math.Pi/360))*20037508.34/math.Pi
+			out[i] = evjson(id, src, "EPSG:3857", fmt.Sprintf(`{"type":"Polygon","coordinates":[[[%f,%f],[%f,%f],[%f,%f],[%f,%f],[%f,%f]]]}`,
+				mx, my, mx+1000, my+1000, mx+1000, my, mx, my+1000, mx, my))
+		case k < 95:
+			out[i] = evjson(id, src, "EPSG:4326", fmt.Sprintf(`{"type":"Point","coordinates":[%f,%f]}`, x*111319, y*111319))
+		default:
+			out[i] = fmt.Sprintf("not JSON %d", i)
+		}
+	}
+	return out
+}
+
+// benchStore returns the URL of a SQLite store holding benchRecords
+// records filled through the Processor, made once per machine (in the
+// temporary directory, renamed into place when complete) and reused.
+func benchStore(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("geodlq-console-bench-v1-%d.db", benchRecords))
+	if _, err := os.Stat(path); err == nil {
+		return "sqlite://" + path
+	}
+	tmp := path + fmt.Sprintf(".%d.tmp", os.Getpid())
+	defer os.Remove(tmp)
+	s, err := broker.OpenStore(context.Background(), "sqlite://"+tmp, &broker.OpenOptions{Create: true})
+	require.NoError(b, err)
+	start := time.Now()
+	fill(b, s, nil, time.Now().Add(-benchRecords*time.Minute).UTC(), benchPayloads(benchRecords)...)
+	require.NoError(b, s.Close())
+	b.Logf("filled %d records through the Processor in %v", benchRecords, time.Since(start).Round(time.Second))
+	require.NoError(b, os.Rename(tmp, path))
+	return "sqlite://" + path
+}
+
+// BenchmarkConsole measures the console on 100,000 records in SQLite:
+//
+//   - index: building the map index at start (once; reported as
+//     index-s);
+//   - page-load: everything the page fetches to show its first screen
+//     (page, script, style, basemap, config, overview, first list page,
+//     map markers of the world), six at a time as a browser does;
+//   - api: a mix of the requests an operator makes (filtered lists, the
+//     next page, map views at several zooms, the overview, records and
+//     their geometry), with p50, p95 and p99 latencies;
+//   - store-list and store-stats: the store's own List (100 newest) and
+//     Stats (with a time bucket) that the list and the overview call,
+//     the baseline in the same run.
+func BenchmarkConsole(b *testing.B) {
+	url := benchStore(b)
+	ctx := context.Background()
+	s, err := broker.OpenStore(ctx, url, &broker.OpenOptions{ReadOnly: true})
+	require.NoError(b, err)
+	defer s.Close()
+	start := time.Now()
+	srv, err := New(Options{Store: s, Poll: time.Hour})
+	require.NoError(b, err)
+	defer srv.Close()
+	for !srv.Ready() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	indexTime := time.Since(start)
+	require.Equal(b, benchRecords, srv.index.count())
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	get := func(path string) time.Duration {
+		t0 := time.Now()
+		res, err := http.Get(hs.URL + path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Fatalf("GET %s: %s", path, res.Status)
+		}
+		return time.Since(t0)
+	}
+	var first listAnswer
+	{
+		res, err := http.Get(hs.URL + "/api/records?limit=100")
+		require.NoError(b, err)
+		require.NoError(b, jsonDecode(res.Body, &first))
+		res.Body.Close()
+		require.Len(b, first.Records, 100)
+	}
+
+	b.Run("index", func(b *testing.B) {
+		for b.Loop() {
+		}
+		b.ReportMetric(indexTime.Seconds(), "index-s")
+	})
+
+	b.Run("page-load", func(b *testing.B) {
+		load := []string{"/", "/assets/app.js", "/assets/app.css", "/assets/basemap.json", "/api/config",
+			"/api/overview", "/api/records?limit=100&sort=newest", "/api/map?zoom=2&view=-180,-85,180,85"}
+		for b.Loop() {
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 6)
+			for _, p := range load {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					get(p)
+				})
+			}
+			wg.Wait()
+		}
+	})
+
+	mix := []string{
+		"/api/records?limit=100",
+		"/api/records?limit=100&cursor=" + first.Next,
+		"/api/records?limit=100&class=crs_mismatch&sort=oldest",
+		"/api/records?limit=100&reason=self_intersection&bbox=-20,30,40,70",
+		"/api/records?limit=100&source_prefix=s3://provider-07/",
+		"/api/records?limit=100&q=evt-0999",
+		"/api/map?zoom=2&view=-180,-85,180,85",
+		"/api/map?zoom=5&view=-10,35,30,60",
+		"/api/map?zoom=9&view=2,48,3,49",
+		"/api/map?zoom=3&view=-180,-85,180,85&class=invalid_geometry",
+		"/api/overview",
+		"/api/overview?class=invalid_geometry",
+		recPath(RecordRef{first.Records[0].Destination, first.Records[0].ID}),
+		recPath(RecordRef{first.Records[1].Destination, first.Records[1].ID}) + "/geometry",
+	}
+	b.Run("api", func(b *testing.B) {
+		var lat []time.Duration
+		i := 0
+		for b.Loop() {
+			lat = append(lat, get(mix[i%len(mix)]))
+			i++
+		}
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		b.ReportMetric(q(0.50), "p50-ms")
+		b.ReportMetric(q(0.95), "p95-ms")
+		b.ReportMetric(q(0.99), "p99-ms")
+	})
+
+	b.Run("store-list", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.List(ctx, broker.ListOptions{Newest: true, Limit: 100}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("store-stats", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Stats(ctx, broker.StatsOptions{Bucket: 24 * time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

@@ -1,0 +1,109 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/internal/testenv"
+	"github.com/geodlq/geodlq/replay"
+)
+
+// chromiumPath is Debian's chromium, which scripts/deps.sh installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// uiDir is the page's sources, relative to this package.
+const uiDir = "ui"
+
+// need returns what the browser tests run on: node, with the UI's npm
+// packages installed, and chromium. Missing, they skip the test — or fail
+// it under GEODLQ_REQUIRE_SERVICES, as make test and CI run.
+func need(t *testing.T, chromium bool) string {
+	t.Helper()
+	missing := func(what string) {
+		if testenv.Required() {
+			t.Fatalf("%s is missing; run scripts/deps.sh", what)
+		}
+		t.Skipf("SKIPPING: %s is missing; run scripts/deps.sh (or set GEODLQ_REQUIRE_SERVICES=1 to fail instead)", what)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node")
+	}
+	if _, err := os.Stat(filepath.Join(uiDir, "node_modules", "playwright-core", "package.json")); err != nil {
+		missing("the console's npm packages (npm ci in " + uiDir + ")")
+	}
+	if chromium {
+		if _, err := os.Stat(chromiumPath); err != nil {
+			missing(chromiumPath)
+		}
+	}
+	return node
+}
+
+// artifacts returns where a test's screenshots go: $GEODLQ_ARTIFACTS/name
+// when set (kept), else a temporary directory.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("GEODLQ_ARTIFACTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	dir = filepath.Join(dir, filepath.FromSlash(t.Name()))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
+
+// TestBrowser drives the console in headless Chromium against each real
+// store filled through the Processor (ui/e2e/console.e2e.mjs): the map
+// shows every placeable record; hostile strings render as text and run
+// nothing; clicking a bowtie shows its reason and marks both crossing
+// segments; the box filter narrows the list; a replay with make-valid
+// (dry run, then confirm) re-injects the record once — checked here
+// through a claims store — and the record leaves the list; a discard
+// removes one record; a request without the token is refused.
+// Screenshots of each step are written to $GEODLQ_ARTIFACTS (or a
+// temporary directory).
+func TestBrowser(t *testing.T) {
+	node := need(t, true)
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t, k, envOptions{})
+			dir := artifacts(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "console.e2e.mjs"))
+			cmd.Dir = uiDir
+			cmd.Env = append(os.Environ(),
+				"CONSOLE_URL="+e.http.URL+"/", "CONSOLE_TOKEN="+e.token, "ARTIFACTS="+dir,
+				"EXPECT_MARKERS="+itoa(placedCount()), "EXPECT_BOX=4", "HOSTILE_ID="+hostileID)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			t.Logf("browser run (screenshots in %s):\n%s", dir, out.String())
+			require.NoError(t, err, "the browser test failed: see its last step above")
+
+			// The store, as the page left it.
+			require.NotContains(t, e.eventIDs("", 500), "evt-bowtie")
+			require.NotContains(t, e.eventIDs("", 500), "evt-eu-1")
+			require.Len(t, e.eventIDs("", 500), len(fixtureEvents())-2)
+			claims := replay.NewMemClaims(nil)
+			require.Equal(t, map[string]int{"evt-bowtie": 1}, consume(t, e.target, claims), "re-injected exactly once")
+			var rec recordAnswer
+			e.get(recPath(e.recordOfAll("evt-bowtie")), http.StatusOK, &rec)
+			require.Equal(t, 1, claims.Completions(rec.IdempotencyKey))
+			for _, png := range []string{"01-map", "02-hostile-as-text", "03-bowtie-both-segments", "04-box-filter", "05-replay-make-valid", "06-after-discard", "07-no-token"} {
+				fi, err := os.Stat(filepath.Join(dir, png+".png"))
+				require.NoError(t, err)
+				require.Positive(t, fi.Size())
+			}
+		})
+	}
+}
