@@ -89,7 +89,7 @@ verify: a blob is missing or altered); 2 usage error; 3 store or I/O error;
 	root.AddCommand(
 		newCheckCmd(a), newListCmd(a), newShowCmd(a), newStatsCmd(a), newRenderCmd(a),
 		newExportCmd(a), newReplayCmd(a), newTriageCmd(a), newVerifyCmd(a), newPurgeCmd(a),
-		newWarehouseCmd(a),
+		newWarehouseCmd(a), newServeCmd(a),
 	)
 	return root
 }
