@@ -22,6 +22,7 @@ package classify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -131,6 +132,46 @@ func ParseClasses(list string) ([]Class, error) {
 	}
 	return out, nil
 }
+
+// ClassList is a list of failure classes that is also a command-line flag:
+// it implements [flag.Value] (and, with Type, spf13/pflag's Value), so
+//
+//	var classes classify.ClassList
+//	flag.Var(&classes, "class", "only these failure classes (comma-separated)")
+//
+// parses "-class transient,unknown" with [ParseClasses] and refuses an
+// unknown name while the flags are parsed. Repeating the flag adds to the
+// list; a class given twice is kept once. The zero value is an empty
+// list, which a broker.Filter's Classes reads as "every class".
+type ClassList []Class
+
+// Set adds the classes of a comma-separated list of wire names. An
+// unknown name is an error wrapping [ErrUnknownName], and nothing is
+// added.
+func (l *ClassList) Set(list string) error {
+	cs, err := ParseClasses(list)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if !slices.Contains(*l, c) {
+			*l = append(*l, c)
+		}
+	}
+	return nil
+}
+
+// String returns the wire names, comma-separated ("transient,unknown").
+func (l ClassList) String() string {
+	names := make([]string, len(l))
+	for i, c := range l {
+		names[i] = c.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// Type returns "classes", the value's name in spf13/pflag's usage lines.
+func (ClassList) Type() string { return "classes" }
 
 // Stage is the pipeline stage at which an event failed. Its value is the
 // name written to the envelope's failed_stage field ("parse", …).

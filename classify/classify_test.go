@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -310,6 +311,47 @@ func TestParseClasses(t *testing.T) {
 		require.NoError(t, err, "%q", tc.in)
 		require.Equal(t, tc.want, got, "%q", tc.in)
 	}
+}
+
+// TestClassList parses class lists the way a command line gives them:
+// one flag or several, duplicates kept once, an unknown name refused
+// without changing the list.
+func TestClassList(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    classify.ClassList
+		str     string
+		wantErr bool
+	}{
+		{"absent", nil, nil, "", false},
+		{"one", []string{"-class", "transient"}, classify.ClassList{classify.ClassTransient}, "transient", false},
+		{"a list", []string{"-class", "transient, unknown"}, classify.ClassList{classify.ClassTransient, classify.ClassUnknown}, "transient,unknown", false},
+		{"repeated", []string{"-class", "crs_mismatch", "-class", "invalid_geometry,crs_mismatch"},
+			classify.ClassList{classify.ClassCRSMismatch, classify.ClassInvalidGeometry}, "crs_mismatch,invalid_geometry", false},
+		{"blank", []string{"-class", " , "}, nil, "", false},
+		{"unknown", []string{"-class", "transient,nonsense"}, nil, "", true},
+		{"unknown after a good one", []string{"-class", "unknown", "-class", "Transient"}, classify.ClassList{classify.ClassUnknown}, "unknown", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got classify.ClassList
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			fs.Var(&got, "class", "classes")
+			err := fs.Parse(tc.args)
+			if tc.wantErr {
+				require.ErrorContains(t, err, "invalid value")
+				require.ErrorIs(t, got.Set("nonsense"), classify.ErrUnknownName)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.str, got.String())
+		})
+	}
+	require.Equal(t, "classes", classify.ClassList(nil).Type())
+	require.Equal(t, `Class("bogus")`, classify.ClassList{"bogus"}.String(), "an invalid class shows as such")
 }
 
 // TestMarkersNilInNilOut checks the one rule every marker follows: nil in,

@@ -2,6 +2,7 @@ package classify_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -42,4 +43,20 @@ func ExampleNewClassifier() {
 	// Output:
 	// resource_exhausted
 	// unknown
+}
+
+// A replay tool takes the classes to replay as a flag.
+func ExampleClassList() {
+	var classes classify.ClassList
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.Var(&classes, "class", "only these failure classes (comma-separated)")
+	if err := fs.Parse([]string{"-class", "transient,unknown", "-class", "invalid_geometry"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(classes, len(classes))
+	fmt.Println(classes.Set("bogus"))
+	// Output:
+	// transient,unknown,invalid_geometry 3
+	// classify: unknown name: failure class "bogus"
 }
