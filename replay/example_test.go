@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -27,4 +28,26 @@ func ExampleOnce() {
 	// 1 true acquired <nil>
 	// 2 false done <nil>
 	// 3 false done <nil>
+}
+
+// A replay tool prints a run's report: the counts, then one line per
+// record.
+func ExampleItem_String() {
+	rep := replay.Report{
+		Examined: 2,
+		Counts:   map[replay.Outcome]int{replay.OutcomeRepaired: 1, replay.OutcomeSkipped: 1},
+		Items: []replay.Item{
+			{RecordID: "7", EventID: "evt-bowtie", Class: classify.ClassInvalidGeometry, Outcome: replay.OutcomeRepaired,
+				Target: "spatial.events", Repair: &replay.Repair{Method: "make_valid", Detail: "structure Polygon->MultiPolygon"}},
+			{RecordID: "8", EventID: "evt-not-json", Class: classify.ClassSchemaViolation, Outcome: replay.OutcomeSkipped},
+		},
+	}
+	fmt.Println("replay of spatial.events.poison.dlt:", rep.Summary())
+	for _, it := range rep.Items {
+		fmt.Println("  ", it)
+	}
+	// Output:
+	// replay of spatial.events.poison.dlt: repaired=1 skipped=1
+	//    7 evt-bowtie invalid_geometry repaired -> spatial.events make_valid:structure Polygon->MultiPolygon
+	//    8 evt-not-json schema_violation skipped
 }

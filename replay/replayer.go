@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -204,6 +205,66 @@ type Item struct {
 	Repair *Repair
 	// Err says why the record was left in place.
 	Err error
+}
+
+// String renders the item on one line for a terminal or a log: record,
+// event, class and outcome, the target when there is one, then the repair
+// applied or why the record was left in place —
+//
+//	7 evt-bowtie invalid_geometry repaired -> spatial.events make_valid:structure 5->7 vertices
+//	9 evt-3857 crs_mismatch repair_failed: spatial: …
+//
+// An empty field is "-"; one with spaces, characters that are not
+// printable or bytes that are not UTF-8 (an event id is the producer's)
+// is quoted, as is such a repair or error text, so that every item stays
+// one line of space-separated fields.
+func (it Item) String() string {
+	var b strings.Builder
+	b.WriteString(itemField(it.RecordID))
+	b.WriteByte(' ')
+	b.WriteString(itemField(it.EventID))
+	b.WriteByte(' ')
+	if it.Class == "" {
+		b.WriteString("-")
+	} else {
+		b.WriteString(itemField(it.Class.String()))
+	}
+	b.WriteByte(' ')
+	b.WriteString(itemField(string(it.Outcome)))
+	if it.Target != "" {
+		b.WriteString(" -> ")
+		b.WriteString(itemField(it.Target))
+	}
+	switch {
+	case it.Repair != nil:
+		b.WriteByte(' ')
+		b.WriteString(printable(it.Repair.String()))
+	case it.Err != nil:
+		b.WriteString(": ")
+		b.WriteString(printable(it.Err.Error()))
+	}
+	return b.String()
+}
+
+// itemField is s as one space-free field of [Item.String].
+func itemField(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r == ' ' || !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// printable is s on one line: quoted when it is not UTF-8 or has
+// characters that are not printable (a newline would start a line of its
+// own).
+func printable(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r != ' ' && !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // Report counts every outcome of a run.

@@ -333,6 +333,40 @@ func TestNewKey(t *testing.T) {
 	require.NotEqual(t, replay.NewKey("ab", []byte("c")), replay.NewKey("a", []byte("bc")), "length-prefixed")
 }
 
+// TestItemString renders items as one line of space-separated fields,
+// whatever the producer put in the event id or the error.
+func TestItemString(t *testing.T) {
+	repair := &replay.Repair{Method: "make_valid", Detail: "structure", VerticesBefore: 5, VerticesAfter: 7}
+	cases := []struct {
+		name string
+		it   replay.Item
+		want string
+	}{
+		{"repaired", replay.Item{RecordID: "7", EventID: "evt-bowtie", Class: classify.ClassInvalidGeometry, Outcome: replay.OutcomeRepaired, Target: topic, Repair: repair},
+			"7 evt-bowtie invalid_geometry repaired -> spatial.events make_valid:structure 5->7 vertices"},
+		{"left in place", replay.Item{RecordID: "9", EventID: "evt-3857", Class: classify.ClassCRSMismatch, Outcome: replay.OutcomeRepairFailed, Err: errors.New("no EPSG code")},
+			"9 evt-3857 crs_mismatch repair_failed: no EPSG code"},
+		{"skipped", replay.Item{RecordID: "3", EventID: "evt-x", Class: classify.ClassSchemaViolation, Outcome: replay.OutcomeSkipped},
+			"3 evt-x schema_violation skipped"},
+		{"empty fields", replay.Item{RecordID: "1", Outcome: replay.OutcomeInvalidEnvelope, Err: errors.New("not an envelope")},
+			"1 - - invalid_envelope: not an envelope"},
+		{"an event id with a space and a newline", replay.Item{RecordID: "2", EventID: "evt 1\nforged line", Class: classify.ClassTransient, Outcome: replay.OutcomeReplayed},
+			`2 "evt 1\nforged line" transient replayed`},
+		{"an event id that is not UTF-8", replay.Item{RecordID: "4", EventID: "evt-\xff", Class: classify.ClassTransient, Outcome: replay.OutcomeReplayed},
+			`4 "evt-\xff" transient replayed`},
+		{"an invalid class", replay.Item{RecordID: "5", Class: "nonsense", Outcome: replay.OutcomeSkipped}, `5 - Class("nonsense") skipped`},
+		{"an error over two lines", replay.Item{RecordID: "6", EventID: "e", Class: classify.ClassUnknown, Outcome: replay.OutcomePublishFailed, Err: errors.Join(errors.New("a"), errors.New("b"))},
+			`6 e unknown publish_failed: "a\nb"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.it.String()
+			require.Equal(t, tc.want, got)
+			require.NotContains(t, got, "\n")
+		})
+	}
+}
+
 func TestReportSummary(t *testing.T) {
 	seen := map[replay.Outcome]bool{}
 	for _, o := range replay.Outcomes() {
