@@ -6,7 +6,9 @@
 // queue through a [broker.Processor] and acknowledges a delivery only after
 // its dead-letter write was confirmed. [DeclareSourceQueue] wires a source
 // queue to RabbitMQ's own dead-letter exchange, whose x-death header
-// [MessageOf] reads into attempts and provenance.
+// [MessageOf] reads into attempts and provenance. [SourcePublisher] puts
+// events on a source queue, with confirms, as NewConsumer reads them: the
+// replayer's target for re-injecting dead letters where they came from.
 //
 // # Guarantees
 //

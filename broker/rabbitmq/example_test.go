@@ -10,6 +10,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/rabbitmq"
+	"github.com/geodlq/geodlq/replay"
 )
 
 func ExampleMessageOf() {
@@ -111,4 +112,25 @@ func Example_openStore() {
 		log.Fatal(err)
 	}
 	log.Print(len(recs), " records leased")
+}
+
+// A replayer that re-injects the dead letters of "parcels" into the
+// source queue they came from, acknowledging each record only once the
+// broker confirmed its re-injection. Needs a broker.
+func ExampleSourcePublisher() {
+	ctx := context.Background()
+	store, err := broker.OpenStore(ctx, "amqp://guest:guest@127.0.0.1:5672/", &broker.OpenOptions{ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	r, err := replay.New(replay.Options{Source: store, Target: rabbitmq.SourcePublisher(store)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := r.Run(ctx, replay.Request{Destination: "parcels.retry.dlt"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(rep.Summary())
 }

@@ -340,6 +340,13 @@ func (d *driver) Publish(ctx context.Context, destination string, m *broker.Mess
 	if err := d.declare(destination); err != nil {
 		return err
 	}
+	return d.publish(ctx, d.exchange, destination, m)
+}
+
+// publish publishes m to exchange with routing key key on a confirm
+// channel of the pool, as Publish describes.
+func (d *driver) publish(ctx context.Context, exchange, key string, m *broker.Message) error {
+	destination := key
 	pub := amqp.Publishing{
 		Headers:      amqp.Table{},
 		DeliveryMode: amqp.Persistent,
@@ -361,7 +368,7 @@ func (d *driver) Publish(ctx context.Context, destination string, m *broker.Mess
 	if err != nil {
 		return err
 	}
-	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, d.exchange, destination, true, false, pub)
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, pub)
 	if err != nil {
 		d.dropPub(pc)
 		return fmt.Errorf("rabbitmq: publishing to %q: %w", destination, err)
