@@ -6,6 +6,9 @@
 // [NewConsumer] runs a source stream's pull consumer through a
 // [broker.Processor], wiring the server's delivery count, its max_deliver
 // and the MAX_DELIVERIES advisory into the dead-letter path.
+// [SourcePublisher] publishes to a source stream's subjects as NewConsumer
+// reads them: the replayer's target for re-injecting dead letters where
+// they came from.
 //
 // # Guarantees
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/jetstream"
+	"github.com/geodlq/geodlq/replay"
 )
 
 // A dead-letter store and a replay-side fetch. Needs a server with
@@ -110,4 +111,25 @@ func Example_urlParameters() {
 	_, err := broker.OpenStore(context.Background(), "nats://127.0.0.1:4222?geodlq_stram=GEODLQ", nil)
 	fmt.Println(errors.Is(err, broker.ErrInvalidArgument))
 	// Output: true
+}
+
+// A replayer that re-injects the dead letters of "spatial.events" into the
+// subject they came from, acknowledging each record only once the source
+// stream acknowledged its re-injection. Needs a server with JetStream.
+func ExampleSourcePublisher() {
+	ctx := context.Background()
+	store, err := broker.OpenStore(ctx, "nats://127.0.0.1:4222", &broker.OpenOptions{ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	r, err := replay.New(replay.Options{Source: store, Target: jetstream.SourcePublisher(store)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := r.Run(ctx, replay.Request{Destination: "spatial.events.retry.dlt"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(rep.Summary())
 }
