@@ -108,6 +108,9 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 		}
 		after = v
 	}
+	if opts.Limit <= 0 || opts.Limit > broker.MaxListLimit {
+		opts.Limit = broker.DefaultListLimit // the portable store never asks for these
+	}
 	q := `SELECT id, destination, msg_key, headers, body, deliveries, published_at, lease_until, acked_at FROM dlq_records WHERE 1`
 	var args []any
 	if opts.Destination != "" {

@@ -83,11 +83,11 @@ func open(ctx context.Context, path string, o *Options, create bool) (*drv, erro
 	if o.BusyTimeout > 0 {
 		d.busy = o.BusyTimeout
 	}
-	sync := "FULL"
+	synchronous := "FULL"
 	switch strings.ToUpper(o.Synchronous) {
 	case "", "FULL":
 	case "NORMAL":
-		sync = "NORMAL"
+		synchronous = "NORMAL"
 	default:
 		return nil, fmt.Errorf("sqlite: Synchronous must be FULL or NORMAL, got %q: %w", o.Synchronous, broker.ErrInvalidArgument)
 	}
@@ -103,7 +103,7 @@ func open(ctx context.Context, path string, o *Options, create bool) (*drv, erro
 		}
 		return d, nil
 	}
-	if d.db, err = d.openRW(ctx, abs, append(pragmas, "synchronous("+sync+")"), create); err != nil {
+	if d.db, err = d.openRW(ctx, abs, append(pragmas, "synchronous("+synchronous+")"), create); err != nil {
 		return nil, err
 	}
 	if err := d.prepare(ctx); err != nil {
@@ -186,10 +186,10 @@ func connect(ctx context.Context, path, dsn string) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	// One connection per handle: SQLite has one writer at a time, and a
-	// single connection turns in-process contention into queueing instead
-	// of SQLITE_BUSY. Other processes are waited for by busy_timeout.
+	// single connection turns in-process contention into queueing (see
+	// [drv.lock]) instead of SQLITE_BUSY. Other connections are waited for
+	// by [drv.retry].
 	db.SetMaxOpenConns(1)
-	db.SetConnMaxIdleTime(0)
 	done := make(chan error, 1)
 	go func() { done <- db.PingContext(ctx) }()
 	select {
@@ -475,16 +475,21 @@ func read[T any](ctx context.Context, d *drv, fn func(ctx context.Context, db *s
 // context ends.
 const busyQuantum = 2 * time.Millisecond
 
-// retry calls fn until it does not fail with SQLITE_BUSY, for up to
-// d.busy, or until ctx ends.
+// retry calls fn until it does not fail with SQLITE_BUSY, or until ctx
+// ends. Like SQLite's busy_timeout, the budget, d.busy, counts the time
+// spent waiting (SQLite's own waits of busyQuantum and the sleeps here),
+// not the time fn runs: on a machine short of CPU, where every
+// transaction takes longer, a waiter does not give up sooner.
 func (d *drv) retry(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(d.busy)
+	var waited time.Duration
 	for {
 		err := fn()
-		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+		if err == nil || !isBusy(err) || waited >= d.busy {
 			return err
 		}
-		t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
+		pause := time.Millisecond + rand.N(2*time.Millisecond)
+		waited += busyQuantum + pause
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -30,8 +30,9 @@ type Options struct {
 	// a row); a larger body is refused with a [*classify.TooLargeError].
 	broker.StoreOptions
 	// BusyTimeout is how long a call waits for another connection's
-	// transaction (another handle's, another process's) to end. Default
-	// 10s.
+	// transaction (another handle's, another process's) to end, counted
+	// like SQLite's busy_timeout: the waits, not the time spent running.
+	// Default 10s.
 	BusyTimeout time.Duration
 	// Synchronous is SQLite's synchronous setting: "FULL" (default: a
 	// write survives power loss once Publish returns) or "NORMAL"
@@ -367,6 +368,9 @@ func nanos(t time.Time) int64 {
 func (d *drv) Fetch(ctx context.Context, destination string, f broker.Filter, max int) ([]*broker.Record, error) {
 	if d.ro != nil {
 		return nil, errReadOnly("fetch")
+	}
+	if max <= 0 {
+		return nil, nil // the portable store never asks for none; SQLite reads LIMIT -1 as all
 	}
 	now := d.now()
 	token := newToken()
