@@ -23,6 +23,7 @@ type checkOptions struct {
 	expectedEPSG int
 	maxVertices  int
 	deadLetter   string
+	out          *output
 }
 
 func newCheckCmd(a *app) *cobra.Command {
@@ -48,6 +49,7 @@ consumer uses, as if consumed from TOPIC: to <TOPIC>.poison.dlt (or .retry.dlt).
 	cmd.Flags().IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code of the CRS the pipeline works in")
 	cmd.Flags().IntVar(&o.maxVertices, "max-vertices", spatial.DefaultMaxVertices, "most positions a geometry may have (resource_exhausted above)")
 	cmd.Flags().StringVar(&o.deadLetter, "dead-letter", "", "dead-letter failing events into --store as if consumed from this topic")
+	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON, fmtJSONL)
 	return cmd
 }
 
@@ -82,6 +84,9 @@ type checkSummary struct {
 }
 
 func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err error) {
+	if err := o.out.resolve(a, cmd); err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	in := a.stdin
 	name := "-"
@@ -100,7 +105,7 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 	}
 	events, err := splitEvents(data)
 	if err != nil {
-		return usagef("%s: %v", name, err)
+		return usageFor(cmd, "%s: %v", name, err)
 	}
 	checker, err := newChecker(o.expectedEPSG, o.maxVertices)
 	if err != nil {
@@ -110,12 +115,15 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 
 	var proc *broker.Processor
 	if o.deadLetter != "" {
-		s, err := a.openStore(ctx, true)
+		if err := broker.ValidDestination(o.deadLetter); err != nil {
+			return usageFor(cmd, "--dead-letter: %v", err)
+		}
+		s, err := a.openStore(ctx, create)
 		if err != nil {
 			return err
 		}
 		defer closeWith(&err, s)
-		off, closeBlobs, err := a.openBlobs(ctx, true)
+		off, closeBlobs, err := a.openBlobs(ctx, create)
 		if err != nil {
 			return err
 		}
@@ -174,27 +182,34 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		verdicts = append(verdicts, v)
 	}
 
-	if a.json {
+	switch {
+	case o.out.json():
 		if err := writeJSON(a.stdout, struct {
 			Events  []verdict    `json:"events"`
 			Summary checkSummary `json:"summary"`
 		}{verdicts, sum}); err != nil {
 			return err
 		}
-	} else {
+	case o.out.jsonl():
+		for _, v := range verdicts {
+			if err := writeJSONLine(a.stdout, v); err != nil {
+				return err
+			}
+		}
+	default:
 		rows := make([][]string, 0, len(verdicts))
 		for _, v := range verdicts {
-			verdictCol, stage, reason, at, epsg := "ok", "-", "-", "-", strconv.Itoa(v.EPSG)
+			verdictCol, stage, reason, at := "ok", "-", "-", "-"
 			if !v.OK {
-				verdictCol, stage, reason, at = v.FailureClass, v.FailedStage, clip(v.Reason, 48), where(v.Location, v.Fault)
+				verdictCol, stage, reason, at = v.FailureClass, v.FailedStage, v.Reason, where(v.Location, v.Fault)
 			}
 			geom := "-"
 			if v.GeometryType != "" {
 				geom = fmt.Sprintf("%s/%d", v.GeometryType, v.VertexCount)
 			}
-			rows = append(rows, []string{v.Input, orDash(v.EventID), verdictCol, stage, reason, at, epsg, geom})
+			rows = append(rows, []string{v.Input, orDash(v.EventID), verdictCol, stage, reason, at, epsgLabel(v.EPSG), geom})
 		}
-		if err := table(a.stdout, []string{"INPUT", "EVENT", "VERDICT", "STAGE", "REASON", "AT", "EPSG", "GEOMETRY"}, rows); err != nil {
+		if err := a.table(o.out, []string{"INPUT", "EVENT", "VERDICT", "STAGE", "REASON", "AT", "EPSG", "GEOMETRY"}, rows, 4, 5, 1); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "\n%d events: %d ok, %d would be dead-lettered", sum.Events, sum.OK, sum.DeadLettered)
@@ -215,7 +230,7 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		}
 		fmt.Fprintln(a.stdout)
 		if proc != nil && sum.DeadLettered > 0 {
-			fmt.Fprintf(a.stdout, "dead-lettered %d events into %s\n", sum.DeadLettered, a.storeURL)
+			fmt.Fprintf(a.stdout, "dead-lettered %d events into %s\n", sum.DeadLettered, broker.Redact(a.storeURL))
 		}
 	}
 	if sum.DeadLettered > 0 {

@@ -27,7 +27,7 @@ func TestCheckCorpus(t *testing.T) {
 		in.Write(bytes.TrimRight(it.Payload, "\n"))
 		in.WriteByte('\n')
 	}
-	r := c.must(exitProblems, in.Bytes(), "check", "--json")
+	r := c.must(exitProblems, in.Bytes(), "check", "-o", "json")
 	var out checkOutput
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
 	require.Len(t, out.Events, len(items))
@@ -101,7 +101,7 @@ func TestCheckInputs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cli{t: t, store: "sqlite://unused.db"}
-			args := append([]string{"check", "--json"}, tt.args...)
+			args := append([]string{"check", "-o", "json"}, tt.args...)
 			var stdin []byte
 			if tt.file {
 				f := t.TempDir() + "/events.jsonl"
@@ -131,9 +131,7 @@ func TestCheckInputs(t *testing.T) {
 func TestCheckDeadLetter(t *testing.T) {
 	t.Parallel()
 	c := seeded(t)
-	r := c.must(exitOK, nil, "list", "--json")
-	var views []view
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
+	views := listViews(t, c)
 	bad := 0
 	for _, it := range corpus.All() {
 		if !it.Valid() {

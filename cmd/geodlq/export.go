@@ -8,111 +8,272 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/paulmach/orb"
 	"github.com/spf13/cobra"
 
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/spatial"
 )
 
-func newExportCmd(a *app) *cobra.Command {
-	var f filterFlags
-	var format, out string
-	var withPayload bool
-	cmd := &cobra.Command{
-		Use:   "export --format jsonl|csv|geojson|parquet",
-		Short: "Export dead-lettered records as JSON lines, CSV, GeoJSON for QGIS, or GeoParquet",
-		Long: `export writes the selected records:
+// The export formats.
+var exportFormats = []string{"geojson", "gpkg", "jsonl", "csv", "parquet"}
 
-  jsonl    one JSON object per line: the record's fields (as list --json) and
-           its envelope, verbatim;
-  csv      one row per envelope, flat columns, header first;
-  geojson  a FeatureCollection of the dead-lettered geometries with the
-           envelope's fields as flat properties, ready for QGIS. Geometries
-           that cannot be written as GeoJSON (NaN or infinite coordinates,
-           unparseable, missing, or offloaded without --blobs) become null
-           geometries with their properties kept; geometry_status says why.
-           When every exported geometry has the same EPSG code other than
-           4326, the collection carries a named "crs" member for it;
-  parquet  one GeoParquet 1.1 file (-o FILE) with a typed column per field,
-           the fault point and the geometry's bounding box as geometry
-           columns (see warehouse sync for an incremental, partitioned
-           dataset); --with-payload adds the restored, verified payloads.
-
-Invalid geometries are exported as they are: that is the point.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			sel, err := f.parse(time.Now())
-			if err != nil {
-				return err
-			}
-			if format != "jsonl" && format != "csv" && format != "geojson" && format != "parquet" {
-				return usagef("--format %q: want jsonl, csv, geojson or parquet", format)
-			}
-			ctx := cmd.Context()
-			s, err := a.openStore(ctx, false)
-			if err != nil {
-				return err
-			}
-			defer closeWith(&err, s)
-			off, closeBlobs, err := a.openBlobs(ctx, false)
-			if err != nil {
-				return err
-			}
-			defer closeBlobs()
-			if format == "parquet" {
-				n, err := a.exportParquet(ctx, s, sel, off, out, withPayload)
-				if err == nil && out != "" && out != "-" && !a.json {
-					fmt.Fprintf(a.stderr, "exported %d records to %s\n", n, out)
-				}
-				return err
-			}
-			w := a.stdout
-			if out != "" && out != "-" {
-				fh, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				defer closeWith(&err, fh)
-				w = fh
-			}
-			bw := bufio.NewWriter(w)
-			var n int
-			switch format {
-			case "jsonl":
-				n, err = a.exportJSONL(ctx, bw, s, sel)
-			case "csv":
-				n, err = a.exportCSV(ctx, bw, s, sel)
-			default:
-				n, err = a.exportGeoJSON(ctx, bw, s, sel, off)
-			}
-			if err != nil {
-				return err
-			}
-			if err := bw.Flush(); err != nil {
-				return err
-			}
-			if out != "" && out != "-" && !a.json {
-				fmt.Fprintf(a.stderr, "exported %d records to %s\n", n, out)
-			}
-			return nil
-		},
+// formatOfFile guesses the export format from a file name's extension.
+func formatOfFile(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".geojson", ".json":
+		return "geojson"
+	case ".gpkg":
+		return "gpkg"
+	case ".jsonl", ".ndjson":
+		return "jsonl"
+	case ".csv":
+		return "csv"
+	case ".parquet", ".geoparquet":
+		return "parquet"
 	}
-	f.register(cmd.Flags(), true)
-	cmd.Flags().StringVar(&format, "format", "geojson", "jsonl, csv, geojson or parquet")
-	cmd.Flags().BoolVar(&withPayload, "with-payload", false, "parquet: add each event's original payload, restored and verified (may hold sensitive data)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default standard output)")
+	return ""
+}
+
+type exportOptions struct {
+	f           filterFlags
+	format      string
+	withPayload bool
+	toEPSG      int
+	split       bool
+	faults      bool
+	out         *output
+}
+
+func newExportCmd(a *app) *cobra.Command {
+	var o exportOptions
+	cmd := &cobra.Command{
+		Use:   "export [FILE|-]",
+		Short: "Export dead-lettered records: GeoJSON or GeoPackage for QGIS, JSON lines, CSV, GeoParquet",
+		Long: `export writes the selected records to FILE (its extension names the format
+unless --format does; "-" or no FILE is standard output):
+
+  geojson  a FeatureCollection for QGIS, in one CRS: every geometry and fault
+           point is reprojected with PROJ to --to-epsg (default 4326, so the
+           file is RFC 7946 GeoJSON). --split-by-epsg instead writes one file
+           per source CRS, untouched, named FILE.epsgNNNN.geojson, each with
+           its named "crs". Each record is a feature (property
+           feature=geometry) with the envelope's fields as flat properties;
+           with --faults (default) each fault location is one more, a Point
+           (feature=fault), for a layer of fault points. A geometry that
+           cannot be written (NaN or infinite coordinates, unparseable,
+           missing, offloaded without --blobs, an unknown CRS, outside the
+           target CRS) becomes a null geometry with its properties kept;
+           geometry_status says why;
+  gpkg     a GeoPackage (OGC 1.3) with two layers, dead_letters (the
+           geometries) and fault_points, both in --to-epsg, for QGIS;
+  jsonl    one JSON object per line: the record's fields (as list -o json)
+           and its envelope, verbatim;
+  csv      one row per envelope, flat columns, header first;
+  parquet  one GeoParquet 1.1 file with a typed column per field, the fault
+           point and the geometry's bounding box as geometry columns (see
+           warehouse sync for an incremental, partitioned dataset);
+           --with-payload adds the restored, verified payloads.
+
+Invalid geometries are exported as they are: that is the point. The file is
+written under a temporary name and renamed when complete: an interrupted or
+failed export leaves what FILE held before.`,
+		Args: maxArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.export(cmd, args, o) },
+	}
+	o.f.register(cmd.Flags(), true)
+	fs := cmd.Flags()
+	fs.StringVar(&o.format, "format", "", "geojson, gpkg, jsonl, csv or parquet (default: from FILE's extension, else geojson)")
+	fs.BoolVar(&o.withPayload, "with-payload", false, "parquet: add each event's original payload, restored and verified (may hold sensitive data)")
+	fs.IntVar(&o.toEPSG, "to-epsg", 4326, "geojson, gpkg: reproject geometries and fault points to this EPSG code")
+	fs.BoolVar(&o.split, "split-by-epsg", false, "geojson: one file per source CRS, not reprojected (FILE.epsgNNNN.geojson)")
+	fs.BoolVar(&o.faults, "faults", true, "geojson, gpkg: add the fault locations as points")
+	o.out = addOutput(cmd, fmtTable, fmtJSON)
 	return cmd
 }
 
-func (a *app) exportJSONL(ctx context.Context, w io.Writer, s stores.Store, sel selection) (int, error) {
+// exportSummary is what export writes with -o json (the data goes to
+// FILE). Field names are stable.
+type exportSummary struct {
+	Format  string         `json:"format"`
+	Files   []string       `json:"files"`
+	Records int            `json:"records"`
+	Status  map[string]int `json:"geometry_status,omitempty"`
+}
+
+func (a *app) export(cmd *cobra.Command, args []string, o exportOptions) (err error) {
+	if err := o.out.resolve(a, cmd); err != nil {
+		return err
+	}
+	sel, err := o.f.parse(cmd, time.Now())
+	if err != nil {
+		return err
+	}
+	file := "-"
+	if len(args) == 1 {
+		file = args[0]
+	}
+	format := o.format
+	if format == "" {
+		if format = formatOfFile(file); format == "" {
+			format = "geojson"
+		}
+	}
+	if !slices.Contains(exportFormats, format) {
+		return usageFor(cmd, "--format %q: want %s", format, strings.Join(exportFormats, ", "))
+	}
+	switch {
+	case o.split && format != "geojson":
+		return usageFor(cmd, "--split-by-epsg is for --format geojson")
+	case o.split && file == "-":
+		return usageFor(cmd, "--split-by-epsg writes one file per CRS: name FILE")
+	case (format == "gpkg" || format == "parquet") && file == "-" && a.tty:
+		return usageFor(cmd, "--format %s writes binary: name a FILE (or - to write to a pipe)", format)
+	case o.toEPSG <= 0:
+		return usageFor(cmd, "--to-epsg must be a positive EPSG code")
+	}
+	if o.out.json() && file == "-" {
+		return usageFor(cmd, "-o json reports on the export; the data needs a FILE")
+	}
+	ctx := cmd.Context()
+	s, err := a.openStore(ctx, readOnly)
+	if err != nil {
+		return err
+	}
+	defer closeWith(&err, s)
+	off, closeBlobs, err := a.openBlobs(ctx, readOnly)
+	if err != nil {
+		return err
+	}
+	defer closeBlobs()
+	m := a.startMeter("export", "records", a.total(ctx, s, sel))
+	defer m.finish()
+	counted := func(fn func(item) error) func(item) error {
+		return func(it item) error {
+			m.add(1)
+			return fn(it)
+		}
+	}
+
+	sum := exportSummary{Format: format, Files: []string{}}
+	switch format {
+	case "parquet":
+		n, err := a.exportParquet(ctx, s, sel, off, file, o.withPayload, counted)
+		if err != nil {
+			return err
+		}
+		sum.Records = n
+		if file != "-" {
+			sum.Files = append(sum.Files, file)
+		}
+	case "geojson", "gpkg":
+		feats, err := a.collectFeatures(ctx, s, sel, off, o, counted)
+		if err != nil {
+			return err
+		}
+		sum.Records, sum.Status = feats.records, feats.status
+		if format == "gpkg" {
+			if err := a.writeGPKG(ctx, file, feats, o.toEPSG); err != nil {
+				return err
+			}
+			if file != "-" {
+				sum.Files = append(sum.Files, file)
+			}
+			break
+		}
+		files, err := a.writeGeoJSON(file, feats, o)
+		if err != nil {
+			return err
+		}
+		sum.Files = append(sum.Files, files...)
+	default:
+		write := func(w io.Writer) (int, error) {
+			bw := bufio.NewWriter(w)
+			var n int
+			var err error
+			if format == "jsonl" {
+				n, err = a.exportJSONL(ctx, bw, s, sel, counted)
+			} else {
+				n, err = a.exportCSV(ctx, bw, s, sel, counted)
+			}
+			if err != nil {
+				return n, err
+			}
+			return n, bw.Flush()
+		}
+		if file == "-" {
+			sum.Records, err = write(a.stdout)
+			if err != nil {
+				return err
+			}
+			break
+		}
+		err = writeFileAtomic(file, func(tmp string) error {
+			f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if sum.Records, err = write(f); err != nil {
+				return err
+			}
+			return f.Close()
+		})
+		if err != nil {
+			return err
+		}
+		sum.Files = append(sum.Files, file)
+	}
+	m.finish()
+	if o.out.json() {
+		return writeJSON(a.stdout, sum)
+	}
+	if len(sum.Files) > 0 {
+		fmt.Fprintf(a.stderr, "exported %d records to %s\n", sum.Records, strings.Join(sum.Files, ", "))
+	}
+	return nil
+}
+
+// total counts the records a selection will read, for a progress bar: -1
+// when the store cannot count them cheaply or a filter is applied here.
+func (a *app) total(ctx context.Context, s *broker.Store, sel selection) int64 {
+	if sel.clientSide() {
+		return -1
+	}
+	dests, err := a.destinations(ctx, s)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for _, d := range dests {
+		counts, err := s.Stats(ctx, broker.StatsOptions{Destination: d, Filter: sel.filter})
+		if err != nil {
+			return -1
+		}
+		for _, c := range counts {
+			n += int64(c.Pending + c.Leased)
+			if sel.replayed {
+				n += int64(c.Replayed)
+			}
+		}
+	}
+	return n
+}
+
+func (a *app) exportJSONL(ctx context.Context, w io.Writer, s *broker.Store, sel selection, wrap func(func(item) error) func(item) error) (int, error) {
 	n := 0
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	err := a.eachRecord(ctx, s, sel, func(it item) error {
+	err := a.eachRecord(ctx, s, sel, wrap(func(it item) error {
 		line := struct {
 			view
 			Envelope json.RawMessage `json:"envelope,omitempty"`
@@ -122,7 +283,7 @@ func (a *app) exportJSONL(ctx context.Context, w io.Writer, s stores.Store, sel 
 		}
 		n++
 		return enc.Encode(line)
-	})
+	}))
 	return n, err
 }
 
@@ -146,6 +307,10 @@ func columns(v view) []column {
 		}
 		return s
 	}
+	var epsg any
+	if v.EPSG != 0 {
+		epsg = v.EPSG
+	}
 	return []column{
 		{"record_id", v.ID}, {"destination", v.Destination}, {"status", str(v.Status)},
 		{"event_id", str(v.EventID)}, {"idempotency_key", str(v.IdempotencyKey)},
@@ -153,7 +318,7 @@ func columns(v view) []column {
 		{"error_message", str(v.ErrorMessage)}, {"reason", str(v.Reason)}, {"reason_kind", str(v.ReasonKind)},
 		{"location_x", lx}, {"location_y", ly},
 		{"fault_part", part}, {"fault_ring", ring}, {"fault_vertex", vertex}, {"fault_on_segment", onSeg},
-		{"epsg", v.EPSG}, {"source_crs", str(v.SourceCRS)},
+		{"epsg", epsg}, {"source_crs", str(v.SourceCRS)},
 		{"geometry_type", str(v.GeometryType)}, {"vertex_count", v.VertexCount}, {"geometry_bytes", v.GeometryBytes},
 		{"geometry_offload_uri", str(v.GeometryOffloadURI)},
 		{"payload_size", v.PayloadSize}, {"payload_sha256", str(v.PayloadSHA256)}, {"attempts", v.Attempts},
@@ -162,10 +327,10 @@ func columns(v view) []column {
 	}
 }
 
-func (a *app) exportCSV(ctx context.Context, w io.Writer, s stores.Store, sel selection) (int, error) {
+func (a *app) exportCSV(ctx context.Context, w io.Writer, s *broker.Store, sel selection, wrap func(func(item) error) func(item) error) (int, error) {
 	cw := csv.NewWriter(w)
 	n := 0
-	err := a.eachRecord(ctx, s, sel, func(it item) error {
+	err := a.eachRecord(ctx, s, sel, wrap(func(it item) error {
 		if it.env == nil {
 			return nil
 		}
@@ -184,7 +349,7 @@ func (a *app) exportCSV(ctx context.Context, w io.Writer, s stores.Store, sel se
 			switch v := c.value.(type) {
 			case nil:
 			case string:
-				row[i] = v
+				row[i] = csvSafe(v)
 			case float64:
 				row[i] = strconv.FormatFloat(v, 'g', -1, 64)
 			default:
@@ -193,7 +358,7 @@ func (a *app) exportCSV(ctx context.Context, w io.Writer, s stores.Store, sel se
 		}
 		n++
 		return cw.Write(row)
-	})
+	}))
 	cw.Flush()
 	if err == nil {
 		err = cw.Error()
@@ -201,7 +366,17 @@ func (a *app) exportCSV(ctx context.Context, w io.Writer, s stores.Store, sel se
 	return n, err
 }
 
-// The geometry_status values of a GeoJSON export.
+// csvSafe keeps a spreadsheet from reading a cell that starts with = + -
+// @ (or a tab or carriage return) as a formula: such cells come from
+// untrusted payloads (an event id, an error message).
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// The geometry_status values of a GeoJSON or GeoPackage export.
 const (
 	geomOK          = "ok"
 	geomMissing     = "missing"
@@ -209,86 +384,235 @@ const (
 	geomNonFinite   = "non_finite"
 	geomNotFetched  = "offloaded_not_fetched"
 	geomFetchFailed = "fetch_failed"
+	geomUnknownCRS  = "unknown_crs"
+	geomNotProjects = "reprojection_failed"
 )
 
-func (a *app) exportGeoJSON(ctx context.Context, w io.Writer, s stores.Store, sel selection, off *offload.Offloader) (int, error) {
-	var feats [][]byte
-	epsgs := map[int]bool{}
-	err := a.eachRecord(ctx, s, sel, func(it item) error {
+// feature is one exported record (or fault point) before it is written.
+type feature struct {
+	id     string       // DEST/ID, and #fault for a fault point
+	epsg   int          // the CRS of geom: the target's, or the source's with --split-by-epsg
+	geom   []byte       // GeoJSON geometry, or nil for null
+	parsed orb.Geometry // geom parsed (for GeoPackage), or nil
+	bound  orb.Bound
+	props  []column
+	fault  bool
+}
+
+type featureSet struct {
+	feats   []feature
+	records int
+	status  map[string]int
+}
+
+// collectFeatures reads the selected envelopes as features: their
+// geometries (and fault points), in o.toEPSG or, with o.split, in their
+// own CRS.
+func (a *app) collectFeatures(ctx context.Context, s *broker.Store, sel selection, off *offload.Offloader, o exportOptions,
+	wrap func(func(item) error) func(item) error) (*featureSet, error) {
+	checker, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: o.toEPSG, MaxVertices: 50_000_000})
+	if err != nil {
+		return nil, fmt.Errorf("spatial checker: %w", err)
+	}
+	defer checker.Close()
+	fs := &featureSet{status: map[string]int{}}
+	err = a.eachRecord(ctx, s, sel, wrap(func(it item) error {
 		if it.env == nil {
 			return nil
 		}
 		v := viewOf(it)
+		src := sourceEPSG(it)
 		geom, status := exportGeometry(ctx, it, off)
+		f := feature{epsg: src, id: v.Destination + "/" + v.ID, props: columns(v)}
 		if status == geomOK {
-			epsgs[v.EPSG] = true
-		}
-		b := []byte(`{"type":"Feature","id":`)
-		b = appendJSON(b, v.Destination+"/"+v.ID)
-		b = append(b, `,"geometry":`...)
-		b = append(b, geom...)
-		b = append(b, `,"properties":{`...)
-		for i, c := range append(columns(v), column{"geometry_status", status}) {
-			if i > 0 {
-				b = append(b, ',')
+			f.geom, status = project(checker, geom, src, o)
+			if !o.split {
+				f.epsg = o.toEPSG
 			}
-			b = appendJSON(b, c.name)
-			b = append(b, ':')
-			b = appendJSON(b, c.value)
 		}
-		feats = append(feats, append(b, "}}"...))
+		if f.geom == nil {
+			f.geom = []byte("null")
+		} else if p, err := geojson.ParseGeometry(f.geom, geojson.Limits{MaxVertices: -1}); err == nil {
+			f.parsed, f.bound = p.Geom, p.Geom.Bound()
+		}
+		fs.status[status]++
+		fs.records++
+		f.props = append(f.props, column{"geometry_status", status}, column{"feature", "geometry"})
+		fs.feats = append(fs.feats, f)
+		if ge := it.env.GeometryError; o.faults && ge != nil && len(ge.Location) == 2 {
+			pt := orb.Point{ge.Location[0], ge.Location[1]}
+			if b, err := geojson.Append(nil, pt, nil); err == nil {
+				fp := feature{epsg: f.epsg, id: f.id + "#fault", props: append(columns(v), column{"feature", "fault"}), fault: true}
+				if g, st := project(checker, b, src, o); st == geomOK {
+					fp.geom = g
+					if p, err := geojson.ParseGeometry(g, geojson.Limits{MaxVertices: -1}); err == nil {
+						fp.parsed, fp.bound = p.Geom, p.Geom.Bound()
+					}
+					fs.feats = append(fs.feats, fp)
+				}
+			}
+		}
 		return nil
-	})
+	}))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	io.WriteString(w, `{"type":"FeatureCollection",`)
-	if len(epsgs) == 1 {
-		for code := range epsgs {
-			if code != 0 && code != 4326 {
-				fmt.Fprintf(w, `"crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::%d"}},`, code)
+	return fs, nil
+}
+
+// sourceEPSG is the CRS a record's coordinates are in: its EPSG code, or
+// 4326 for a payload that declared no CRS (GeoJSON's default, RFC 7946);
+// 0 when unknown.
+func sourceEPSG(it item) int {
+	if code := broker.EPSGOf(it.env); code != 0 {
+		return code
+	}
+	if it.env.SourceCRS == "" && it.env.FailureClass != classify.ClassCRSMismatch {
+		return 4326
+	}
+	return 0
+}
+
+// project reprojects geom from src to o.toEPSG (not with o.split).
+func project(c *spatial.Checker, geom []byte, src int, o exportOptions) ([]byte, string) {
+	switch {
+	case o.split || src == o.toEPSG:
+		return geom, geomOK
+	case src == 0:
+		return nil, geomUnknownCRS
+	}
+	out, err := c.Reproject(geom, src, o.toEPSG)
+	if err != nil {
+		return nil, geomNotProjects
+	}
+	return out, geomOK
+}
+
+// writeGeoJSON writes the features as one FeatureCollection to file (or
+// standard output), or with --split-by-epsg one per CRS; it returns the
+// files written.
+func (a *app) writeGeoJSON(file string, fs *featureSet, o exportOptions) ([]string, error) {
+	groups := map[int][]feature{}
+	var codes []int
+	for _, f := range fs.feats {
+		code := o.toEPSG
+		if o.split {
+			code = f.epsg
+		}
+		if _, ok := groups[code]; !ok {
+			codes = append(codes, code)
+		}
+		groups[code] = append(groups[code], f)
+	}
+	slices.Sort(codes)
+	if !o.split {
+		codes = []int{o.toEPSG}
+	}
+	write := func(w io.Writer, code int, feats []feature) error {
+		bw := bufio.NewWriter(w)
+		bw.WriteString(`{"type":"FeatureCollection",`)
+		if code != 4326 && code != 0 {
+			fmt.Fprintf(bw, `"crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::%d"}},`, code)
+		}
+		bw.WriteString(`"features":[`)
+		for i, f := range feats {
+			if i > 0 {
+				bw.WriteByte(',')
 			}
+			bw.WriteString("\n")
+			bw.Write(featureJSON(f))
+		}
+		bw.WriteString("\n]}\n")
+		return bw.Flush()
+	}
+	if file == "-" {
+		return nil, write(a.stdout, o.toEPSG, groups[o.toEPSG])
+	}
+	// Every file is complete in its temporary name before any is renamed.
+	type pending struct {
+		name   string
+		commit func() error
+		abort  func()
+	}
+	var ps []pending
+	defer func() {
+		for _, p := range ps {
+			p.abort()
+		}
+	}()
+	for _, code := range codes {
+		name := file
+		if o.split {
+			ext := filepath.Ext(file)
+			tag := "epsg" + strconv.Itoa(code)
+			if code == 0 {
+				tag = "unknown-crs"
+			}
+			name = strings.TrimSuffix(file, ext) + "." + tag + ext
+		}
+		f, commit, abort, err := createAtomic(name)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, pending{name, commit, abort})
+		if err := write(f, code, groups[code]); err != nil {
+			return nil, err
 		}
 	}
-	io.WriteString(w, `"features":[`)
-	for i, f := range feats {
+	var names []string
+	for _, p := range ps {
+		if err := p.commit(); err != nil {
+			return names, err
+		}
+		names = append(names, p.name)
+	}
+	return names, nil
+}
+
+func featureJSON(f feature) []byte {
+	b := []byte(`{"type":"Feature","id":`)
+	b = appendJSON(b, f.id)
+	b = append(b, `,"geometry":`...)
+	b = append(b, f.geom...)
+	b = append(b, `,"properties":{`...)
+	for i, c := range f.props {
 		if i > 0 {
-			io.WriteString(w, ",")
+			b = append(b, ',')
 		}
-		io.WriteString(w, "\n")
-		w.Write(f)
+		b = appendJSON(b, c.name)
+		b = append(b, ':')
+		b = appendJSON(b, c.value)
 	}
-	_, err = io.WriteString(w, "\n]}\n")
-	return len(feats), err
+	return append(b, "}}"...)
 }
 
 // exportGeometry returns the record's geometry as GeoJSON that any reader
-// accepts (numbers written exactly), or null and why not.
+// accepts (numbers written exactly), or nil and why not.
 func exportGeometry(ctx context.Context, it item, off *offload.Offloader) ([]byte, string) {
 	g := it.env.Geometry
 	if g.Missing {
-		return []byte("null"), geomMissing
+		return nil, geomMissing
 	}
 	data := g.Inline
 	if g.OffloadURI != "" {
 		if off == nil {
-			return []byte("null"), geomNotFetched
+			return nil, geomNotFetched
 		}
 		var err error
 		if data, err = off.Fetch(ctx, offload.Ref{URI: g.OffloadURI, Size: g.ByteSize, SHA256: g.ContentSHA256}); err != nil {
-			return []byte("null"), geomFetchFailed
+			return nil, geomFetchFailed
 		}
 	}
 	parsed, err := geojson.ParseGeometry(data, geojson.Limits{MaxVertices: -1})
 	if err != nil {
-		return []byte("null"), geomUnparseable
+		return nil, geomUnparseable
 	}
 	if ferr := geojson.CheckFinite(parsed); ferr != nil {
-		return []byte("null"), geomNonFinite
+		return nil, geomNonFinite
 	}
 	out, err := geojson.Append(nil, parsed.Geom, parsed.Z)
 	if err != nil {
-		return []byte("null"), geomNonFinite
+		return nil, geomNonFinite
 	}
 	return out, geomOK
 }

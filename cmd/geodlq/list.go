@@ -1,82 +1,416 @@
 package main
 
 import (
-	"errors"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/geodlq/geodlq/broker"
 )
 
+type listOptions struct {
+	f        filterFlags
+	out      *output
+	limit    int
+	after    string
+	sort     string
+	follow   bool
+	interval time.Duration
+}
+
+// listPage is what list writes with -o json. Field names are stable.
+type listPage struct {
+	Items []view `json:"items"`
+	// Next is the cursor of the next page (--after), "" after the last.
+	Next string `json:"next,omitempty"`
+}
+
 func newListCmd(a *app) *cobra.Command {
-	var f filterFlags
-	var limit int
+	var o listOptions
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List dead-lettered records, filtered",
+		Short: "List dead-lettered records: filtered, paged, sorted, or followed as they arrive",
 		Long: `list prints the dead-lettered records of the selected destinations (--dest,
-default all), oldest first: pending ones, and replayed ones too with --all.
+default every destination holding envelopes), oldest first: pending ones, and
+replayed ones too with --all. Every filter is applied by the store where it
+can (the source prefix here).
 
-Class, stage, EPSG, time range and bounding box are filtered by the store where
-it can; reason kind and source prefix are filtered here.`,
+--limit N prints one page of N records and the cursor of the next one (on
+stderr for -o table, wide and jsonl; as "next" with -o json): pass it to
+--after to carry on. --sort orders the rows printed (within the page with
+--limit) by id, dest, status, event, class, stage, reason, epsg or at (the
+dead-letter time); a leading "-" reverses it.
+
+--follow prints the records, then new ones as they are dead-lettered, until
+Ctrl-C (like kcat -C or kubectl logs -f).
+
+-o table fits the terminal, cutting the reason; -o wide cuts nothing and adds
+the attempts and the payload's source; -o json writes {"items":[…],"next":…};
+-o jsonl one record per line.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			sel, err := f.parse(time.Now())
-			if err != nil {
-				return err
-			}
-			if limit < 0 {
-				return usagef("--limit must not be negative")
-			}
-			ctx := cmd.Context()
-			s, err := a.openStore(ctx, false)
-			if err != nil {
-				return err
-			}
-			defer closeWith(&err, s)
-			var views []view
-			err = a.eachRecord(ctx, s, sel, func(it item) error {
-				if limit > 0 && len(views) >= limit {
-					return errStop
-				}
-				views = append(views, viewOf(it))
-				return nil
-			})
-			if err != nil && !errors.Is(err, errStop) {
-				return err
-			}
-			if views == nil {
-				views = []view{}
-			}
-			if a.json {
-				return writeJSON(a.stdout, views)
-			}
-			rows := make([][]string, 0, len(views))
-			for _, v := range views {
-				rows = append(rows, listRow(v))
-			}
-			return table(a.stdout, []string{"ID", "DEST", "STATUS", "EVENT", "CLASS", "STAGE", "REASON", "AT", "EPSG", "DEAD-LETTERED"}, rows)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.list(cmd, o) },
 	}
-	f.register(cmd.Flags(), true)
-	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many records (0: all)")
+	o.f.register(cmd.Flags(), true)
+	fs := cmd.Flags()
+	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON, fmtJSONL)
+	fs.IntVar(&o.limit, "limit", 0, "print at most this many records, and the cursor of the next page (0: all)")
+	fs.StringVar(&o.after, "after", "", "carry on after this cursor (from a previous --limit page)")
+	fs.StringVar(&o.sort, "sort", "", "sort by id, dest, status, event, class, stage, reason, epsg or at; -FIELD reverses")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing new records as they are dead-lettered, until Ctrl-C")
+	fs.DurationVar(&o.interval, "interval", time.Second, "with --follow, how often the store is asked for new records")
 	return cmd
 }
 
-func listRow(v view) []string {
+// listCursor is the opaque --after cursor: the destination to resume in
+// and the store's own cursor within it.
+type listCursor struct {
+	Dest  string `json:"d"`
+	After string `json:"a,omitempty"`
+}
+
+func (c listCursor) String() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseCursor(s string) (listCursor, error) {
+	var c listCursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) > 4096 || json.Unmarshal(b, &c) != nil || c.Dest == "" {
+		return c, fmt.Errorf("%q is not a cursor printed by geodlq list --limit", s)
+	}
+	return c, nil
+}
+
+func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
+	if err := o.out.resolve(a, cmd); err != nil {
+		return err
+	}
+	sel, err := o.f.parse(cmd, time.Now())
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.limit < 0:
+		return usageFor(cmd, "--limit must not be negative")
+	case o.follow && o.out.json():
+		return usageFor(cmd, "--follow writes records as they come: use -o table, wide or jsonl")
+	case o.follow && o.interval < 10*time.Millisecond:
+		return usageFor(cmd, "--interval must be at least 10ms")
+	}
+	sortBy, desc, err := parseSort(o.sort)
+	if err != nil {
+		return usageFor(cmd, "--sort: %v", err)
+	}
+	var cur *listCursor
+	if o.after != "" {
+		c, err := parseCursor(o.after)
+		if err != nil {
+			return usageFor(cmd, "--after: %v", err)
+		}
+		cur = &c
+	}
+	ctx := cmd.Context()
+	s, err := a.openStore(ctx, readOnly)
+	if err != nil {
+		return err
+	}
+	defer closeWith(&err, s)
+	dests, err := a.destinations(ctx, s)
+	if err != nil {
+		return err
+	}
+	views, next, err := a.listPage(ctx, s, sel, dests, cur, o.limit)
+	if err != nil {
+		return err
+	}
+	if sortBy != "" {
+		sortViews(views, sortBy, desc)
+	}
+	var widths []int
+	switch {
+	case o.out.json():
+		return writeJSON(a.stdout, listPage{Items: views, Next: next})
+	case o.out.jsonl():
+		for _, v := range views {
+			if err := writeJSONLine(a.stdout, v); err != nil {
+				return err
+			}
+		}
+	default:
+		t := listTable(views, o.out.wide())
+		width := a.width
+		if o.out.wide() {
+			width = 0
+		}
+		if widths, err = t.render(a.stdout, width, true); err != nil {
+			return err
+		}
+	}
+	if next != "" {
+		fmt.Fprintf(a.stderr, "more records: --after %s\n", next)
+	}
+	if !o.follow {
+		return nil
+	}
+	return a.follow(ctx, s, sel, o, views, widths)
+}
+
+// listPage reads up to limit records (0: all) from cur on, and returns
+// them with the cursor of the next page.
+func (a *app) listPage(ctx context.Context, s *broker.Store, sel selection, dests []string, cur *listCursor, limit int) ([]view, string, error) {
+	views := []view{}
+	start := 0
+	after := ""
+	if cur != nil {
+		start = slices.Index(dests, cur.Dest)
+		if start < 0 {
+			return nil, "", usagef("--after: the cursor's destination %q is not among the selected ones", cur.Dest)
+		}
+		after = cur.After
+	}
+	for i := start; i < len(dests); i++ {
+		d := dests[i]
+		lo := broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, After: after}
+		after = ""
+		for {
+			lo.Limit = broker.MaxListLimit
+			if limit > 0 {
+				lo.Limit = min(limit-len(views), broker.MaxListLimit)
+			}
+			p, err := s.List(ctx, lo)
+			if err != nil {
+				return nil, "", fmt.Errorf("reading %q: %w", d, cannotList(s, err))
+			}
+			for _, e := range p.Entries {
+				if e.Record == nil {
+					continue
+				}
+				if it := itemOf(e); sel.keep(it) {
+					views = append(views, viewOf(it))
+				}
+			}
+			full := limit > 0 && len(views) >= limit
+			if p.Next == "" || p.Next == lo.After {
+				if full && i+1 < len(dests) {
+					return views, listCursor{Dest: dests[i+1]}.String(), nil
+				}
+				break
+			}
+			if full {
+				return views, listCursor{Dest: d, After: p.Next}.String(), nil
+			}
+			lo.After = p.Next
+		}
+	}
+	return views, "", nil
+}
+
+// follow polls the selected destinations every o.interval, newest first,
+// and prints the records it has not seen, oldest first, until ctx ends.
+func (a *app) follow(ctx context.Context, s *broker.Store, sel selection, o listOptions, shown []view, widths []int) error {
+	seen := map[string]bool{}
+	for _, v := range shown {
+		seen[v.Destination+"/"+v.ID] = true
+	}
+	poll := func(mark bool) ([]view, error) {
+		dests, err := a.destinations(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		var fresh []view
+		for _, d := range dests {
+			lo := broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Newest: true, Limit: 100}
+			for {
+				p, err := s.List(ctx, lo)
+				if err != nil {
+					return nil, fmt.Errorf("reading %q: %w", d, cannotList(s, err))
+				}
+				old := false
+				for _, e := range p.Entries {
+					if e.Record == nil {
+						continue
+					}
+					k := d + "/" + e.Record.ID
+					if seen[k] {
+						old = true
+						continue
+					}
+					seen[k] = true
+					if it := itemOf(e); !mark && sel.keep(it) {
+						fresh = append(fresh, viewOf(it))
+					}
+				}
+				if old || mark || p.Next == "" || p.Next == lo.After {
+					break
+				}
+				lo.After = p.Next
+			}
+		}
+		slices.Reverse(fresh)
+		return fresh, nil
+	}
+	if _, err := poll(true); err != nil { // the newest records already there
+		return err
+	}
+	t := time.NewTicker(o.interval)
+	defer t.Stop()
+	header := widths == nil
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		fresh, err := poll(false)
+		if err != nil {
+			return err
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		if o.out.jsonl() {
+			for _, v := range fresh {
+				if err := writeJSONLine(a.stdout, v); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		tb := listTable(fresh, o.out.wide())
+		tb.minWidths = widths
+		width := a.width
+		if o.out.wide() {
+			width = 0
+		}
+		if widths, err = tb.render(a.stdout, width, header); err != nil {
+			return err
+		}
+		header = false
+		if len(seen) > 1_000_000 {
+			seen = map[string]bool{} // bounded: the next poll marks the newest again
+			if _, err := poll(true); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func listTable(views []view, wide bool) *tbl {
+	header := []string{"ID", "DEST", "STATUS", "EVENT", "CLASS", "STAGE", "REASON", "AT", "EPSG", "DEAD-LETTERED"}
+	if wide {
+		header = append(header, "ATTEMPTS", "SOURCE")
+	}
+	t := &tbl{header: header, flex: []int{6, 7}}
+	for _, v := range views {
+		t.rows = append(t.rows, listRow(v, wide))
+	}
+	return t
+}
+
+func listRow(v view, wide bool) []string {
+	var row []string
 	if !v.Envelope {
-		what := "(message)"
-		if r := v.Headers["dlq-replay-of"]; r != "" {
+		what := "(not an envelope)"
+		if r := v.Headers[broker.HeaderReplayOf]; r != "" {
 			what = "(replay of " + r + ")"
 		}
-		return []string{v.ID, v.Destination, orDash(v.Status), orDash(v.EventID), what, "-", "-", "-", "-", orDash(shortTime(v.PublishedAt))}
+		row = []string{v.ID, v.Destination, orDash(v.Status), orDash(v.EventID), what, "-", "-", "-", "-", orDash(shortTime(v.PublishedAt))}
+		if wide {
+			row = append(row, "-", "-")
+		}
+		return row
 	}
 	reason := v.Reason
 	if reason == "" {
 		reason = v.ErrorMessage
 	}
-	return []string{v.ID, v.Destination, orDash(v.Status), v.EventID, v.FailureClass, v.FailedStage, clip(reason, 40),
-		where(v.Location, v.Fault), strconv.Itoa(v.EPSG), shortTime(v.DeadLetteredAt)}
+	row = []string{v.ID, v.Destination, orDash(v.Status), v.EventID, v.FailureClass, v.FailedStage, orDash(reason),
+		where(v.Location, v.Fault), epsgLabel(v.EPSG), shortTime(v.DeadLetteredAt)}
+	if wide {
+		row = append(row, strconv.Itoa(v.Attempts), orDash(v.SourceURI))
+	}
+	return row
+}
+
+// epsgLabel is how every table writes an EPSG code: "-" when none is
+// known (the one placeholder for "no EPSG").
+func epsgLabel(code int) string {
+	if code == 0 {
+		return "-"
+	}
+	return strconv.Itoa(code)
+}
+
+var sortFields = []string{"id", "dest", "status", "event", "class", "stage", "reason", "epsg", "at"}
+
+func parseSort(s string) (string, bool, error) {
+	if s == "" {
+		return "", false, nil
+	}
+	desc := strings.HasPrefix(s, "-")
+	f := strings.TrimPrefix(s, "-")
+	if f == "dead_lettered_at" || f == "time" {
+		f = "at"
+	}
+	if !slices.Contains(sortFields, f) {
+		return "", false, fmt.Errorf("%q: want one of %s (-FIELD reverses)", s, strings.Join(sortFields, ", "))
+	}
+	return f, desc, nil
+}
+
+func sortViews(vs []view, by string, desc bool) {
+	key := func(v view) string {
+		switch by {
+		case "dest":
+			return v.Destination
+		case "status":
+			return v.Status
+		case "event":
+			return v.EventID
+		case "class":
+			return v.FailureClass
+		case "stage":
+			return v.FailedStage
+		case "reason":
+			return v.ReasonKind + "\x00" + v.Reason
+		case "at":
+			if v.DeadLetteredAt != "" {
+				return shortTime(v.DeadLetteredAt)
+			}
+			return shortTime(v.PublishedAt)
+		}
+		return ""
+	}
+	slices.SortStableFunc(vs, func(x, y view) int {
+		var c int
+		switch by {
+		case "id":
+			xi, xe := strconv.ParseInt(x.ID, 10, 64)
+			yi, ye := strconv.ParseInt(y.ID, 10, 64)
+			if xe == nil && ye == nil {
+				c = cmp.Compare(xi, yi)
+			} else {
+				c = cmp.Compare(x.ID, y.ID)
+			}
+		case "epsg":
+			c = cmp.Compare(x.EPSG, y.EPSG)
+		default:
+			c = cmp.Compare(key(x), key(y))
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
 }
 
 // shortTime renders an RFC 3339 stamp to the second.

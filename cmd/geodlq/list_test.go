@@ -12,11 +12,18 @@ import (
 	"github.com/geodlq/geodlq/internal/corpus"
 )
 
+// listViews runs list -o json with args and returns its records.
+func listViews(t *testing.T, c cli, args ...string) []view {
+	t.Helper()
+	r := c.must(exitOK, nil, append([]string{"list", "-o", "json"}, args...)...)
+	var page listPage
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	return page.Items
+}
+
 func listIDs(t *testing.T, c cli, args ...string) []string {
 	t.Helper()
-	r := c.must(exitOK, nil, append([]string{"list", "--json"}, args...)...)
-	var views []view
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
+	views := listViews(t, c, args...)
 	ids := []string{}
 	for _, v := range views {
 		ids = append(ids, v.EventID)
@@ -82,7 +89,7 @@ func TestShow(t *testing.T) {
 		Payload         string          `json:"payload"`
 		PayloadVerified bool            `json:"payload_verified"`
 	}
-	r = c.must(exitOK, nil, "show", "--json", "evt-9")
+	r = c.must(exitOK, nil, "show", "-o", "json", "evt-9")
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &shown))
 	require.True(t, shown.PayloadVerified)
 	id := shown.Record.ID

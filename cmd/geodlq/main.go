@@ -6,30 +6,37 @@
 //	go install github.com/geodlq/geodlq/cmd/geodlq@latest
 //
 // Stores are named by URL (--store, or $GEODLQ_STORE; default
-// sqlite://./geodlq.db): sqlite://PATH for the embedded store,
-// postgres://… for PostGIS, redis://host:6379 for Redis Streams,
-// kafka://host:9092 for Kafka dead-letter topics.
-// Offloaded blobs are read through --blobs ($GEODLQ_BLOBS): file:///dir or
-// s3://bucket.
+// sqlite://./geodlq.db) and opened with broker.OpenStore: sqlite://PATH
+// for the embedded store, postgres://… for PostGIS, mysql://… for MySQL
+// and MariaDB, redis://host:6379 for Redis Streams, kafka://host:9092 for
+// Kafka dead-letter topics, nats://host:4222 for JetStream and
+// amqp://host:5672 for RabbitMQ (which cannot be listed without leasing:
+// replay, triage and discard work on it). Commands that only read open
+// the store read-only: nothing is created or migrated. Offloaded blobs
+// are read through --blobs ($GEODLQ_BLOBS), opened with offload.OpenStore:
+// file:///dir, s3://bucket, gs://bucket, azblob://container.
 //
 // Commands:
 //
-//	check [FILE|-]   validate events (JSON lines or a FeatureCollection) as the consumer would
-//	list             dead-lettered records, filtered
-//	show ID          one record: the envelope and the verified, restored payload
-//	stats            counts by class, stage, EPSG, reason kind, source prefix, time bucket
-//	render ID        draw the geometry with the offending vertex or segment marked (SVG, PNG)
-//	export           JSON lines, CSV, or a GeoJSON FeatureCollection for QGIS
-//	replay           re-inject, optionally repaired, exactly once; resumable; Ctrl-C safe
-//	triage           the triage policy: repair and re-enqueue, quarantine with alerts
-//	verify           re-hash every offloaded blob the store references
-//	purge            delete old records and the blobs no remaining record references
+//	check [FILE|-]      validate events (JSON lines or a FeatureCollection) as the consumer would
+//	list                dead-lettered records, filtered, paged, sorted; --follow tails new ones
+//	show ID             one record: the envelope and the verified, restored payload
+//	stats               counts by class, stage, EPSG, reason kind, source prefix, time bucket
+//	render ID [FILE]    draw the geometry with the faults marked (SVG, PNG)
+//	export [FILE]       JSON lines, CSV, GeoJSON (EPSG:4326) or GeoPackage for QGIS, GeoParquet
+//	replay [ID…]        re-inject, optionally repaired, exactly once; resumable; Ctrl-C safe
+//	discard ID…         delete given records for good
+//	triage              the triage policy: repair and re-enqueue, quarantine with alerts
+//	verify              re-hash every offloaded blob the store references
+//	purge               delete old records and the blobs no remaining record references
+//	warehouse sync DIR  keep a GeoParquet dataset of the dead letters
 //
-// Output is a table for people, or one JSON document with --json for
-// scripts. Exit codes: 0 success; 1 problems found (check: an event would
-// be dead-lettered; verify: a blob is missing or altered; show/render: the
-// payload fails its hash); 2 usage error; 3 store, network or file error;
-// 130 interrupted (Ctrl-C, SIGTERM).
+// Output is chosen with -o: table (fitted to the terminal), wide (nothing
+// cut), json or jsonl. Exit codes: 0 success; 1 problems found (check: an
+// event would be dead-lettered; verify: a blob is missing or altered;
+// show/render: the payload fails its hash; replay: a record failed);
+// 2 usage error; 3 store, network or file error; 130 interrupted (Ctrl-C,
+// SIGTERM).
 //
 // See docs/cli.md for every command with a transcript, and
 // docs/operator-guide.md for a walk through a bowtie's life.
@@ -44,7 +51,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
+	"github.com/spf13/cobra"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/offload"
 )
 
 // The exit codes.
@@ -57,9 +67,19 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel() // the command stops: records in flight are finished or released
+		<-sigs
+		fmt.Fprintln(os.Stderr, "geodlq: interrupted again; exiting at once")
+		os.Exit(exitInterrupted)
+	}()
 	code := run(ctx, os.Args[1:], newStdio())
-	stop()
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }
 
@@ -67,7 +87,7 @@ func main() {
 func run(ctx context.Context, args []string, io stdio) int {
 	root := newRoot(io)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -77,7 +97,15 @@ func run(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintf(io.stderr, "geodlq: %v\n", err)
 	}
 	if code == exitUsage {
-		fmt.Fprintln(io.stderr, "Run 'geodlq --help' for usage.")
+		path := "geodlq"
+		var ue *usageError
+		switch {
+		case errors.As(err, &ue) && ue.cmd != "":
+			path = ue.cmd
+		case cmd != nil:
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(io.stderr, "Run '%s --help' for usage.\n", path)
 	}
 	return code
 }
@@ -88,7 +116,7 @@ func exitCode(ctx context.Context, err error) int {
 	switch {
 	case ctx.Err() != nil:
 		return exitInterrupted
-	case errors.As(err, &ue), errors.Is(err, stores.ErrUnknownScheme):
+	case errors.As(err, &ue), errors.Is(err, broker.ErrUnknownScheme), errors.Is(err, offload.ErrUnknownScheme):
 		return exitUsage
 	case errors.As(err, &pe):
 		return exitProblems
@@ -100,14 +128,23 @@ func exitCode(ctx context.Context, err error) int {
 	return exitStore
 }
 
-// usageError is a command line the command cannot act on: exit 2.
-type usageError struct{ err error }
+// usageError is a command line the command cannot act on: exit 2. cmd is
+// the command's path, whose --help the message points to.
+type usageError struct {
+	err error
+	cmd string
+}
 
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// usageFor is usagef for cmd: the message points to cmd's help.
+func usageFor(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...), cmd: cmd.CommandPath()}
 }
 
 // problemsError reports that the command worked and found problems: exit

@@ -51,13 +51,13 @@ func TestPostGIS(t *testing.T) {
 	require.Equal(t, largeEvent("evt-big-1"), c.must(exitOK, nil, "show", "--raw", "evt-big-1").stdout)
 
 	var st statsReport
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "stats", "--json").stdout), &st))
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "stats", "-o", "json").stdout), &st))
 	require.Equal(t, 2, st.ByClass["resource_exhausted"])
 	require.Equal(t, 3, st.BySourcePrefix["s3://provider-b"])
 
 	var fc featureCollection
 	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "export", "--reason", "self_intersection").stdout), &fc))
-	require.Len(t, fc.Features, 4)
+	require.Len(t, fc.geometries(), 4)
 
 	rep := replayJSON(t, c, exitOK, "--repair", "make-valid", "--reason", "self_intersection")
 	require.Equal(t, 4, rep.Counts["repaired"], "%+v", rep)
@@ -68,7 +68,7 @@ func TestPostGIS(t *testing.T) {
 
 	c.must(exitOK, nil, "verify")
 	var pr purgeReport
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "--json", "--yes", "--older-than", "0s",
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "-o", "json", "--yes", "--older-than", "0s",
 		"--dest", "parcels.poison.dlt", "--class", "resource_exhausted", "--blob-grace", "0s").stdout), &pr))
 	require.Equal(t, 2, pr.Records)
 	require.Len(t, pr.Unreferenced, 1)

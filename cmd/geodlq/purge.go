@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/offload/gcref"
@@ -29,6 +29,7 @@ type purgeOptions struct {
 	dryRun       bool
 	keepBlobs    bool
 	grace        time.Duration
+	out          *output
 }
 
 // purgeReport is what purge writes with --json. Field names are stable.
@@ -82,7 +83,10 @@ record references and older than --blob-grace is moved to quarantine
 there for --blob-grace; a quarantined blob that a new envelope references again
 (a producer deduplicated onto it meanwhile) is restored. Without --blobs, or
 with --keep-blobs — needed when several stores share one blob store — blobs are
-left alone.`,
+left alone.
+
+A progress bar (or JSON records on stderr) counts the records read while the
+remaining references are collected.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.purge(cmd, o) },
 	}
@@ -94,33 +98,47 @@ left alone.`,
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report what would be deleted; delete nothing")
 	fs.BoolVar(&o.keepBlobs, "keep-blobs", false, "delete records only, never blobs (for blob stores shared by several stores)")
 	fs.DurationVar(&o.grace, "blob-grace", offload.DefaultSweepMinAge, "unreferenced blobs younger than this are kept; quarantined ones are deleted after this long")
+	o.out = addOutput(cmd, fmtTable, fmtJSON)
 	return cmd
 }
 
 func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
+	if err := o.out.resolve(a, cmd); err != nil {
+		return err
+	}
 	if o.olderThan == "" {
-		return usagef("purge needs --older-than (for example 30d)")
+		return usageFor(cmd, "purge needs --older-than (for example 30d)")
 	}
 	before, err := parseWhen(o.olderThan, time.Now())
 	if err != nil {
-		return usagef("--older-than: %v", err)
+		return usageFor(cmd, "--older-than: %v", err)
 	}
+	var classes []classify.Class
 	for _, c := range o.classes {
-		if _, err := classify.ParseClass(c); err != nil {
-			return usagef("--class %q: want one of %s", c, strings.Join(classNames(), ", "))
+		cl, err := classify.ParseClass(c)
+		if err != nil {
+			return usageFor(cmd, "--class %q: want one of %s", c, strings.Join(classNames(), ", "))
 		}
+		classes = append(classes, cl)
+	}
+	if o.grace < 0 {
+		return usageFor(cmd, "--blob-grace must not be negative")
 	}
 	ctx := cmd.Context()
-	s, err := a.openStore(ctx, false)
+	acc := readWrite
+	if o.dryRun {
+		acc = readOnly
+	}
+	s, err := a.openStore(ctx, acc)
 	if err != nil {
 		return err
 	}
 	defer closeWith(&err, s)
-	p, ok := s.(stores.Purger)
-	if !ok {
-		return usagef("this store does not support purge")
+	blobAcc := readWrite
+	if o.dryRun || o.keepBlobs {
+		blobAcc = readOnly
 	}
-	off, closeBlobs, err := a.openBlobs(ctx, false)
+	off, closeBlobs, err := a.openBlobs(ctx, blobAcc)
 	if err != nil {
 		return err
 	}
@@ -129,13 +147,15 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 	if len(dests) == 0 {
 		dests = []string{""}
 	}
-	req := stores.PurgeRequest{Before: before, Classes: o.classes, ReplayedOnly: o.replayedOnly, DryRun: true}
 	runAll := func(dry bool) (purgeReport, error) {
 		rep := purgeReport{DryRun: dry, Before: stamp(before), Destinations: []purgeDest{}, Unreferenced: []string{}}
 		for _, d := range dests {
-			r := req
-			r.Destination, r.DryRun = d, dry
-			res, err := p.Purge(ctx, r)
+			req := broker.PurgeRequest{Destination: d, Filter: broker.Filter{Until: before, Classes: classes},
+				IncludePending: !o.replayedOnly, DryRun: dry}
+			res, err := s.Purge(ctx, req)
+			if errors.Is(err, errors.ErrUnsupported) {
+				return rep, usageFor(cmd, "this store (%s) cannot purge", s.Name())
+			}
 			if err != nil {
 				return rep, err
 			}
@@ -143,7 +163,14 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 			if name == "" {
 				name = allDestinations
 			}
-			rep.Destinations = append(rep.Destinations, purgeDest{Destination: name, IDs: append([]string{}, res.IDs...)})
+			ids := []string{}
+			for _, id := range res.IDs {
+				if d == "" {
+					id = id[strings.LastIndexByte(id, '/')+1:] // "destination/id": the id
+				}
+				ids = append(ids, id)
+			}
+			rep.Destinations = append(rep.Destinations, purgeDest{Destination: name, IDs: ids})
 			rep.Records += len(res.IDs)
 			rep.Unreferenced = append(rep.Unreferenced, res.Orphaned...)
 		}
@@ -162,7 +189,7 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 		fmt.Fprint(a.stderr, "? [y/N] ")
 		answer, rerr := bufio.NewReader(a.stdin).ReadString('\n')
 		if rerr != nil && (rerr != io.EOF || answer == "") {
-			return usagef("no confirmation on standard input: pass --yes to purge without asking")
+			return usageFor(cmd, "no confirmation on standard input: pass --yes to purge without asking")
 		}
 		if ans := strings.ToLower(strings.TrimSpace(answer)); ans != "y" && ans != "yes" {
 			fmt.Fprintln(a.stderr, "aborted; nothing deleted")
@@ -192,7 +219,7 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 		}
 		rep.Sweep = sum
 	}
-	if a.json {
+	if o.out.json() {
 		return writeJSON(a.stdout, rep)
 	}
 	verb := "deleted"
@@ -231,13 +258,15 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 
 // sweep collects the blobs of off that no remaining record of s
 // references (in a dry run: no record outside purged).
-func (a *app) sweep(ctx context.Context, s stores.Store, off *offload.Offloader, o purgeOptions, purged map[string]bool) (*sweepSummary, error) {
-	l, ok := s.(stores.Lister)
-	if !ok {
-		return nil, usagef("this store cannot enumerate its records, so blobs cannot be collected safely: pass --keep-blobs")
-	}
+func (a *app) sweep(ctx context.Context, s *broker.Store, off *offload.Offloader, o purgeOptions, purged map[string]bool) (*sweepSummary, error) {
 	var uris []string
-	err := l.Scan(ctx, "", broker.Filter{}, true, func(e stores.Entry) error {
+	m := a.startMeter("purge: collecting blob references", "records", -1)
+	defer m.finish()
+	err := s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Limit: broker.MaxListLimit}, func(e broker.Entry) error {
+		m.add(1)
+		if e.Record == nil || e.Record.Message == nil {
+			return nil
+		}
 		if o.dryRun && (purged[e.Record.Destination+"/"+e.Record.ID] || purged[allDestinations+"/"+e.Record.ID]) {
 			return nil
 		}
@@ -246,6 +275,10 @@ func (a *app) sweep(ctx context.Context, s stores.Store, off *offload.Offloader,
 		}
 		return nil
 	})
+	m.finish()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, usagef("this store cannot enumerate its records, so blobs cannot be collected safely: pass --keep-blobs")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("collecting blob references: %w", err)
 	}

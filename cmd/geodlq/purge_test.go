@@ -37,7 +37,7 @@ func TestTriageThenPurge(t *testing.T) {
 	}))
 	defer hook.Close()
 
-	r := c.must(exitOK, nil, "triage", "--json", "--webhook", hook.URL)
+	r := c.must(exitOK, nil, "triage", "-o", "json", "--webhook", hook.URL)
 	var rep triageReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	require.Equal(t, 2, rep.Quarantined)
@@ -70,7 +70,7 @@ func TestTriageThenPurge(t *testing.T) {
 	// The replayed originals in the poison destination go; the blob stays,
 	// referenced by the quarantined copies.
 	var pr purgeReport
-	r = c.must(exitOK, []byte("y\n"), "purge", "--json", "--older-than", "0s", "--replayed-only", "--dest", "parcels.poison.dlt", "--blob-grace", "0s")
+	r = c.must(exitOK, []byte("y\n"), "purge", "-o", "json", "--older-than", "0s", "--replayed-only", "--dest", "parcels.poison.dlt", "--blob-grace", "0s")
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
 	require.Positive(t, pr.Records)
 	require.Empty(t, pr.Unreferenced)
@@ -82,7 +82,7 @@ func TestTriageThenPurge(t *testing.T) {
 	// A dry run of the last references says the blob would go; it stays.
 	uri := blobURI(t, c)
 	key := "geodlq/" + filepath.Base(blob)
-	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run", "--blob-grace", "0s")
+	r = c.must(exitOK, nil, "purge", "-o", "json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run", "--blob-grace", "0s")
 	pr = purgeReport{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
 	require.Equal(t, 2, pr.Records)
@@ -91,7 +91,7 @@ func TestTriageThenPurge(t *testing.T) {
 	require.FileExists(t, blob)
 
 	// With the default grace period a young blob is kept even unreferenced.
-	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run")
+	r = c.must(exitOK, nil, "purge", "-o", "json", "--older-than", "0s", "--class", "resource_exhausted", "--dry-run")
 	pr = purgeReport{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
 	require.Equal(t, 1, pr.Sweep.Young)
@@ -107,7 +107,7 @@ func TestTriageThenPurge(t *testing.T) {
 	c.must(exitOK, nil, "verify") // nothing references it
 
 	// ... and deleted for good by the next sweep.
-	r = c.must(exitOK, nil, "purge", "--json", "--older-than", "0s", "--yes", "--blob-grace", "0s", "--class", "schema_violation", "--replayed-only")
+	r = c.must(exitOK, nil, "purge", "-o", "json", "--older-than", "0s", "--yes", "--blob-grace", "0s", "--class", "schema_violation", "--replayed-only")
 	pr = purgeReport{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &pr))
 	require.Zero(t, pr.Records)
@@ -123,8 +123,7 @@ func TestTriageThenPurge(t *testing.T) {
 
 func blobURI(t *testing.T, c cli) string {
 	t.Helper()
-	var views []view
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "list", "--all", "--json", "--class", "resource_exhausted").stdout), &views))
+	views := listViews(t, c, "--all", "--class", "resource_exhausted")
 	require.NotEmpty(t, views)
 	return views[0].GeometryOffloadURI
 }

@@ -5,27 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/paulmach/orb"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/triage"
 )
 
-// filterFlags are the record filters list, stats, export, replay, triage
-// and verify share. Class, stage, EPSG, time and bbox go to the store
-// (broker.Filter); reason kind and source prefix are applied here.
+// filterFlags are the record filters list, stats, export, replay, triage,
+// verify and purge share. Every one but the source prefix goes to the
+// store (broker.Filter); the source prefix is applied here.
 type filterFlags struct {
 	classes, stages, reasons []string
+	ids, events              []string
 	epsg                     []int
 	since, until             string
 	sourcePrefix             string
@@ -35,9 +35,11 @@ type filterFlags struct {
 
 func (f *filterFlags) register(fs *pflag.FlagSet, replayedFlag bool) {
 	fs.StringSliceVar(&f.classes, "class", nil, "failure classes: "+strings.Join(classNames(), ", "))
-	fs.StringSliceVar(&f.stages, "stage", nil, "failed stages: parse, crs_transform, topology_validation, spatial_join, persist")
+	fs.StringSliceVar(&f.stages, "stage", nil, "failed stages: "+strings.Join(stageNames(), ", "))
 	fs.IntSliceVar(&f.epsg, "epsg", nil, "EPSG codes of the payload's CRS (0: unknown or unparseable)")
-	fs.StringSliceVar(&f.reasons, "reason", nil, "reason kinds: self_intersection, ring_not_closed, too_few_points, invalid_coordinate, out_of_range, crs_differs, …")
+	fs.StringSliceVar(&f.reasons, "reason", nil, "reason kinds: "+strings.Join(reasonNames(), ", "))
+	fs.StringSliceVar(&f.ids, "id", nil, "record ids")
+	fs.StringSliceVar(&f.events, "event", nil, "event ids")
 	fs.StringVar(&f.since, "since", "", "dead-lettered at or after: RFC 3339 time, or a duration ago (24h, 7d)")
 	fs.StringVar(&f.until, "until", "", "dead-lettered before: RFC 3339 time, or a duration ago")
 	fs.StringVar(&f.sourcePrefix, "source-prefix", "", "payload source_uri starts with this (s3://provider-b/)")
@@ -55,69 +57,94 @@ func classNames() []string {
 	return ns
 }
 
+func stageNames() []string {
+	var ns []string
+	for _, s := range classify.Stages() {
+		ns = append(ns, s.String())
+	}
+	return ns
+}
+
+func reasonNames() []string {
+	var ns []string
+	for _, k := range classify.ReasonKinds() {
+		ns = append(ns, string(k))
+	}
+	return ns
+}
+
 // selection is a parsed filterFlags.
 type selection struct {
 	filter       broker.Filter
-	reasons      []string
 	sourcePrefix string
 	replayed     bool
 }
 
-func (f *filterFlags) parse(now time.Time) (selection, error) {
-	s := selection{reasons: f.reasons, sourcePrefix: f.sourcePrefix, replayed: f.all}
+// parse validates every filter of cmd: a value no store knows is a usage
+// error that names the known ones and points to cmd's help.
+func (f *filterFlags) parse(cmd *cobra.Command, now time.Time) (selection, error) {
+	s := selection{sourcePrefix: f.sourcePrefix, replayed: f.all}
 	for _, c := range f.classes {
 		cl, err := classify.ParseClass(c)
 		if err != nil {
-			return s, usagef("--class %q: want one of %s", c, strings.Join(classNames(), ", "))
+			return s, usageFor(cmd, "--class %q: want one of %s", c, strings.Join(classNames(), ", "))
 		}
 		s.filter.Classes = append(s.filter.Classes, cl)
 	}
 	for _, st := range f.stages {
 		sg, err := classify.ParseStage(st)
 		if err != nil {
-			return s, usagef("--stage %q: unknown stage", st)
+			return s, usageFor(cmd, "--stage %q: want one of %s", st, strings.Join(stageNames(), ", "))
 		}
 		s.filter.Stages = append(s.filter.Stages, sg)
 	}
+	for _, r := range f.reasons {
+		k, err := classify.ParseReasonKind(r)
+		if err != nil {
+			return s, usageFor(cmd, "--reason %q: want one of %s", r, strings.Join(reasonNames(), ", "))
+		}
+		s.filter.ReasonKinds = append(s.filter.ReasonKinds, k)
+	}
+	for _, id := range f.ids {
+		if id == "" {
+			return s, usageFor(cmd, "--id: empty record id")
+		}
+	}
+	for _, id := range f.events {
+		if id == "" {
+			return s, usageFor(cmd, "--event: empty event id")
+		}
+	}
+	s.filter.IDs, s.filter.EventIDs = f.ids, f.events
 	s.filter.EPSG = f.epsg
 	var err error
 	if s.filter.Since, err = parseWhen(f.since, now); err != nil {
-		return s, usagef("--since: %v", err)
+		return s, usageFor(cmd, "--since: %v", err)
 	}
 	if s.filter.Until, err = parseWhen(f.until, now); err != nil {
-		return s, usagef("--until: %v", err)
+		return s, usageFor(cmd, "--until: %v", err)
 	}
 	if f.bbox != "" {
 		b, err := parseBBox(f.bbox)
 		if err != nil {
-			return s, usagef("--bbox: %v", err)
+			return s, usageFor(cmd, "--bbox: %v", err)
 		}
 		s.filter.BBox = &b
+	}
+	if err := s.filter.Validate(); err != nil {
+		return s, usageFor(cmd, "%v", err)
 	}
 	return s, nil
 }
 
-// match applies the filters the stores do not: reason kind and source
-// prefix.
+// match applies the filter the stores do not: the source prefix.
 func (s selection) match(env *envelope.Envelope) bool {
-	if len(s.reasons) > 0 {
-		kind := ""
-		if env.GeometryError != nil {
-			kind = env.GeometryError.Kind
-		}
-		if !slices.Contains(s.reasons, kind) {
-			return false
-		}
-	}
-	if s.sourcePrefix != "" && !strings.HasPrefix(triage.SourceURI(env), s.sourcePrefix) {
-		return false
-	}
-	return true
+	return s.sourcePrefix == "" || strings.HasPrefix(triage.SourceURI(env), s.sourcePrefix)
 }
 
 // clientSide reports whether some filter is applied here rather than in
 // the store.
-func (s selection) clientSide() bool { return len(s.reasons) > 0 || s.sourcePrefix != "" }
+func (s selection) clientSide() bool { return s.sourcePrefix != "" }
 
 // parseWhen reads an RFC 3339 time, or a duration ago ("24h", "7d",
 // "90m"); "" is the zero time.
@@ -173,34 +200,50 @@ func parseBBox(v string) (orb.Bound, error) {
 // item is a record with its decoded envelope (nil when the record is not
 // an envelope).
 type item struct {
-	stores.Entry
+	broker.Entry
 	env *envelope.Envelope
 }
 
+func itemOf(e broker.Entry) item {
+	it := item{Entry: e}
+	if e.Record == nil || e.Record.Message == nil {
+		return it
+	}
+	if env, err := envelope.Decode(e.Record.Message.Body); err == nil {
+		it.env = env
+	}
+	return it
+}
+
+// keep reports whether it passes sel: records that are not envelopes
+// only pass an empty selection.
+func (s selection) keep(it item) bool {
+	if it.env == nil {
+		return s.filter.IsZero() && !s.clientSide()
+	}
+	return s.match(it.env)
+}
+
 // eachRecord calls fn for every record of the selected destinations that
-// matches sel, oldest first within a destination. Records that are not
-// envelopes are passed only when the selection is empty.
-func (a *app) eachRecord(ctx context.Context, s stores.Store, sel selection, fn func(item) error) error {
+// matches sel, oldest first within a destination.
+func (a *app) eachRecord(ctx context.Context, s *broker.Store, sel selection, fn func(item) error) error {
 	dests, err := a.destinations(ctx, s)
 	if err != nil {
 		return err
 	}
 	for _, d := range dests {
-		err := stores.Scan(ctx, s, d, sel.filter, sel.replayed, func(e stores.Entry) error {
-			it := item{Entry: e}
-			if env, err := envelope.Decode(e.Record.Message.Body); err == nil {
-				it.env = env
-			}
-			if it.env == nil && (sel.clientSide() || !sel.filter.IsZero()) {
+		err := s.ScanAll(ctx, broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Limit: broker.MaxListLimit},
+			func(e broker.Entry) error {
+				if e.Record == nil {
+					return nil
+				}
+				if it := itemOf(e); sel.keep(it) {
+					return fn(it)
+				}
 				return nil
-			}
-			if it.env != nil && !sel.match(it.env) {
-				return nil
-			}
-			return fn(it)
-		})
+			})
 		if err != nil {
-			return fmt.Errorf("reading %q: %w", d, err)
+			return fmt.Errorf("reading %q: %w", d, cannotList(s, err))
 		}
 	}
 	return nil
@@ -209,50 +252,75 @@ func (a *app) eachRecord(ctx context.Context, s stores.Store, sel selection, fn 
 // errNotFound is returned by findRecord.
 var errNotFound = errors.New("no such record")
 
-// findRecord finds a record by "DEST/ID", record id or event id, among
-// pending and replayed records. When an event id matches several records
-// (an event dead-lettered again after a replay), the newest wins and a
-// note goes to stderr.
-func (a *app) findRecord(ctx context.Context, s stores.Store, ref string) (item, error) {
-	dest, id := "", ref
-	if i := strings.LastIndexByte(ref, '/'); i > 0 {
-		dest, id = ref[:i], ref[i+1:]
-	}
-	saved := a.dests
-	if dest != "" {
-		a.dests = []string{dest}
-	}
-	defer func() { a.dests = saved }()
-	var byID, byEvent []item
-	err := a.eachRecord(ctx, s, selection{replayed: true}, func(it item) error {
-		switch {
-		case it.Record.ID == id:
-			byID = append(byID, it)
-		case it.env != nil && it.env.EventID == ref:
-			byEvent = append(byEvent, it)
+// findRecords returns the records ref names — "DEST/ID", a record id, or
+// an event id — among the selected destinations, pending and replayed.
+// Several records share an event id when an event was dead-lettered again
+// after a replay; the oldest come first.
+func (a *app) findRecords(ctx context.Context, s *broker.Store, ref string) ([]item, error) {
+	var dests []string
+	id := ref
+	if i := strings.LastIndexByte(ref, '/'); i > 0 && i < len(ref)-1 {
+		dests, id = []string{ref[:i]}, ref[i+1:]
+		if err := broker.ValidDestination(dests[0]); err != nil {
+			dests, id = nil, ref
 		}
-		return nil
-	})
+	}
+	if dests == nil {
+		var err error
+		if dests, err = a.destinations(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	find := func(f broker.Filter) ([]item, error) {
+		var out []item
+		for _, d := range dests {
+			err := s.ScanAll(ctx, broker.ListOptions{Destination: d, Filter: f, IncludeReplayed: true, Limit: broker.MaxListLimit},
+				func(e broker.Entry) error {
+					if e.Record != nil {
+						out = append(out, itemOf(e))
+					}
+					return nil
+				})
+			if err != nil {
+				return nil, fmt.Errorf("reading %q: %w", d, cannotList(s, err))
+			}
+		}
+		return out, nil
+	}
+	byID, err := find(broker.Filter{IDs: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	if len(byID) > 0 {
+		return byID, nil
+	}
+	return find(broker.Filter{EventIDs: []string{ref}})
+}
+
+// findRecord finds the one record ref names (see findRecords). When an
+// event id matches several records, the newest wins and a note goes to
+// stderr; a record id in several destinations must be named DEST/ID.
+func (a *app) findRecord(ctx context.Context, s *broker.Store, ref string) (item, error) {
+	its, err := a.findRecords(ctx, s, ref)
 	if err != nil {
 		return item{}, err
 	}
 	switch {
-	case len(byID) == 1:
-		return byID[0], nil
-	case len(byID) > 1:
+	case len(its) == 0:
+		return item{}, &usageError{err: fmt.Errorf("%q: %w (give a record id, DEST/ID or an event id; geodlq list shows them)", ref, errNotFound)}
+	case len(its) == 1:
+		return its[0], nil
+	}
+	if its[0].Record.ID == ref || strings.HasSuffix(ref, "/"+its[0].Record.ID) {
 		var refs []string
-		for _, it := range byID {
+		for _, it := range its {
 			refs = append(refs, it.Record.Destination+"/"+it.Record.ID)
 		}
-		return item{}, usagef("record id %q is in several destinations (%s): name one as DEST/ID", id, strings.Join(refs, ", "))
-	case len(byEvent) > 0:
-		it := byEvent[len(byEvent)-1]
-		if len(byEvent) > 1 {
-			fmt.Fprintf(a.stderr, "geodlq: %d records for event %s; showing the newest, %s/%s\n", len(byEvent), ref, it.Record.Destination, it.Record.ID)
-		}
-		return it, nil
+		return item{}, usagef("record id %q is in several destinations (%s): name one as DEST/ID", ref, strings.Join(refs, ", "))
 	}
-	return item{}, &usageError{fmt.Errorf("%q: %w (give a record id, DEST/ID or an event id)", ref, errNotFound)}
+	it := its[len(its)-1]
+	fmt.Fprintf(a.stderr, "geodlq: %d records for event %s; showing the newest, %s/%s\n", len(its), ref, it.Record.Destination, it.Record.ID)
+	return it, nil
 }
 
 // view is a record as list, show and export write it in JSON. The field
@@ -301,7 +369,7 @@ func stamp(t time.Time) string {
 func viewOf(it item) view {
 	r := it.Record
 	v := view{
-		ID: r.ID, Destination: r.Destination, Status: it.Status, Envelope: it.env != nil,
+		ID: r.ID, Destination: r.Destination, Status: string(it.Status), Envelope: it.env != nil,
 		PublishedAt: stamp(it.PublishedAt), ReplayedAt: stamp(it.ReplayedAt),
 	}
 	if r.Message != nil && len(r.Message.Headers) > 0 {
@@ -355,23 +423,6 @@ func where(loc []float64, f *classify.Fault) string {
 		return "-"
 	}
 	return strings.Join(s, " ")
-}
-
-// clip shortens s to n runes for a table cell.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // errStop ends a scan early without error.

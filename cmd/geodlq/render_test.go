@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,7 @@ func TestRenderBowtieGolden(t *testing.T) {
 	t.Parallel()
 	bowtie, _ := corpus.Lookup("bowtie")
 	c := oneEvent(t, bytes.TrimSpace(bowtie.Payload))
-	got := c.must(exitOK, nil, "render", "evt-9", "-o", "-").stdout
+	got := c.must(exitOK, nil, "render", "evt-9", "-").stdout
 	golden := filepath.Join("testdata", "bowtie.svg")
 	if *update {
 		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
@@ -39,13 +40,13 @@ func TestRenderBowtieGolden(t *testing.T) {
 	want, err := os.ReadFile(golden)
 	require.NoError(t, err)
 	require.Equal(t, string(want), got)
-	require.Contains(t, got, `stroke="#d7191c" stroke-width="4"`, "the offending segment is drawn in red")
+	require.Equal(t, 2, strings.Count(got, `stroke="#d7191c" stroke-width="4"`), "both crossing segments are drawn in red")
 	require.Contains(t, got, ">Self-intersection[0.5 0.5]</text>")
 	require.Contains(t, got, ">at (0.5 0.5) ring 0 segment 0-1</text>")
 
 	// Written to a file, the same bytes.
 	out := filepath.Join(t.TempDir(), "bowtie.svg")
-	c.must(exitOK, nil, "render", "parcels.poison.dlt/1", "-o", out)
+	c.must(exitOK, nil, "render", "parcels.poison.dlt/1", out)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.Equal(t, got, string(b))
@@ -59,21 +60,22 @@ func TestRenderCases(t *testing.T) {
 	c := oneEvent(t, bytes.TrimSpace(unclosed.Payload), bytes.TrimSpace(nan.Payload), bytes.TrimSpace(missing.Payload),
 		[]byte(largeEvent("evt-big")))
 
-	svg := c.must(exitOK, nil, "render", "evt-unclosed-ring", "-o", "-").stdout
-	require.Contains(t, svg, `r="8" fill="none" stroke="#d7191c"`, "the offending vertex is circled")
+	svg := c.must(exitOK, nil, "render", "evt-unclosed-ring", "-").stdout
+	require.Contains(t, svg, `stroke-dasharray="7 5"`, "the missing closing segment is dashed")
+	require.Contains(t, svg, ">missing closing segment</text>")
 	require.Contains(t, svg, ">at (10 10) ring 0 vertex 0</text>")
 
-	svg = c.must(exitOK, nil, "render", "evt-nan", "-o", "-").stdout
-	require.Contains(t, svg, "(vertex 2 is not finite and cannot be drawn)")
+	svg = c.must(exitOK, nil, "render", "evt-nan", "-").stdout
+	require.Contains(t, svg, ">vertex 2 not finite</text>", "the NaN vertex is placed between its neighbours")
 
-	r := c.must(exitProblems, nil, "render", "evt-null-geometry", "-o", "-")
+	r := c.must(exitProblems, nil, "render", "evt-null-geometry", "-")
 	require.Contains(t, r.stderr, "no geometry to draw")
 
-	svg = c.must(exitOK, nil, "render", "evt-big", "-o", "-").stdout
+	svg = c.must(exitOK, nil, "render", "evt-big", "-").stdout
 	require.Contains(t, svg, "MultiPolygon")
 	noBlobs := c
 	noBlobs.blobs = ""
-	r = noBlobs.must(exitUsage, nil, "render", "evt-big", "-o", "-")
+	r = noBlobs.must(exitUsage, nil, "render", "evt-big", "-")
 	require.Contains(t, r.stderr, "pass --blobs")
 }
 
@@ -85,7 +87,7 @@ func TestRenderPNG(t *testing.T) {
 	c := oneEvent(t, bytes.TrimSpace(bowtie.Payload))
 	out := filepath.Join(t.TempDir(), "bowtie.png")
 	if _, err := exec.LookPath(svgConverter); err == nil {
-		c.must(exitOK, nil, "render", "evt-9", "--png", "-o", out)
+		c.must(exitOK, nil, "render", "evt-9", "--png", out)
 		b, err := os.ReadFile(out)
 		require.NoError(t, err)
 		require.True(t, bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")), "a PNG file")
@@ -94,7 +96,7 @@ func TestRenderPNG(t *testing.T) {
 	}
 	noConv := c
 	noConv.env = []string{"PATH=" + t.TempDir()}
-	r := noConv.must(exitStore, nil, "render", "evt-9", "-o", out+".2.png")
+	r := noConv.must(exitStore, nil, "render", "evt-9", out+".2.png")
 	require.Contains(t, r.stderr, "apt-get install librsvg2-bin")
 	require.NoFileExists(t, out+".2.png")
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
@@ -24,6 +22,7 @@ import (
 
 type replayOptions struct {
 	f            filterFlags
+	out          *output
 	dryRun       bool
 	repairs      []string
 	target       string
@@ -32,6 +31,7 @@ type replayOptions struct {
 	limit        int
 	noCheck      bool
 	expectedEPSG int
+	failIfNone   bool
 }
 
 // repairNames maps --repair names to the classes whose repairer they
@@ -41,18 +41,52 @@ var repairNames = map[string]classify.Class{
 	"reproject":  classify.ClassCRSMismatch,
 }
 
+// outcomeInterrupted labels a record whose replay Ctrl-C cut short: it was
+// released untouched (or, if its re-injection had started, re-injected
+// or not — its idempotency key makes a later replay harmless) and is
+// still pending.
+const outcomeInterrupted = "interrupted"
+
+// outcomeWouldQuarantine labels, in a triage dry run, a resource_exhausted
+// record that triage would move to quarantine.
+const outcomeWouldQuarantine = "would_quarantine"
+
+// outcomeLegend explains each outcome word in one line, for the legend
+// under a report.
+var outcomeLegend = map[string]string{
+	string(replay.OutcomeReplayed):        "re-injected unchanged, then acknowledged (removed from the dead letters)",
+	string(replay.OutcomeRepaired):        "repaired, re-injected, then acknowledged",
+	string(replay.OutcomeWouldReplay):     "dry run: would be re-injected unchanged",
+	string(replay.OutcomeWouldRepair):     "dry run: would be repaired and re-injected",
+	string(replay.OutcomeWouldFail):       "dry run: would fail its repair or check now",
+	string(replay.OutcomeSkipped):         "left in place: its class is never replayed, or has no --repair",
+	string(replay.OutcomeRepairFailed):    "left in place: the repair failed, or its result still fails the check",
+	string(replay.OutcomeStillFails):      "left in place: it still fails the consumer's check",
+	string(replay.OutcomeInvalidEnvelope): "left in place: the record is not a dlq.v1 envelope",
+	string(replay.OutcomeRestoreFailed):   "left in place: an offloaded blob is missing or fails its hash",
+	string(replay.OutcomeNoRoute):         "left in place: no topic to re-inject into (--route)",
+	string(replay.OutcomePublishFailed):   "left in place: the re-injection failed",
+	string(replay.OutcomeAckFailed):       "re-injected but not acknowledged: replayed again next time, the idempotency key absorbs it",
+	outcomeInterrupted:                    "Ctrl-C: released untouched, still pending; run the command again",
+	outcomeWouldQuarantine:                "dry run: would be moved to quarantine and alerted",
+	"quarantined":                         "moved to <topic>.quarantine.dlt and alerted",
+	"quarantine_failed":                   "left in place: the alert or the move failed",
+}
+
 func newReplayCmd(a *app) *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
-		Use:   "replay",
+		Use:   "replay [ID…]",
 		Short: "Re-inject dead-lettered events exactly once, optionally repaired",
-		Long: `replay runs geodlq's replayer over the selected destinations: for each record it
-restores the exact original payload (offloaded parts fetched from --blobs and
-verified), applies the repair named for its class (--repair make-valid for
-invalid_geometry, reproject for crs_mismatch with a known EPSG code), checks
-the result as the consumer will (unless --no-check), re-injects it with its
-original idempotency key into its source topic (or --route) on --target
-(default: the store itself), and only then acknowledges the record.
+		Long: `replay runs geodlq's replayer over the selected records — the ones named as
+arguments (record ids, DEST/ID or event ids), or every pending record of the
+selected destinations that matches the filters: for each it restores the exact
+original payload (offloaded parts fetched from --blobs and verified), applies
+the repair named for its class (--repair make-valid for invalid_geometry,
+reproject for crs_mismatch with a known EPSG code), checks the result as the
+consumer will (unless --no-check), re-injects it with its original idempotency
+key into its source topic (or --route) on --target (default: the store
+itself), and only then acknowledges the record.
 
 Deterministic classes without a named repair are skipped; schema_violation and
 resource_exhausted are never replayed. --dry-run says what would happen now.
@@ -61,13 +95,16 @@ Resumable: an acknowledged record never comes back, so running the same command
 again after an interruption carries on with what is left; a run that dies
 after re-injecting a record but before acknowledging it re-injects it again
 next time, and the consumer's idempotency claim absorbs the duplicate. Ctrl-C
-stops cleanly: the record in flight is finished or left untouched, and every
-leased record is released at once. --rate N re-injects at most N events per
-second (fetching about 10 seconds' worth at a time, so leases do not lapse).
+stops within a second: the record in flight is finished or left untouched
+(reported "interrupted"), and every leased record is released at once. --rate N
+re-injects at most N events per second.
 
-Exit code 1 when a record could not be restored, re-injected or acknowledged.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.replay(cmd.Context(), o) },
+The report is a count by outcome with a legend; -o wide adds one row per
+record, -o json everything. A progress bar (or JSON records on stderr) shows
+the work as it goes. Exit code 1 when a record could not be restored,
+re-injected or acknowledged, or, with --fail-if-none, when nothing was
+replayed (a dry run: nothing would be).`,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.replay(cmd, args, o) },
 	}
 	o.f.register(cmd.Flags(), false)
 	fs := cmd.Flags()
@@ -79,10 +116,12 @@ Exit code 1 when a record could not be restored, re-injected or acknowledged.`,
 	fs.IntVar(&o.limit, "limit", 0, "examine at most this many records in all (0: no limit)")
 	fs.BoolVar(&o.noCheck, "no-check", false, "do not re-validate payloads before re-injecting them")
 	fs.IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code the consumer expects (check and reproject target)")
+	fs.BoolVar(&o.failIfNone, "fail-if-none", false, "exit 1 when no record was replayed (with --dry-run: when none would be)")
+	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON)
 	return cmd
 }
 
-// replayReport is what replay writes with --json. Field names are stable.
+// replayReport is what replay writes with -o json. Field names are stable.
 type replayReport struct {
 	DryRun       bool                `json:"dry_run"`
 	Interrupted  bool                `json:"interrupted"`
@@ -109,41 +148,113 @@ type replayItem struct {
 	Error          string `json:"error,omitempty"`
 }
 
-func (a *app) replay(ctx context.Context, o replayOptions) (err error) {
-	sel, err := o.f.parse(time.Now())
+// replayPlan is what a replay or triage runs on: per destination, the
+// filter (with the named records' ids when IDs were given).
+type replayPlan struct {
+	dests   []string
+	filters map[string]broker.Filter
+	notes   []string // named records that are not pending
+}
+
+// plan resolves the command's arguments (record ids, DEST/ID, event ids)
+// and filters into destinations and filters.
+func (a *app) plan(ctx context.Context, cmd *cobra.Command, s *broker.Store, sel selection, refs []string) (replayPlan, error) {
+	p := replayPlan{filters: map[string]broker.Filter{}}
+	if len(refs) == 0 {
+		dests, err := a.destinations(ctx, s)
+		if err != nil {
+			return p, err
+		}
+		p.dests = dests
+		for _, d := range dests {
+			p.filters[d] = sel.filter
+		}
+		return p, nil
+	}
+	for _, ref := range refs {
+		its, err := a.findRecords(ctx, s, ref)
+		if err != nil {
+			return p, err
+		}
+		if len(its) == 0 {
+			return p, usageFor(cmd, "%q: %v (give record ids, DEST/ID or event ids; geodlq list shows them)", ref, errNotFound)
+		}
+		pending := 0
+		for _, it := range its {
+			if it.Status == broker.StatusReplayed {
+				p.notes = append(p.notes, fmt.Sprintf("%s/%s (%s) was already replayed at %s", it.Record.Destination, it.Record.ID,
+					orDash(eventOf(it)), shortTime(stamp(it.ReplayedAt))))
+				continue
+			}
+			pending++
+			d := it.Record.Destination
+			f, ok := p.filters[d]
+			if !ok {
+				p.dests = append(p.dests, d)
+				f = sel.filter
+				f.IDs = nil
+			}
+			if !slices.Contains(f.IDs, it.Record.ID) {
+				f.IDs = append(f.IDs, it.Record.ID)
+			}
+			p.filters[d] = f
+		}
+	}
+	return p, nil
+}
+
+func eventOf(it item) string {
+	if it.env != nil {
+		return it.env.EventID
+	}
+	if it.Record.Message != nil {
+		return it.Record.Message.Header(broker.HeaderEventID)
+	}
+	return ""
+}
+
+func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err error) {
+	if err := o.out.resolve(a, cmd); err != nil {
+		return err
+	}
+	sel, err := o.f.parse(cmd, time.Now())
 	if err != nil {
 		return err
 	}
 	if o.rate < 0 || o.limit < 0 {
-		return usagef("--rate and --limit must not be negative")
+		return usageFor(cmd, "--rate and --limit must not be negative")
 	}
 	wanted := map[classify.Class]bool{}
 	for _, r := range o.repairs {
 		c, ok := repairNames[r]
 		if !ok {
-			return usagef("--repair %q: want make-valid or reproject", r)
+			return usageFor(cmd, "--repair %q: want make-valid or reproject", r)
 		}
 		wanted[c] = true
 	}
-	src, err := a.openStore(ctx, false)
+	ctx := cmd.Context()
+	src, err := a.openStore(ctx, readWrite)
 	if err != nil {
 		return err
 	}
 	defer closeWith(&err, src)
 	var target broker.Publisher = src
 	if o.target != "" {
-		t, err := stores.Open(ctx, o.target, stores.Options{Create: true, Logger: a.logger()})
+		t, err := a.openStoreURL(ctx, o.target, create)
 		if err != nil {
 			return err
 		}
 		defer closeWith(&err, t)
 		target = t
 	}
-	dests, err := a.destinations(ctx, src)
+	p, err := a.plan(ctx, cmd, src, sel, args)
 	if err != nil {
 		return err
 	}
-	off, closeBlobs, err := a.openBlobs(ctx, false)
+	for _, n := range p.notes {
+		fmt.Fprintln(a.stderr, "geodlq: "+n)
+	}
+	off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 	if err != nil {
 		return err
 	}
@@ -162,13 +273,18 @@ func (a *app) replay(ctx context.Context, o replayOptions) (err error) {
 		repairers[c] = all[c]
 	}
 
-	prog := &progress{start: time.Now()}
-	counted := &countingSource{DeadLetterSource: src, p: prog}
-	pub := &countingTarget{Publisher: target, p: prog}
-	if o.rate > 0 {
-		pub.lim = rate.NewLimiter(rate.Limit(o.rate), 1)
+	total := a.planTotal(ctx, src, p, sel)
+	if o.limit > 0 && (total < 0 || total > int64(o.limit)) {
+		total = int64(o.limit)
 	}
-	opts := replay.Options{Source: counted, Target: pub, Repairers: repairers, Logger: a.logger()}
+	m := a.startMeter("replay", "records", total)
+	defer m.finish()
+	tr := &tracker{m: m}
+	opts := replay.Options{Target: &countingTarget{Publisher: target, t: tr}, Repairers: repairers, Logger: a.logger()}
+	if o.rate > 0 {
+		opts.Target.(*countingTarget).lim = rate.NewLimiter(rate.Limit(o.rate), 1)
+		opts.BatchSize = max(1, min(100, int(o.rate*10)))
+	}
 	if off != nil {
 		opts.Fetcher = off
 	}
@@ -178,25 +294,17 @@ func (a *app) replay(ctx context.Context, o replayOptions) (err error) {
 	if o.route != "" {
 		opts.Route = func(*envelope.Envelope) (string, error) { return o.route, nil }
 	}
-	if o.rate > 0 {
-		opts.BatchSize = max(1, min(100, int(o.rate*10)))
-	}
 
-	stopProgress := func() {}
-	if a.progress && !a.json {
-		stopProgress = prog.show(a, o.dryRun)
-	}
 	rep := replayReport{DryRun: o.dryRun, Counts: map[string]int{}, Destinations: []replayDestination{}}
 	var runErr error
-	for _, d := range dests {
+	for _, d := range p.dests {
 		if o.limit > 0 && rep.Examined >= o.limit {
 			break
 		}
-		prog.dest.Store(&d)
-		var source broker.DeadLetterSource = counted
+		var source broker.DeadLetterSource = &trackingSource{DeadLetterSource: src, t: tr}
 		var held *holdingSource
 		if sel.clientSide() {
-			held = &holdingSource{DeadLetterSource: counted, sel: sel}
+			held = &holdingSource{DeadLetterSource: source, sel: sel}
 			source = held
 		}
 		ro := opts
@@ -205,11 +313,12 @@ func (a *app) replay(ctx context.Context, o replayOptions) (err error) {
 		if err != nil {
 			return err
 		}
-		req := replay.Request{Destination: d, Filter: sel.filter, DryRun: o.dryRun}
+		req := replay.Request{Destination: d, Filter: p.filters[d], DryRun: o.dryRun}
 		if o.limit > 0 {
 			req.Limit = o.limit - rep.Examined
 		}
 		res, err := r.Run(ctx, req)
+		tr.batchDone()
 		if held != nil {
 			held.releaseAll(ctx)
 		}
@@ -219,13 +328,13 @@ func (a *app) replay(ctx context.Context, o replayOptions) (err error) {
 			break
 		}
 	}
-	stopProgress()
+	m.finish()
 	rep.Interrupted = ctx.Err() != nil
-	if a.json {
+	if o.out.json() {
 		if err := writeJSON(a.stdout, rep); err != nil {
 			return err
 		}
-	} else if err := a.replayText(rep); err != nil {
+	} else if err := a.replayText(o.out, rep, "replay"); err != nil {
 		return err
 	}
 	if runErr != nil {
@@ -236,15 +345,43 @@ func (a *app) replay(ctx context.Context, o replayOptions) (err error) {
 			return &problemsError{}
 		}
 	}
+	if o.failIfNone {
+		done := rep.Counts[string(replay.OutcomeReplayed)] + rep.Counts[string(replay.OutcomeRepaired)]
+		if o.dryRun {
+			done = rep.Counts[string(replay.OutcomeWouldReplay)] + rep.Counts[string(replay.OutcomeWouldRepair)]
+		}
+		if done == 0 {
+			return problems("--fail-if-none: no record was replayed")
+		}
+	}
 	return nil
+}
+
+// planTotal counts the pending records a plan covers (-1: unknown).
+func (a *app) planTotal(ctx context.Context, s *broker.Store, p replayPlan, sel selection) int64 {
+	if sel.clientSide() {
+		return -1
+	}
+	var n int64
+	for _, d := range p.dests {
+		f := p.filters[d]
+		if len(f.IDs) > 0 {
+			n += int64(len(f.IDs))
+			continue
+		}
+		counts, err := s.Stats(ctx, broker.StatsOptions{Destination: d, Filter: f})
+		if err != nil {
+			return -1
+		}
+		for _, c := range counts {
+			n += int64(c.Pending + c.Leased)
+		}
+	}
+	return n
 }
 
 func (r *replayReport) add(dest string, res replay.Report) {
 	d := replayDestination{Destination: dest, Examined: res.Examined, Counts: map[string]int{}, Items: []replayItem{}}
-	for o, n := range res.Counts {
-		d.Counts[string(o)] += n
-		r.Counts[string(o)] += n
-	}
 	for _, it := range res.Items {
 		ri := replayItem{RecordID: it.RecordID, EventID: it.EventID, IdempotencyKey: it.IdempotencyKey,
 			Outcome: string(it.Outcome), Target: it.Target}
@@ -256,122 +393,148 @@ func (r *replayReport) add(dest string, res replay.Report) {
 		}
 		if it.Err != nil {
 			ri.Error = it.Err.Error()
+			if errors.Is(it.Err, context.Canceled) && it.Outcome != replay.OutcomeAckFailed {
+				// Ctrl-C cut this record short: it was released untouched,
+				// not failed.
+				ri.Outcome = outcomeInterrupted
+			}
 		}
+		d.Counts[ri.Outcome]++
+		r.Counts[ri.Outcome]++
 		d.Items = append(d.Items, ri)
 	}
 	r.Examined += res.Examined
 	r.Destinations = append(r.Destinations, d)
 }
 
-func (a *app) replayText(rep replayReport) error {
-	var rows [][]string
-	for _, d := range rep.Destinations {
-		for _, it := range d.Items {
-			detail := it.Repair
-			if detail == "" {
-				detail = it.Error
+// replayText writes a replay or triage report for people: the count by
+// outcome, a legend of the words used, and, with -o wide, one row per
+// record.
+func (a *app) replayText(o *output, rep replayReport, what string) error {
+	if o.wide() {
+		var rows [][]string
+		for _, d := range rep.Destinations {
+			for _, it := range d.Items {
+				detail := it.Repair
+				if detail == "" {
+					detail = it.Error
+				}
+				rows = append(rows, []string{d.Destination + "/" + it.RecordID, orDash(it.EventID), orDash(it.Class), it.Outcome, orDash(it.Target), orDash(detail)})
 			}
-			rows = append(rows, []string{d.Destination + "/" + it.RecordID, orDash(it.EventID), orDash(it.Class), it.Outcome, orDash(it.Target), clip(orDash(detail), 60)})
+		}
+		if len(rows) > 0 {
+			if err := a.table(o, []string{"RECORD", "EVENT", "CLASS", "OUTCOME", "TARGET", "REPAIR / WHY LEFT"}, rows, 5); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout)
 		}
 	}
-	if len(rows) > 0 {
-		if err := table(a.stdout, []string{"RECORD", "EVENT", "CLASS", "OUTCOME", "TARGET", "REPAIR / WHY LEFT"}, rows); err != nil {
+	if rep.DryRun {
+		what += " (dry run)"
+	}
+	fmt.Fprintf(a.stdout, "%s: %d examined\n", what, rep.Examined)
+	if len(rep.Counts) > 0 {
+		var rows [][]string
+		for _, k := range outcomeOrder(rep.Counts) {
+			rows = append(rows, []string{k, strconv.Itoa(rep.Counts[k]), outcomeLegend[k]})
+		}
+		if err := a.table(o, []string{"OUTCOME", "RECORDS", "MEANING"}, rows, 2); err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stdout)
 	}
-	what := "replay"
-	if rep.DryRun {
-		what = "dry run"
-	}
-	fmt.Fprintf(a.stdout, "%s: %d examined", what, rep.Examined)
-	if len(rep.Counts) > 0 {
-		fmt.Fprintf(a.stdout, ": %s", countsLine(rep.Counts))
-	}
-	fmt.Fprintln(a.stdout)
 	if rep.Interrupted {
 		fmt.Fprintln(a.stdout, "interrupted: unfinished records were released untouched; run the same command again to carry on")
 	}
 	return nil
 }
 
-func countsLine(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// outcomeOrder lists the outcomes of counts in replay.Outcomes' order,
+// then the command's own.
+func outcomeOrder(counts map[string]int) []string {
+	var ks []string
+	for _, o := range replay.Outcomes() {
+		if counts[string(o)] > 0 {
+			ks = append(ks, string(o))
+		}
 	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + strconv.Itoa(m[k])
+	var rest []string
+	for k, n := range counts {
+		if n > 0 && !slices.Contains(ks, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	return append(ks, rest...)
+}
+
+func countsLine(m map[string]int) string {
+	var parts []string
+	for _, k := range outcomeOrder(m) {
+		parts = append(parts, k+"="+strconv.Itoa(m[k]))
 	}
 	return strings.Join(parts, " ")
 }
 
-// progress counts what a replay did so far, for the terminal line.
-type progress struct {
-	start                     time.Time
-	dest                      atomic.Pointer[string]
-	leased, reinjected, acked atomic.Int64
+// tracker turns what the replayer does with its source and target into
+// progress: the replayer examines the records of a batch in order, so
+// when it re-injects or acknowledges one, every record fetched before it
+// is done; the rest of a batch is done when it fetches the next one.
+type tracker struct {
+	m        *meter
+	mu       sync.Mutex
+	batch    []string // record ids of the current batch, in order
+	doneUpTo int      // records of the batch counted done
 }
 
-// show prints the progress line to stderr every 200ms until stopped.
-func (p *progress) show(a *app, dry bool) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	line := func() {
-		d := ""
-		if s := p.dest.Load(); s != nil {
-			d = *s
-		}
-		secs := time.Since(p.start).Seconds()
-		verb := "re-injected"
-		if dry {
-			verb = "checked"
-		}
-		n := p.reinjected.Load()
-		if dry {
-			n = p.leased.Load()
-		}
-		fmt.Fprintf(a.stderr, "\r\033[K%s: leased %d · %s %d · acked %d · %.1f/s · %s",
-			d, p.leased.Load(), verb, n, p.acked.Load(), float64(n)/max(secs, 0.001), time.Since(p.start).Truncate(time.Second))
+func (t *tracker) fetched(recs []*broker.Record) {
+	t.batchDone()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.batch = t.batch[:0]
+	for _, r := range recs {
+		t.batch = append(t.batch, r.ID)
 	}
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				line()
-				fmt.Fprintln(a.stderr)
-				return
-			case <-t.C:
-				line()
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	t.doneUpTo = 0
 }
 
-// countingSource counts leases and acknowledgements.
-type countingSource struct {
+// reached counts the records up to and including id done.
+func (t *tracker) reached(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.batch, id); i >= 0 && i+1 > t.doneUpTo {
+		t.m.add(int64(i + 1 - t.doneUpTo))
+		t.doneUpTo = i + 1
+	}
+}
+
+// batchDone counts the rest of the current batch done.
+func (t *tracker) batchDone() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.batch) - t.doneUpTo; n > 0 {
+		t.m.add(int64(n))
+	}
+	t.batch, t.doneUpTo = t.batch[:0], 0
+}
+
+// trackingSource feeds a tracker.
+type trackingSource struct {
 	broker.DeadLetterSource
-	p *progress
+	t *tracker
 }
 
-func (s *countingSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
+func (s *trackingSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
 	recs, err := s.DeadLetterSource.Fetch(ctx, dest, f, n)
-	s.p.leased.Add(int64(len(recs)))
+	s.t.fetched(recs)
 	return recs, err
 }
 
-func (s *countingSource) Ack(ctx context.Context, r *broker.Record) error {
+func (s *trackingSource) Ack(ctx context.Context, r *broker.Record) error {
 	err := s.DeadLetterSource.Ack(ctx, r)
 	if err == nil {
-		s.p.acked.Add(1)
+		s.t.m.count("acked", 1)
 	}
+	s.t.reached(r.ID)
 	return err
 }
 
@@ -379,26 +542,25 @@ func (s *countingSource) Ack(ctx context.Context, r *broker.Record) error {
 type countingTarget struct {
 	broker.Publisher
 	lim *rate.Limiter
-	p   *progress
+	t   *tracker
 }
 
-func (t *countingTarget) Publish(ctx context.Context, dest string, m *broker.Message) error {
-	if t.lim != nil {
-		if err := t.lim.Wait(ctx); err != nil {
+func (c *countingTarget) Publish(ctx context.Context, dest string, m *broker.Message) error {
+	if c.lim != nil {
+		if err := c.lim.Wait(ctx); err != nil {
 			return fmt.Errorf("rate limit: %w", err)
 		}
 	}
-	if err := t.Publisher.Publish(ctx, dest, m); err != nil {
+	if err := c.Publisher.Publish(ctx, dest, m); err != nil {
 		return err
 	}
-	t.p.reinjected.Add(1)
+	c.t.m.count("reinjected", 1)
 	return nil
 }
 
-// holdingSource applies the client-side filters (reason kind, source
-// prefix) for the replayer: records that do not match are kept leased —
-// so that the store does not hand them out again — and released when the
-// run ends.
+// holdingSource applies the client-side filter (source prefix) for the
+// replayer: records that do not match are kept leased — so that the store
+// does not hand them out again — and released when the run ends.
 type holdingSource struct {
 	broker.DeadLetterSource
 	sel  selection
@@ -442,9 +604,7 @@ func (h *holdingSource) releaseAll(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range h.held {
-		if err := h.DeadLetterSource.Release(rctx, r); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
-			continue
-		}
+		_ = h.DeadLetterSource.Release(rctx, r)
 	}
 	h.held = nil
 }

@@ -20,7 +20,7 @@ import (
 
 func replayJSON(t *testing.T, c cli, code int, args ...string) replayReport {
 	t.Helper()
-	r := c.must(code, nil, append([]string{"replay", "--json"}, args...)...)
+	r := c.must(code, nil, append([]string{"replay", "-o", "json"}, args...)...)
 	var rep replayReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	return rep
@@ -99,8 +99,12 @@ func TestReplay(t *testing.T) {
 
 	// A human report.
 	r := c.must(exitOK, nil, "replay", "--dry-run", "--class", "schema_violation")
-	require.Contains(t, r.stdout, "dry run: 6 examined: skipped=6")
-	require.NotContains(t, r.stderr, "leased", "no progress line when stderr is not a terminal")
+	require.Contains(t, r.stdout, "replay (dry run): 6 examined")
+	require.Regexp(t, `skipped +6 +left in place: its class is never replayed`, r.stdout, "a count by outcome with its legend")
+	require.NotContains(t, r.stdout, "evt-", "no per-record rows unless -o wide")
+	r = c.must(exitOK, nil, "replay", "--dry-run", "--class", "schema_violation", "-o", "wide")
+	require.Contains(t, r.stdout, "REPAIR / WHY LEFT")
+	require.Contains(t, r.stdout, "evt-wrong-nesting")
 	c.must(exitUsage, nil, "replay", "--repair", "magic")
 }
 
@@ -133,7 +137,7 @@ func TestReplayInterrupt(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(c.base(), "replay", "--json", "--repair", "make-valid", "--rate", "8",
+	cmd := exec.CommandContext(ctx, binary, append(c.base(), "replay", "-o", "json", "--repair", "make-valid", "--rate", "8",
 		"--target", "sqlite://"+target)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -161,8 +165,7 @@ func TestReplayInterrupt(t *testing.T) {
 	require.True(t, rep.Interrupted)
 	require.Less(t, rep.Counts["repaired"], n, "interrupted in the middle")
 
-	var views []view
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "list", "--all", "--json").stdout), &views))
+	views := listViews(t, c, "--all")
 	require.Len(t, views, n)
 	got := reinjected(t, target, "parcels")
 	acked := 0
@@ -191,7 +194,7 @@ func TestReplayInterrupt(t *testing.T) {
 }
 
 func countMessages(path string) int {
-	s, err := sqlite.Open(context.Background(), path, nil)
+	s, err := broker.OpenStore(context.Background(), "sqlite://"+path, &broker.OpenOptions{ReadOnly: true})
 	if err != nil {
 		return 0
 	}

@@ -1,20 +1,19 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/spatial"
 )
@@ -25,29 +24,46 @@ type stdio struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	// tty is true when stdout is a terminal; progress is true when stderr
-	// is one (progress lines go there).
+	// is one (progress bars go there).
 	tty, progress bool
+	// width is the terminal's width in columns (stdout's, else $COLUMNS),
+	// 0 when unknown: tables are then not fitted.
+	width int
 }
 
 func newStdio() stdio {
-	return stdio{
+	io := stdio{
 		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
 		tty:      term.IsTerminal(int(os.Stdout.Fd())),
 		progress: term.IsTerminal(int(os.Stderr.Fd())),
 	}
+	if io.tty {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 {
+			io.width = w
+		}
+	}
+	if io.width == 0 {
+		if w, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && w > 0 {
+			io.width = w
+		}
+	}
+	return io
 }
 
 // app holds the global options every command shares, and opens what they
 // name.
 type app struct {
 	stdio
-	storeURL    string
-	blobsURL    string
-	blobsBase   string
-	blobsPrefix string
-	json        bool
-	dests       []string
-	verbose     bool
+	storeURL       string
+	blobsURL       string
+	blobsBase      string
+	blobsPrefix    string
+	dests          []string
+	verbose        bool
+	connectTimeout time.Duration
+	progressMode   string
+	progressEvery  time.Duration
+	json           bool // deprecated --json: -o json
 }
 
 func envOr(name, def string) string {
@@ -57,6 +73,10 @@ func envOr(name, def string) string {
 	return def
 }
 
+// defaultStore is the store URL without --store or $GEODLQ_STORE: the
+// file the quickstart (make demo) writes.
+const defaultStore = "sqlite://./geodlq.db"
+
 func newRoot(io stdio) *cobra.Command {
 	a := &app{stdio: io}
 	root := &cobra.Command{
@@ -64,31 +84,55 @@ func newRoot(io stdio) *cobra.Command {
 		Short: "Find, explain, draw, repair, replay and purge dead-lettered geospatial events",
 		Long: `geodlq is the operator's tool for geodlq dead-letter stores.
 
-Stores are named by URL: --store (or $GEODLQ_STORE), default sqlite://./geodlq.db.
-Known store schemes: ` + strings.Join(stores.Schemes(), ", ") + `; blob schemes (--blobs, $GEODLQ_BLOBS): ` +
-			strings.Join(stores.BlobSchemes(), ", ") + `.
+Stores are named by URL: --store (or $GEODLQ_STORE), default ` + defaultStore + `.
+Store schemes: ` + strings.Join(broker.StoreSchemes(), ", ") + `.
+Blob schemes (--blobs, $GEODLQ_BLOBS): ` + strings.Join(offload.StoreSchemes(), ", ") + `.
+
+Output: -o table (default; fitted to the terminal), -o wide (nothing cut),
+-o json (one document), -o jsonl (one object per line) where a command lists
+records. Files are positional arguments (render ID FILE, export FILE; "-" is
+standard output), written to a temporary name and renamed when complete.
+Long commands (replay, triage, verify, purge, export) show a progress bar on a
+terminal, and one JSON progress record a second on stderr otherwise.
 
 Exit codes: 0 ok; 1 problems found (check: an event would be dead-lettered,
-verify: a blob is missing or altered); 2 usage error; 3 store or I/O error;
-130 interrupted.`,
+verify: a blob is missing or altered, replay: a record failed); 2 usage error;
+3 store or I/O error; 130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetIn(io.stdin)
 	root.SetOut(io.stdout)
 	root.SetErr(io.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err: err, cmd: c.CommandPath()} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.storeURL, "store", envOr("GEODLQ_STORE", "sqlite://./geodlq.db"), "dead-letter store URL ($GEODLQ_STORE)")
-	pf.StringVar(&a.blobsURL, "blobs", os.Getenv("GEODLQ_BLOBS"), "blob store URL for offloaded geometries, e.g. file:///var/lib/geodlq/blobs ($GEODLQ_BLOBS)")
+	pf.StringVar(&a.storeURL, "store", envOr("GEODLQ_STORE", defaultStore), "dead-letter store URL ($GEODLQ_STORE)")
+	pf.StringVar(&a.blobsURL, "blobs", os.Getenv("GEODLQ_BLOBS"), "blob store URL for offloaded geometries, e.g. file:///var/lib/geodlq/blobs or s3://bucket ($GEODLQ_BLOBS)")
 	pf.StringVar(&a.blobsBase, "blobs-base", os.Getenv("GEODLQ_BLOBS_BASE"), "base URI the envelopes' offload URIs were written with, when the blobs moved (default: the blob store's own URI)")
 	pf.StringVar(&a.blobsPrefix, "blobs-prefix", "", "blob key prefix (default "+offload.DefaultPrefix+")")
-	pf.BoolVar(&a.json, "json", false, "write one JSON document (stable field names) instead of a table")
-	pf.StringSliceVar(&a.dests, "dest", nil, "dead-letter destinations to look at (default: every destination holding envelopes, for stores that can list them)")
-	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the library's decisions to stderr")
+	pf.StringSliceVar(&a.dests, "dest", nil, "dead-letter destinations to look at (default: every destination holding envelopes)")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the library's decisions (and client libraries' own lines) to stderr")
+	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting to a store after this long")
+	pf.StringVar(&a.progressMode, "progress", "auto", "progress of long commands: auto (a bar on a terminal, JSON records on stderr otherwise), bar, json or none")
+	pf.DurationVar(&a.progressEvery, "progress-interval", time.Second, "how often a JSON progress record is written")
+	pf.BoolVar(&a.json, "json", false, "same as -o json")
+	_ = pf.MarkHidden("progress-interval")
+	_ = pf.MarkDeprecated("json", "use -o json")
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		switch a.progressMode {
+		case "auto", "bar", "json", "none":
+		default:
+			return usageFor(c, "--progress %q: want auto, bar, json or none", a.progressMode)
+		}
+		if a.connectTimeout <= 0 {
+			return usageFor(c, "--connect-timeout must be positive")
+		}
+		quietClientLibraries(a.logger())
+		return nil
+	}
 	root.AddCommand(
 		newCheckCmd(a), newListCmd(a), newShowCmd(a), newStatsCmd(a), newRenderCmd(a),
-		newExportCmd(a), newReplayCmd(a), newTriageCmd(a), newVerifyCmd(a), newPurgeCmd(a),
+		newExportCmd(a), newReplayCmd(a), newDiscardCmd(a), newTriageCmd(a), newVerifyCmd(a), newPurgeCmd(a),
 		newWarehouseCmd(a), newServeCmd(a),
 	)
 	return root
@@ -102,37 +146,7 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// openStore opens --store. create allows creating it.
-func (a *app) openStore(ctx context.Context, create bool) (stores.Store, error) {
-	return stores.Open(ctx, a.storeURL, stores.Options{Create: create, Logger: a.logger()})
-}
-
-// openBlobs opens --blobs, or returns nil (and a no-op closer) when it is
-// not set.
-func (a *app) openBlobs(ctx context.Context, create bool) (*offload.Offloader, func(), error) {
-	if a.blobsURL == "" {
-		return nil, func() {}, nil
-	}
-	off, c, err := stores.OpenBlobs(ctx, a.blobsURL, stores.BlobOptions{BaseURI: a.blobsBase, Prefix: a.blobsPrefix, Create: create})
-	if err != nil {
-		return nil, nil, err
-	}
-	return off, func() { _ = c.Close() }, nil
-}
-
-// destinations returns --dest, or every destination the store lists.
-func (a *app) destinations(ctx context.Context, s stores.Store) ([]string, error) {
-	if len(a.dests) > 0 {
-		return a.dests, nil
-	}
-	l, ok := s.(stores.Lister)
-	if !ok {
-		return nil, usagef("this store cannot list its destinations: name them with --dest")
-	}
-	return l.Destinations(ctx)
-}
-
-// checker returns a spatial checker for the pipeline's CRS.
+// newChecker returns a spatial checker for the pipeline's CRS.
 func newChecker(expectedEPSG, maxVertices int) (*spatial.Checker, error) {
 	c, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: expectedEPSG, MaxVertices: maxVertices})
 	if err != nil {
@@ -141,29 +155,21 @@ func newChecker(expectedEPSG, maxVertices int) (*spatial.Checker, error) {
 	return c, nil
 }
 
-// writeJSON writes v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// table writes rows under a header, aligned.
-func table(w io.Writer, header []string, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
-}
-
 // exactArgs is cobra.ExactArgs with a usage error.
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usagef("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+			return usageFor(cmd, "%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}
+
+// rangeArgs is cobra.RangeArgs with a usage error.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usageFor(cmd, "%s takes %d to %d argument(s), got %d", cmd.CommandPath(), lo, hi, len(args))
 		}
 		return nil
 	}
@@ -173,7 +179,7 @@ func exactArgs(n int) cobra.PositionalArgs {
 func maxArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) > n {
-			return usagef("%s takes at most %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+			return usageFor(cmd, "%s takes at most %d argument(s), got %d", cmd.CommandPath(), n, len(args))
 		}
 		return nil
 	}
@@ -182,7 +188,7 @@ func maxArgs(n int) cobra.PositionalArgs {
 // noArgs is cobra.NoArgs with a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args[0])
+		return usageFor(cmd, "%s takes no arguments, got %q", cmd.CommandPath(), args[0])
 	}
 	return nil
 }

@@ -27,20 +27,19 @@ func TestS3Blobs(t *testing.T) {
 			"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}}
 	c.must(exitProblems, []byte(largeEvent("evt-big-1")+"\n"+largeEvent("evt-big-2")), "check", "--dead-letter", "parcels", "--max-vertices", "5000")
 
-	var views []view
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "list", "--json").stdout), &views))
+	views := listViews(t, c)
 	require.Len(t, views, 2)
 	require.Regexp(t, `^s3://dlq-geom/geodlq/[0-9a-f]{64}\.geojson$`, views[0].GeometryOffloadURI, "the endpoint does not leak into envelopes")
 	require.Equal(t, largeEvent("evt-big-2"), c.must(exitOK, nil, "show", "--raw", "evt-big-2").stdout)
 
 	var out verifyOutput
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "verify", "--json").stdout), &out))
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "verify", "-o", "json").stdout), &out))
 	require.Equal(t, 1, out.OK)
 
 	var pr purgeReport
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "--json", "--yes", "--older-than", "0s", "--blob-grace", "0s").stdout), &pr))
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "-o", "json", "--yes", "--older-than", "0s", "--blob-grace", "0s").stdout), &pr))
 	require.Equal(t, 2, pr.Records)
 	require.Len(t, pr.Sweep.Quarantined, 1)
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "--json", "--yes", "--older-than", "0s", "--blob-grace", "0s").stdout), &pr))
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "purge", "-o", "json", "--yes", "--older-than", "0s", "--blob-grace", "0s").stdout), &pr))
 	require.Len(t, pr.Sweep.Deleted, 1, "deleted for good by the next sweep")
 }

@@ -20,6 +20,7 @@ import (
 
 func newShowCmd(a *app) *cobra.Command {
 	var raw bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one record: its envelope and the restored, verified payload",
@@ -28,12 +29,16 @@ envelope, and the original payload restored byte for byte (offloaded parts
 fetched from --blobs and verified against their SHA-256, the whole payload
 against payload_sha256).
 
---raw writes only the exact payload bytes to standard output. Exit code 1 when
+--raw writes only the exact payload bytes to standard output; -o json writes
+the record, its envelope and the payload as one document. Exit code 1 when
 the payload fails verification.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := out.resolve(a, cmd); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			s, err := a.openStore(ctx, false)
+			s, err := a.openStore(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -42,7 +47,7 @@ the payload fails verification.`,
 			if err != nil {
 				return err
 			}
-			off, closeBlobs, err := a.openBlobs(ctx, false)
+			off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -55,8 +60,8 @@ the payload fails verification.`,
 				_, err := a.stdout.Write(payload)
 				return err
 			}
-			if a.json {
-				out := struct {
+			if out.json() {
+				doc := struct {
 					Record          view            `json:"record"`
 					Envelope        json.RawMessage `json:"envelope,omitempty"`
 					Payload         *string         `json:"payload,omitempty"`
@@ -65,19 +70,19 @@ the payload fails verification.`,
 					PayloadError    string          `json:"payload_error,omitempty"`
 				}{Record: viewOf(it)}
 				if it.env != nil {
-					out.Envelope = it.Record.Message.Body
+					doc.Envelope = it.Record.Message.Body
 				}
 				switch {
 				case perr != nil:
-					out.PayloadError = perr.Error()
+					doc.PayloadError = perr.Error()
 				case utf8.Valid(payload):
 					p := string(payload)
-					out.Payload = &p
+					doc.Payload = &p
 				default:
-					out.PayloadBase64 = base64.StdEncoding.EncodeToString(payload)
+					doc.PayloadBase64 = base64.StdEncoding.EncodeToString(payload)
 				}
-				out.PayloadVerified = perr == nil && it.env != nil
-				if err := writeJSON(a.stdout, out); err != nil {
+				doc.PayloadVerified = perr == nil && it.env != nil
+				if err := writeJSON(a.stdout, doc); err != nil {
 					return err
 				}
 				return restoreError(perr)
@@ -87,6 +92,7 @@ the payload fails verification.`,
 		},
 	}
 	cmd.Flags().BoolVar(&raw, "raw", false, "write only the exact payload bytes")
+	out = addOutput(cmd, fmtTable, fmtJSON)
 	return cmd
 }
 
@@ -115,7 +121,7 @@ func restoreError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, errNoBlobs):
-		return &usageError{err}
+		return &usageError{err: err}
 	case errors.Is(err, offload.ErrIntegrity), errors.Is(err, offload.ErrNotFound), errors.Is(err, offload.ErrForbiddenURI):
 		return &problemsError{msg: "payload: " + err.Error()}
 	}
@@ -162,7 +168,10 @@ func (a *app) showText(it item, payload []byte, perr error) {
 	if v.Location != nil || v.Fault != nil {
 		line("at", where(v.Location, v.Fault))
 	}
-	crs := fmt.Sprintf("EPSG:%d", v.EPSG)
+	crs := "-"
+	if v.EPSG != 0 {
+		crs = fmt.Sprintf("EPSG:%d", v.EPSG)
+	}
 	if v.SourceCRS != "" {
 		crs += " (declared " + v.SourceCRS + ")"
 	}

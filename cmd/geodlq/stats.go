@@ -37,6 +37,7 @@ func newStatsCmd(a *app) *cobra.Command {
 	var f filterFlags
 	var depth int
 	var bucket string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Count dead-lettered events by class, stage, EPSG, reason kind, source prefix and time",
@@ -48,21 +49,24 @@ how the managed-queue design aggregates failures by provider — and, with
 --bucket, by class over time buckets of that width.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			sel, err := f.parse(time.Now())
+			if err := out.resolve(a, cmd); err != nil {
+				return err
+			}
+			sel, err := f.parse(cmd, time.Now())
 			if err != nil {
 				return err
 			}
 			if depth < 1 {
-				return usagef("--prefix-depth must be at least 1")
+				return usageFor(cmd, "--prefix-depth must be at least 1")
 			}
 			var width time.Duration
 			if bucket != "" {
 				if width, err = parseDuration(bucket); err != nil || width <= 0 {
-					return usagef("--bucket %q: want a positive duration such as 1h or 1d", bucket)
+					return usageFor(cmd, "--bucket %q: want a positive duration such as 1h or 1d", bucket)
 				}
 			}
 			ctx := cmd.Context()
-			s, err := a.openStore(ctx, false)
+			s, err := a.openStore(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -77,10 +81,10 @@ how the managed-queue design aggregates failures by provider — and, with
 				}
 				rep.Total++
 				rep.ByDestination[it.Record.Destination]++
-				rep.ByStatus[orDash(it.Status)]++
+				rep.ByStatus[orDash(string(it.Status))]++
 				rep.ByClass[e.FailureClass.String()]++
 				rep.ByStage[e.FailedStage.String()]++
-				rep.ByEPSG[strconv.Itoa(broker.EPSGOf(e))]++
+				rep.ByEPSG[epsgLabel(broker.EPSGOf(e))]++
 				kind := "-"
 				if e.GeometryError != nil && e.GeometryError.Kind != "" {
 					kind = e.GeometryError.Kind
@@ -113,15 +117,16 @@ how the managed-queue design aggregates failures by provider — and, with
 					rep.Buckets = append(rep.Buckets, *buckets[k])
 				}
 			}
-			if a.json {
+			if out.json() {
 				return writeJSON(a.stdout, rep)
 			}
-			return a.statsText(rep)
+			return a.statsText(out, rep)
 		},
 	}
 	f.register(cmd.Flags(), true)
 	cmd.Flags().IntVar(&depth, "prefix-depth", 1, "parts of source_uri to group by (1: scheme://host)")
 	cmd.Flags().StringVar(&bucket, "bucket", "", "also count by class over time buckets of this width (1h, 1d)")
+	out = addOutput(cmd, fmtTable, fmtWide, fmtJSON)
 	return cmd
 }
 
@@ -143,7 +148,7 @@ func sourcePrefix(uri string, depth int) string {
 	return p
 }
 
-func (a *app) statsText(rep statsReport) error {
+func (a *app) statsText(o *output, rep statsReport) error {
 	fmt.Fprintf(a.stdout, "%d envelopes\n", rep.Total)
 	for _, sec := range []struct {
 		title string
@@ -156,7 +161,7 @@ func (a *app) statsText(rep statsReport) error {
 			continue
 		}
 		fmt.Fprintln(a.stdout)
-		if err := table(a.stdout, []string{sec.title, "COUNT"}, countRows(sec.m)); err != nil {
+		if err := a.table(o, []string{sec.title, "COUNT"}, countRows(sec.m), 0); err != nil {
 			return err
 		}
 	}
@@ -182,7 +187,7 @@ func (a *app) statsText(rep statsReport) error {
 			rows = append(rows, row)
 		}
 		fmt.Fprintln(a.stdout)
-		return table(a.stdout, header, rows)
+		return a.table(o, header, rows)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func TestStats(t *testing.T) {
 	want["resource_exhausted"] += 2 // the large events
 	total += 4
 
-	r := c.must(exitOK, nil, "stats", "--json", "--bucket", "1h")
+	r := c.must(exitOK, nil, "stats", "-o", "json", "--bucket", "1h")
 	var rep statsReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	require.Equal(t, total, rep.Total)
@@ -41,7 +41,7 @@ func TestStats(t *testing.T) {
 	}
 	require.Equal(t, total, sum)
 
-	r = c.must(exitOK, nil, "stats", "--json", "--prefix-depth", "2", "--source-prefix", "s3://provider-b")
+	r = c.must(exitOK, nil, "stats", "-o", "json", "--prefix-depth", "2", "--source-prefix", "s3://provider-b")
 	rep = statsReport{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	require.Equal(t, map[string]int{"s3://provider-b/continent.geojson": 2, "s3://provider-b/parcels": 1}, rep.BySourcePrefix)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,12 +8,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
 	"github.com/geodlq/geodlq/triage"
 )
 
 type triageOptions struct {
 	f            filterFlags
+	out          *output
 	dryRun       bool
 	webhook      string
 	expectedEPSG int
@@ -47,32 +49,40 @@ destinations:
   schema_violation    never replayed; left for an upstream fix
   transient, unknown  replayed as they are
 
---dry-run moves, alerts and re-enqueues nothing.`,
+--dry-run moves, alerts and re-enqueues nothing, and reports what would
+happen: would_quarantine, would_repair, would_replay, would_fail. The report is
+a count by outcome with a legend (-o wide: one row per record; -o json:
+everything); a progress bar (or JSON records on stderr) shows the work.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.triage(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.triage(cmd, o) },
 	}
 	o.f.register(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "report what would happen; change nothing")
 	cmd.Flags().StringVar(&o.webhook, "webhook", "", "POST each quarantine alert as JSON to this URL (default: log to stderr)")
 	cmd.Flags().IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code the consumer expects")
+	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON)
 	return cmd
 }
 
-func (a *app) triage(ctx context.Context, o triageOptions) (err error) {
-	sel, err := o.f.parse(time.Now())
+func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
+	if err := o.out.resolve(a, cmd); err != nil {
+		return err
+	}
+	sel, err := o.f.parse(cmd, time.Now())
 	if err != nil {
 		return err
 	}
-	s, err := a.openStore(ctx, false)
+	ctx := cmd.Context()
+	s, err := a.openStore(ctx, readWrite)
 	if err != nil {
 		return err
 	}
 	defer closeWith(&err, s)
-	dests, err := a.destinations(ctx, s)
+	p, err := a.plan(ctx, cmd, s, sel, nil)
 	if err != nil {
 		return err
 	}
-	off, closeBlobs, err := a.openBlobs(ctx, false)
+	off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 	if err != nil {
 		return err
 	}
@@ -90,26 +100,30 @@ func (a *app) triage(ctx context.Context, o triageOptions) (err error) {
 	if o.webhook != "" {
 		alerter = triage.WebhookAlerter(o.webhook, nil)
 	}
+	m := a.startMeter("triage", "records", a.planTotal(ctx, s, p, sel))
+	defer m.finish()
+	tr := &tracker{m: m}
 	rep := triageReport{DryRun: o.dryRun, Quarantines: map[string]string{},
 		Replay: replayReport{DryRun: o.dryRun, Counts: map[string]int{}, Destinations: []replayDestination{}}}
 	var runErr error
-	for _, d := range dests {
-		var src broker.DeadLetterSource = s
+	for _, d := range p.dests {
+		var src broker.DeadLetterSource = &trackingSource{DeadLetterSource: s, t: tr}
 		var held *holdingSource
 		if sel.clientSide() {
-			held = &holdingSource{DeadLetterSource: s, sel: sel}
+			held = &holdingSource{DeadLetterSource: src, sel: sel}
 			src = held
 		}
-		opts := triage.Options{Source: src, Target: s, Repairers: repairers, Check: checker.ReplayCheck(),
-			Alerter: alerter, Logger: a.logger()}
+		opts := triage.Options{Source: src, Target: &countingTarget{Publisher: s, t: tr}, Repairers: repairers,
+			Check: checker.ReplayCheck(), Alerter: alerter, Logger: a.logger()}
 		if off != nil {
 			opts.Fetcher = off
 		}
-		p, err := triage.New(opts)
+		pol, err := triage.New(opts)
 		if err != nil {
 			return err
 		}
-		res, err := p.Run(ctx, d, sel.filter, o.dryRun)
+		res, err := pol.Run(ctx, d, p.filters[d], o.dryRun)
+		tr.batchDone()
 		if held != nil {
 			held.releaseAll(ctx)
 		}
@@ -125,20 +139,54 @@ func (a *app) triage(ctx context.Context, o triageOptions) (err error) {
 			break
 		}
 	}
+	m.finish()
+	if o.dryRun {
+		// Triage quarantines resource_exhausted records before replaying
+		// the rest; a dry run's replay pass saw them and skipped them.
+		for i := range rep.Replay.Destinations {
+			d := &rep.Replay.Destinations[i]
+			for j := range d.Items {
+				it := &d.Items[j]
+				if it.Class == classify.ClassResourceExhausted.String() && it.Outcome == string(replay.OutcomeSkipped) {
+					it.Outcome, it.Error = outcomeWouldQuarantine, "would be moved to "+triage.DefaultQuarantine(d.Destination)+" and alerted"
+					d.Counts[string(replay.OutcomeSkipped)]--
+					d.Counts[outcomeWouldQuarantine]++
+					rep.Replay.Counts[string(replay.OutcomeSkipped)]--
+					rep.Replay.Counts[outcomeWouldQuarantine]++
+				}
+			}
+		}
+		for k, n := range rep.Replay.Counts {
+			if n == 0 {
+				delete(rep.Replay.Counts, k)
+			}
+		}
+		for i := range rep.Replay.Destinations {
+			for k, n := range rep.Replay.Destinations[i].Counts {
+				if n == 0 {
+					delete(rep.Replay.Destinations[i].Counts, k)
+				}
+			}
+		}
+	} else {
+		if rep.Quarantined > 0 {
+			rep.Replay.Counts["quarantined"] += rep.Quarantined
+		}
+		if rep.QuarantineFailed > 0 {
+			rep.Replay.Counts["quarantine_failed"] += rep.QuarantineFailed
+		}
+	}
 	rep.Replay.Interrupted = ctx.Err() != nil
-	if a.json {
+	if o.out.json() {
 		if err := writeJSON(a.stdout, rep); err != nil {
 			return err
 		}
 	} else {
-		if err := a.replayText(rep.Replay); err != nil {
+		if err := a.replayText(o.out, rep.Replay, "triage"); err != nil {
 			return err
 		}
 		if o.dryRun {
 			fmt.Fprintln(a.stdout, "dry run: nothing quarantined, alerted or re-enqueued")
-		} else {
-			fmt.Fprintf(a.stdout, "quarantined %d resource_exhausted events (alerted); %d left in place after a failed alert or move\n",
-				rep.Quarantined, rep.QuarantineFailed)
 		}
 		for _, e := range rep.Errors {
 			fmt.Fprintf(a.stdout, "  %s\n", e)

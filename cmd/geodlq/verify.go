@@ -26,23 +26,32 @@ type blobCheck struct {
 
 func newVerifyCmd(a *app) *cobra.Command {
 	var f filterFlags
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Re-hash every offloaded blob the store's envelopes reference",
 		Long: `verify reads every blob that the selected envelopes (pending and replayed) point
 at — offloaded geometries and whole payloads — from --blobs, and checks its
 size and SHA-256 against the envelope. Each blob is read once however many
-envelopes share it. Exit code 1 when a blob is missing, altered, or addressed
-outside --blobs.`,
+envelopes share it. A blob store's special files (a FIFO, a device) and links
+leading outside it are refused, never opened. Exit code 1 when a blob is
+missing, altered, or addressed outside --blobs.
+
+The store and the blobs are opened read-only. A progress bar (or JSON records
+on stderr) counts the blobs checked; -o table lists the blobs that are not
+ok, -o wide every blob, -o json and jsonl every blob as data.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if err := out.resolve(a, cmd); err != nil {
+				return err
+			}
 			f.all = true
-			sel, err := f.parse(time.Now())
+			sel, err := f.parse(cmd, time.Now())
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			s, err := a.openStore(ctx, false)
+			s, err := a.openStore(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -73,13 +82,13 @@ outside --blobs.`,
 			if err != nil {
 				return err
 			}
-			off, closeBlobs, err := a.openBlobs(ctx, false)
+			off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 			if err != nil {
 				return err
 			}
 			defer closeBlobs()
 			if off == nil && len(refs) > 0 {
-				return usagef("%d offloaded blobs are referenced: pass --blobs to verify them", len(refs))
+				return usageFor(cmd, "%d offloaded blobs are referenced: pass --blobs to verify them", len(refs))
 			}
 			checks := make([]*blobCheck, 0, len(refs))
 			for _, b := range refs {
@@ -87,17 +96,32 @@ outside --blobs.`,
 			}
 			sort.Slice(checks, func(i, j int) bool { return checks[i].URI < checks[j].URI })
 			bad := 0
+			m := a.startMeter("verify", "blobs", int64(len(checks)))
+			defer m.finish()
 			for _, b := range checks {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 				_, ferr := off.Fetch(ctx, offload.Ref{URI: b.URI, Size: b.Size, SHA256: b.SHA256})
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 				b.Status, b.Detail = blobStatus(ferr)
+				m.add(1)
+				m.count(b.Status, 1)
 				if b.Status != "ok" {
 					bad++
 				}
 			}
-			if a.json {
+			m.finish()
+			switch {
+			case out.jsonl():
+				for _, b := range checks {
+					if err := writeJSONLine(a.stdout, b); err != nil {
+						return err
+					}
+				}
+			case out.json():
 				if err := writeJSON(a.stdout, struct {
 					Blobs []*blobCheck `json:"blobs"`
 					OK    int          `json:"ok"`
@@ -105,13 +129,16 @@ outside --blobs.`,
 				}{checks, len(checks) - bad, bad}); err != nil {
 					return err
 				}
-			} else {
+			default:
 				rows := make([][]string, 0, len(checks))
 				for _, b := range checks {
-					rows = append(rows, []string{b.Status, b.Kind, b.URI, strconv.FormatInt(b.Size, 10), strings.Join(b.Records, " ")})
+					if b.Status == "ok" && !out.wide() {
+						continue
+					}
+					rows = append(rows, []string{b.Status, b.Kind, b.URI, strconv.FormatInt(b.Size, 10), strings.Join(b.Records, " "), orDash(b.Detail)})
 				}
 				if len(rows) > 0 {
-					if err := table(a.stdout, []string{"STATUS", "KIND", "URI", "BYTES", "RECORDS"}, rows); err != nil {
+					if err := a.table(out, []string{"STATUS", "KIND", "URI", "BYTES", "RECORDS", "DETAIL"}, rows, 5, 4, 2); err != nil {
 						return err
 					}
 					fmt.Fprintln(a.stdout)
@@ -125,6 +152,7 @@ outside --blobs.`,
 		},
 	}
 	f.register(cmd.Flags(), false)
+	out = addOutput(cmd, fmtTable, fmtWide, fmtJSON, fmtJSONL)
 	return cmd
 }
 

@@ -31,7 +31,7 @@ func TestVerify(t *testing.T) {
 	t.Parallel()
 	c := seeded(t)
 	var out verifyOutput
-	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "verify", "--json").stdout), &out))
+	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "verify", "-o", "json").stdout), &out))
 	require.Len(t, out.Blobs, 1, "one blob shared by two envelopes")
 	require.Len(t, out.Blobs[0].Records, 2)
 	require.Equal(t, "ok", out.Blobs[0].Status)
@@ -60,7 +60,7 @@ func TestVerify(t *testing.T) {
 			require.NoError(t, tt.alter())
 			t.Cleanup(func() { require.NoError(t, os.WriteFile(f, orig, 0o640)) })
 			var out verifyOutput
-			require.NoError(t, json.Unmarshal([]byte(c.must(exitProblems, nil, "verify", "--json").stdout), &out))
+			require.NoError(t, json.Unmarshal([]byte(c.must(exitProblems, nil, "verify", "-o", "json").stdout), &out))
 			require.Equal(t, tt.status, out.Blobs[0].Status)
 			require.Equal(t, 1, out.Bad)
 			r := c.must(exitProblems, nil, "verify")

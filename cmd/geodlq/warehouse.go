@@ -13,7 +13,6 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/cmd/geodlq/internal/stores"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/warehouse"
 	"github.com/geodlq/geodlq/warehouse/projcrs"
@@ -61,6 +60,7 @@ func newWarehouseSyncCmd(a *app) *cobra.Command {
 		settle                time.Duration
 		maxRows, perFile      int64
 		compression           string
+		out                   *output
 	)
 	cmd := &cobra.Command{
 		Use:   "sync DIR",
@@ -82,8 +82,11 @@ parts fetched from --blobs) and verified: only for a warehouse that may hold
 whatever producers put in payloads (personal data, customer geometries).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := out.resolve(a, cmd); err != nil {
+				return err
+			}
 			if depth < 1 {
-				return usagef("--prefix-depth must be at least 1")
+				return usageFor(cmd, "--prefix-depth must be at least 1")
 			}
 			var f broker.Filter
 			for _, c := range classes {
@@ -102,12 +105,12 @@ whatever producers put in payloads (personal data, customer geometries).`,
 			}
 			f.EPSG = epsg
 			ctx := cmd.Context()
-			s, err := broker.OpenStore(ctx, a.storeURL, &broker.OpenOptions{ReadOnly: true, Store: broker.StoreOptions{Logger: a.logger()}})
+			s, err := a.openStore(ctx, readOnly)
 			if err != nil {
 				return err
 			}
 			defer closeWith(&err, s)
-			off, closeBlobs, err := a.openBlobs(ctx, false)
+			off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -120,7 +123,7 @@ whatever producers put in payloads (personal data, customer geometries).`,
 			res, err := warehouse.Sync(ctx, s, args[0], opts)
 			if err != nil {
 				if errors.Is(err, warehouse.ErrSelectionChanged) || errors.Is(err, warehouse.ErrInvalidOptions) {
-					return &usageError{err}
+					return &usageError{err: err, cmd: cmd.CommandPath()}
 				}
 				return err
 			}
@@ -129,7 +132,7 @@ whatever producers put in payloads (personal data, customer geometries).`,
 			if rep.Files == nil {
 				rep.Files = []string{}
 			}
-			if a.json {
+			if out.json() {
 				return writeJSON(a.stdout, rep)
 			}
 			if res.Recovered {
@@ -164,15 +167,20 @@ whatever producers put in payloads (personal data, customer geometries).`,
 	fs.Int64Var(&maxRows, "max-rows", 0, "stop after this many rows; the next sync goes on (0: no limit)")
 	fs.Int64Var(&perFile, "max-rows-per-file", 1_000_000, "start a new file in a partition past this many rows")
 	fs.StringVar(&compression, "compression", warehouse.CompressionSnappy, "snappy, zstd, gzip or none")
+	out = addOutput(cmd, fmtTable, fmtJSON)
 	return cmd
 }
 
 func newWarehouseStatusCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var out *output
+	cmd := &cobra.Command{
 		Use:   "status DIR",
 		Short: "Show the watermark of the dataset in DIR",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.resolve(a, cmd); err != nil {
+				return err
+			}
 			wm, err := warehouse.ReadWatermark(args[0])
 			if errors.Is(err, os.ErrNotExist) {
 				return usagef("%s: not a geodlq warehouse dataset (no %s/%s)", args[0], warehouse.MetaDir, warehouse.WatermarkFile)
@@ -182,7 +190,7 @@ func newWarehouseStatusCmd(a *app) *cobra.Command {
 			}
 			_, cerr := os.Stat(filepath.Join(args[0], warehouse.MetaDir, "commit.json"))
 			pending := cerr == nil
-			if a.json {
+			if out.json() {
 				return writeJSON(a.stdout, struct {
 					*warehouse.Watermark
 					CommitPending bool `json:"commit_pending"`
@@ -200,6 +208,8 @@ func newWarehouseStatusCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	out = addOutput(cmd, fmtTable, fmtJSON)
+	return cmd
 }
 
 // warehouseOptions are the row and file options export and sync share.
@@ -210,9 +220,10 @@ func (a *app) warehouseOptions(off *offload.Offloader, withPayload bool, depth i
 
 // exportParquet writes the selected records as one GeoParquet file to out
 // ("-": standard output), through a temporary file renamed on success.
-func (a *app) exportParquet(ctx context.Context, s stores.Store, sel selection, off *offload.Offloader, out string, withPayload bool) (n int, err error) {
-	if out == "" && a.tty {
-		return 0, usagef("--format parquet writes binary: name a file with -o (or -o - to write to a pipe)")
+func (a *app) exportParquet(ctx context.Context, s *broker.Store, sel selection, off *offload.Offloader, out string, withPayload bool,
+	wrap func(func(item) error) func(item) error) (n int, err error) {
+	if out == "-" {
+		out = ""
 	}
 	var w io.Writer = a.stdout
 	var tmp *os.File
@@ -233,13 +244,12 @@ func (a *app) exportParquet(ctx context.Context, s stores.Store, sel selection, 
 	if err != nil {
 		return 0, err
 	}
-	err = a.eachRecord(ctx, s, sel, func(it item) error {
+	err = a.eachRecord(ctx, s, sel, wrap(func(it item) error {
 		if it.env == nil {
 			return nil
 		}
-		e := broker.Entry{Record: it.Record, Status: broker.Status(it.Status), PublishedAt: it.PublishedAt, ReplayedAt: it.ReplayedAt}
-		return wr.Write(ctx, e)
-	})
+		return wr.Write(ctx, it.Entry)
+	}))
 	if err != nil {
 		return 0, err
 	}

@@ -90,6 +90,8 @@ func benchStore(b *testing.B) string {
 //   - api: a mix of the requests an operator makes (filtered lists, the
 //     next page, map views at several zooms, the overview, records and
 //     their geometry), with p50, p95 and p99 latencies;
+//   - overview-from-stats: the overview with replayed records, which the
+//     store's Stats counts (the open records' overview counts the index);
 //   - store-list and store-stats: the store's own List (100 newest) and
 //     Stats (with a time bucket) that the list and the overview call,
 //     the baseline in the same run.
@@ -183,6 +185,12 @@ func BenchmarkConsole(b *testing.B) {
 		b.ReportMetric(q(0.50), "p50-ms")
 		b.ReportMetric(q(0.95), "p95-ms")
 		b.ReportMetric(q(0.99), "p99-ms")
+	})
+
+	b.Run("overview-from-stats", func(b *testing.B) {
+		for b.Loop() {
+			get("/api/overview?replayed=true")
+		}
 	})
 
 	b.Run("store-list", func(b *testing.B) {

@@ -289,6 +289,11 @@ func (ix *index) status() indexStatus {
 // zoom, in Web Mercator, so clusters look the same size everywhere.
 const (
 	cellPx = 64
+	// mergePx is how close two clusters' centres may come, in pixels,
+	// before they are drawn as one; maxMergeClusters bounds the merge
+	// (quadratic in the clusters in view; a view holds far fewer).
+	mergePx          = 40
+	maxMergeClusters = 2000
 	// maxZoom is the zoom from which every record is its own marker
 	// (records at the same place stay together).
 	maxZoom = 16
@@ -383,8 +388,48 @@ func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
 		a.b = a.b.Extend(orb.Point{p.lon, p.lat})
 	}
 	ix.mu.RUnlock()
-	ans.Markers = make([]mapCluster, 0, len(grid))
+	// Neighbouring cells' clusters can sit side by side: merge, greedily
+	// from the largest, those whose centres are closer than a marker.
+	accs := make([]*acc, 0, len(grid))
 	for _, a := range grid {
+		accs = append(accs, a)
+	}
+	slices.SortFunc(accs, func(a, b *acc) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return cmpPoint(a.sx/float64(a.n), a.sy/float64(a.n), b.sx/float64(b.n), b.sy/float64(b.n))
+	})
+	if zoom < maxZoom && len(accs) <= maxMergeClusters {
+		world := math.Exp2(float64(zoom)) * 256
+		px := func(a *acc) (float64, float64) {
+			return (a.sx/float64(a.n) + 180) / 360 * world, mercY(a.sy/float64(a.n)) * world
+		}
+		merged := accs[:0]
+		for _, a := range accs {
+			ax, ay := px(a)
+			var into *acc
+			for _, m := range merged {
+				mx, my := px(m)
+				if math.Hypot(ax-mx, ay-my) < mergePx {
+					into = m
+					break
+				}
+			}
+			if into == nil {
+				merged = append(merged, a)
+				continue
+			}
+			into.sx, into.sy, into.n = into.sx+a.sx, into.sy+a.sy, into.n+a.n
+			for c, k := range a.by {
+				into.by[c] += k
+			}
+			into.b = into.b.Union(a.b)
+		}
+		accs = merged
+	}
+	ans.Markers = make([]mapCluster, 0, len(accs))
+	for _, a := range accs {
 		m := mapCluster{Lon: a.sx / float64(a.n), Lat: a.sy / float64(a.n), Count: a.n,
 			Bounds: [4]float64{a.b.Min[0], a.b.Min[1], a.b.Max[0], a.b.Max[1]}}
 		best := -1
@@ -421,6 +466,20 @@ func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
 		return 0
 	})
 	return ans
+}
+
+func cmpPoint(ax, ay, bx, by float64) int {
+	switch {
+	case ax < bx:
+		return -1
+	case ax > bx:
+		return 1
+	case ay < by:
+		return -1
+	case ay > by:
+		return 1
+	}
+	return 0
 }
 
 // whyKey turns a why into its bounded category (the detail of a failed

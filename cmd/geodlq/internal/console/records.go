@@ -490,8 +490,12 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			tl[at][orNone(class)] += n
 		}
 	}
-	if sel.clientSide() {
-		// The store cannot apply these filters: count the index.
+	if s.index.status().Ready && !sel.q.Replayed || sel.clientSide() {
+		// The index holds every open record with the fields counted here,
+		// and counts 100,000 records in milliseconds, where a store's
+		// Stats reads its table (seconds for SQLite at that size); it is
+		// also the only source for the filters the store cannot apply.
+		// Replayed records are counted by the store.
 		ans.Source = "index"
 		s.index.mu.RLock()
 		for _, p := range s.index.recs {

@@ -314,9 +314,18 @@ func TestAPI(t *testing.T) {
 			require.Equal(t, map[string]int{"out of range for longitude/latitude": 1}, m.WhyNot)
 
 			// The overview.
-			var ov overviewAnswer
+			// The overview of open records comes from the index; with
+			// replayed records, from the store's Stats: the same counts.
+			var ov, st overviewAnswer
+			e.get("/api/overview?replayed=true", http.StatusOK, &st)
+			require.Equal(t, "store", st.Source)
 			e.get("/api/overview", http.StatusOK, &ov)
-			require.Equal(t, "store", ov.Source)
+			require.Equal(t, "index", ov.Source)
+			for _, pair := range [][2][]keyCount{{ov.ByClass, st.ByClass}, {ov.ByStage, st.ByStage}, {ov.ByEPSG, st.ByEPSG},
+				{ov.ByReasonKind, st.ByReasonKind}, {ov.ByDestination, st.ByDestination}} {
+				require.Equal(t, pair[1], pair[0])
+			}
+			require.Equal(t, st.Timeline, ov.Timeline)
 			require.Equal(t, len(fixtureEvents()), ov.Open)
 			require.Contains(t, ov.ByClass, keyCount{"invalid_geometry", 8})
 			require.Contains(t, ov.ByEPSG, keyCount{"3857", 1})

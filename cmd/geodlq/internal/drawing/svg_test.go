@@ -2,7 +2,10 @@ package drawing
 
 import (
 	"bytes"
+	"flag"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -35,7 +38,9 @@ func TestSVGShapes(t *testing.T) {
 			Mark{Fault: &classify.Fault{Part: 1, Ring: 0, Vertex: 0, OnSegment: true}}, []string{`stroke-width="4"`}},
 		{"collection", orb.Collection{orb.Point{0, 0}, orb.LineString{{0, 0}, {2, 2}}, orb.MultiPoint{{1, 1}}}, Mark{}, []string{"<circle"}},
 		{"NaN vertex", orb.Polygon{{{0, 0}, {1, 0}, {nan, 1}, {0, 0}}}, Mark{Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 2}},
-			[]string{"(vertex 2 is not finite and cannot be drawn)"}},
+			[]string{">vertex 2 not finite</text>"}},
+		{"NaN vertex without a finite neighbour", orb.LineString{{nan, 0}, {nan, 1}}, Mark{Fault: &classify.Fault{Part: -1, Ring: -1, Vertex: 1}},
+			[]string{"(no finite coordinates to draw)"}},
 		{"fault outside the geometry", orb.Polygon{ring}, Mark{Fault: &classify.Fault{Part: 3, Ring: 0, Vertex: 0}},
 			[]string{"(the fault's part/ring/vertex is not in this geometry)"}},
 		{"nothing finite", orb.Point{nan, nan}, Mark{}, []string{"(no finite coordinates to draw)"}},
@@ -56,6 +61,69 @@ func TestSVGShapes(t *testing.T) {
 			}
 			if tt.name == "long line is decimated" {
 				require.Less(t, strings.Count(s, " L"), 2000)
+			}
+		})
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestSVGFaultsGolden draws each kind of fault and compares the SVG with
+// testdata/<name>.svg (go test -run TestSVGFaultsGolden -update rewrites
+// them; look at them before committing): both crossing segments of a
+// self-intersection, the missing closing segment of an unclosed ring, the
+// place of a NaN vertex between its neighbours, the positions outside
+// EPSG:4326's range, and a long caption wrapped.
+func TestSVGFaultsGolden(t *testing.T) {
+	nan := math.NaN()
+	world := &orb.Bound{Min: orb.Point{-180, -90}, Max: orb.Point{180, 90}}
+	long := "Self-intersection[0.5 0.5] — and a reason long enough to need wrapping twice, because GEOS, PROJ and operators all write long messages that must never be cut off mid-word"
+	tests := []struct {
+		name     string
+		g        orb.Geometry
+		m        Mark
+		caption  []string
+		wants    []string
+		redLines int // thick red segments
+	}{
+		{"self_intersection", orb.Polygon{{{0, 0}, {1, 1}, {1, 0}, {0, 1}, {0, 0}}},
+			Mark{Location: &orb.Point{0.5, 0.5}, Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 0, OnSegment: true}, Kind: classify.KindSelfIntersection},
+			[]string{long}, []string{">0</text>", ">1</text>", ">2</text>", ">3</text>", "cut off mid-word</text>"}, 2},
+		{"ring_self_intersection", orb.Polygon{{{0, 0}, {4, 0}, {2, 2}, {4, 4}, {0, 4}, {2, 2}, {0, 0}}},
+			Mark{Location: &orb.Point{2, 2}, Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 2}, Kind: classify.KindRingSelfIntersection},
+			nil, nil, 4},
+		{"ring_not_closed", orb.Polygon{{{10, 10}, {14, 10}, {14, 13}, {10, 13}}},
+			Mark{Location: &orb.Point{10, 10}, Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 0}, Kind: classify.KindRingNotClosed},
+			nil, []string{`stroke-dasharray="7 5"`, ">missing closing segment</text>"}, 0},
+		{"invalid_coordinate", orb.Polygon{{{0, 0}, {4, 0}, {nan, 3}, {0, 3}, {0, 0}}},
+			Mark{Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 2}, Kind: classify.KindInvalidCoordinate},
+			nil, []string{">vertex 2 not finite</text>", `stroke-dasharray="4 4"`}, 0},
+		{"out_of_range", orb.Polygon{{{170, 10}, {200, 10}, {200, 20}, {170, 20}, {170, 10}}},
+			Mark{Location: &orb.Point{200, 10}, Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 1}, Kind: classify.KindOutOfRange, Range: world},
+			nil, []string{">1 out of range</text>", ">2 out of range</text>", `stroke-dasharray="6 4"`}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			require.NoError(t, SVG(&b, tt.g, tt.m, Options{Title: tt.name, Caption: tt.caption, Unit: "°"}))
+			got := b.String()
+			golden := filepath.Join("testdata", tt.name+".svg")
+			if *update {
+				require.NoError(t, os.MkdirAll("testdata", 0o755))
+				require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err)
+			require.Equal(t, string(want), got)
+			require.Equal(t, tt.redLines, strings.Count(got, `stroke="#d7191c" stroke-width="4"`), "thick red segments")
+			for _, w := range tt.wants {
+				require.Contains(t, got, w)
+			}
+			require.Contains(t, got, " °</text>", "a scale bar")
+			for _, line := range strings.Split(got, "\n") {
+				if strings.HasPrefix(line, `<text x="8"`) {
+					require.Less(t, len([]rune(line)), 200, "caption lines are wrapped")
+				}
 			}
 		})
 	}

@@ -135,7 +135,13 @@ try {
   await shot(page, '04-box-filter');
   await page.click('#clear-box');
   await page.waitForFunction((n) => document.querySelectorAll('#rows tr.rec').length > n, expectBox, { timeout: 10000 });
-  log(`the box narrows the list to ${boxed.length} records`);
+  await page.fill('#f-q', 'evt-eu-2');
+  await page.click('#filters button[type=submit]');
+  await page.waitForFunction(() => document.querySelectorAll('#rows tr.rec').length === 1, null, { timeout: 10000 });
+  await page.click('#reset-filters');
+  await page.waitForFunction((n) => document.querySelectorAll('#rows tr.rec').length > n, expectBox, { timeout: 10000 });
+  check(await page.inputValue('#f-q') === '', 'Reset clears the filters');
+  log(`the box narrows the list to ${boxed.length} records; the text filter and Reset work`);
 
   step = 'replay';
   await page.click('#rows tr.rec[data-event="evt-bowtie"]');

@@ -451,11 +451,12 @@ async function loadMap() {
   info.dataset.drawn = String(drawn);
   info.dataset.located = String(ans.located);
   let text = ans.in_view + ' in view · ' + ans.located + ' on the map';
-  if (ans.reprojected) text += ' (' + ans.reprojected + ' reprojected to EPSG:4326 with PROJ)';
-  if (ans.unlocated) text += ' · ' + ans.unlocated + ' not placeable';
+  if (ans.reprojected) text += ' · ' + ans.reprojected + ' reprojected with PROJ';
+  if (ans.unlocated) text += ' · ' + ans.unlocated + ' without a place (hover)';
   info.textContent = text;
   const why = Object.entries(ans.why_not_on_map || {}).map(([k, v]) => v + ': ' + k).join('\n');
-  info.title = why;
+  info.title = (ans.reprojected ? ans.reprojected + ' records are in another CRS: their points were reprojected to EPSG:4326 with PROJ for display.\n' : '') +
+    (why ? 'Not on the map:\n' + why : '');
   indexStatus(ans.index);
 }
 
@@ -830,7 +831,7 @@ function live() {
 
 function wire() {
   $('filters').addEventListener('submit', (e) => { e.preventDefault(); applyFilters(); });
-  $('reset').addEventListener('click', () => {
+  $('reset-filters').addEventListener('click', () => {
     $('filters').reset();
     state.bbox = null;
     if (boxLayer) { boxLayer.remove(); boxLayer = null; }
