@@ -26,21 +26,21 @@
 // The replay subcommand reads both dead-letter destinations, repairs
 // invalid geometries (GEOS MakeValid) and CRS mismatches (PROJ),
 // re-publishes each replayable event to its source subject with its
-// idempotency key, and acknowledges the dead-letter record only after the
-// stream acknowledged the re-injection.
+// idempotency key (jetstream.SourcePublisher), and acknowledges the
+// dead-letter record only after the stream acknowledged the re-injection.
 //
 //	go run ./examples/jetstream-consumer -nats nats://nats:4222 -stream SPATIAL -subject spatial.events -claims redis://cache:6379/0
 //	go run ./examples/jetstream-consumer -nats nats://nats:4222 -subject spatial.events replay -dry-run
-//	go run ./examples/jetstream-consumer -demo   # sample events on the local nats-server -js (scripts/services.sh)
 //
-// Everything it uses is public API.
+// Everything it uses is public API, and this file builds on its own in
+// your module. (Its walkthrough on the local nats-server, sample events
+// through the consumer and two replays, is a test: go test -v -run TestDemo
+// ./examples/jetstream-consumer.)
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -51,7 +51,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -90,10 +89,8 @@ type config struct {
 	retryDelay  time.Duration
 	// replay subcommand
 	dryRun  bool
-	classes string
-	// demo
-	demo, keep bool
-	verbose    bool
+	classes classify.ClassList
+	verbose bool
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -114,9 +111,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per delivery before a transient failure is dead-lettered")
 	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff ceiling after the first failed attempt")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "replay: report what would happen, change nothing")
-	fs.StringVar(&c.classes, "class", "", "replay: only these failure classes (comma-separated)")
-	fs.BoolVar(&c.demo, "demo", false, "run sample events through the consumer on streams of its own, replay, print everything, then delete the streams")
-	fs.BoolVar(&c.keep, "keep", false, "demo: keep the demo's streams and bucket")
+	fs.Var(&c.classes, "class", "replay: only these failure classes (comma-separated)")
 	fs.BoolVar(&c.verbose, "v", false, "log every dead-letter and replay decision")
 }
 
@@ -132,7 +127,7 @@ func main() {
 	}
 }
 
-// cli runs the command line: [flags], [flags] replay [flags], or -demo.
+// cli runs the command line: [flags] or [flags] replay [flags].
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetstream-consumer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -155,30 +150,17 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	switch {
-	case c.demo:
-		run := strings.ToUpper(rand.Text()[:8])
-		c.stream, c.subject, c.kv = "DEMO_"+run, "demo."+run+".spatial.events", "DEMO_"+run+"_parcels"
-		c.dlqStream, c.dlqPrefix, c.claims = "DEMO_"+run+"_DLQ", "demo."+run+".dlq", "memory"
-		_, err := demo(ctx, c, stdout, log)
-		if c.keep {
-			fmt.Fprintf(stdout, "\nKept the demo's streams %s, %s and bucket %s; remove them with: nats stream rm …, nats kv rm …\n", c.stream, c.dlqStream, c.kv)
-		} else if cerr := deleteAll(context.WithoutCancel(ctx), c); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return err
-	case replayMode:
+	if replayMode {
 		_, err := replayAll(ctx, c, stdout, log)
 		return err
-	default:
-		p, err := newPipeline(ctx, c, log)
-		if err != nil {
-			return err
-		}
-		defer p.close()
-		fmt.Fprintf(stdout, "consuming %s (%s) as %s; dead letters in stream %s\n", c.subject, c.stream, c.durable, c.dlqStream)
-		return p.consume(ctx)
 	}
+	p, err := newPipeline(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	fmt.Fprintf(stdout, "consuming %s (%s) as %s; dead letters in stream %s\n", c.subject, c.stream, c.durable, c.dlqStream)
+	return p.consume(ctx)
 }
 
 // pipeline is what the consumer and the replayer share.
@@ -192,14 +174,13 @@ type pipeline struct {
 	chk    *spatial.Checker
 	off    *offload.Offloader
 	popts  broker.ProcessorOptions
+	copts  jetstream.ConsumerOptions
 	log    *slog.Logger
-	// enrich is the pipeline's call to a downstream service before the
-	// event is stored (the demo's tile server). Nil skips it.
+	// enrich is the pipeline's call to a downstream service (a tile
+	// server, a geocoder) before the event is stored; nil skips it. Its
+	// transient failures are retried in place, then dead-lettered.
 	enrich func(ctx context.Context, m *broker.Message) error
-	// handled, when set, sees every handler call and its result (the
-	// demo counts deliveries with it).
-	handled func(m *broker.Message, err error)
-	close   func()
+	close  func()
 }
 
 func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, error) {
@@ -261,6 +242,7 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 		Policy:      classify.Policy{MaxAttempts: c.maxAttempts, BaseDelay: c.retryDelay},
 		Logger:      log,
 	}
+	p.copts = jetstream.ConsumerOptions{FetchWait: c.fetchWait, ConsumerOptions: broker.ConsumerOptions{Logger: log}}
 	return p, nil
 }
 
@@ -345,9 +327,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	jc, err := jetstream.NewConsumer(ctx, p.js, cons, proc, &jetstream.ConsumerOptions{
-		FetchWait: p.c.fetchWait, ConsumerOptions: broker.ConsumerOptions{Logger: p.log},
-	})
+	jc, err := jetstream.NewConsumer(ctx, p.js, cons, proc, &p.copts)
 	if err != nil {
 		return err
 	}
@@ -361,10 +341,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 
 // handle validates an event, then stores it exactly once per idempotency
 // key: the claim is taken before the KV put, so a duplicate does nothing.
-func (p *pipeline) handle(ctx context.Context, m *broker.Message) (err error) {
-	if p.handled != nil {
-		defer func() { p.handled(m, err) }()
-	}
+func (p *pipeline) handle(ctx context.Context, m *broker.Message) error {
 	if _, err := p.chk.CheckEventContext(ctx, m.Body); err != nil {
 		return err // *classify.Error: class, stage, GEOS reason, location, EPSG
 	}
@@ -374,7 +351,7 @@ func (p *pipeline) handle(ctx context.Context, m *broker.Message) (err error) {
 		}
 	}
 	key := m.Header(broker.HeaderIdempotencyKey) // always set by the Processor
-	_, err = replay.Once(ctx, p.claims, key, time.Minute, func(ctx context.Context) error {
+	_, err := replay.Once(ctx, p.claims, key, time.Minute, func(ctx context.Context) error {
 		// The pipeline's real work goes here; this one stores the event.
 		_, err := p.kv.Put(ctx, parcelKey(key), m.Body)
 		return err
@@ -389,27 +366,6 @@ func parcelKey(idempotencyKey string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// subjectPublisher publishes to a subject and waits for the stream's
-// acknowledgement: the replayer's target. Headers travel as NATS headers,
-// the key base64 in jetstream.HeaderKey, as the consumer reads them.
-type subjectPublisher struct{ js natsjs.JetStream }
-
-// Publish publishes m to subject and waits for the PubAck.
-func (s subjectPublisher) Publish(ctx context.Context, subject string, m *broker.Message) error {
-	msg := nats.NewMsg(subject)
-	msg.Data = m.Body
-	for k, v := range m.Headers {
-		msg.Header.Set(k, v)
-	}
-	if m.Key != nil {
-		msg.Header.Set(jetstream.HeaderKey, base64.StdEncoding.EncodeToString(m.Key))
-	}
-	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publishing to %s: %w", subject, err)
-	}
-	return nil
-}
-
 // replayer returns a replayer over src (the dead-letter store, or a
 // wrapper of it) that repairs invalid geometries and CRS mismatches and
 // re-injects into the source subject the envelope names.
@@ -420,8 +376,8 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 	}
 	return replay.New(replay.Options{
 		Source:    src,
-		Target:    subjectPublisher{p.js},
-		Fetcher:   p.off, // verifies offloaded blobs against their SHA-256
+		Target:    jetstream.SourcePublisher(p.store), // publishes to the source subject, waits for the PubAck
+		Fetcher:   p.off,                              // verifies offloaded blobs against their SHA-256
 		Repairers: repairers,
 		Check:     p.chk.ReplayCheck(), // a repair is re-injected only if it now passes
 		Logger:    p.log,
@@ -434,23 +390,11 @@ func destinations(subject string) []string {
 	return []string{broker.DefaultDestination(m, classify.RouteRetry), broker.DefaultDestination(m, classify.RoutePoison)}
 }
 
-func (c config) filter() (broker.Filter, error) {
-	classes, err := classify.ParseClasses(c.classes)
-	if err != nil {
-		return broker.Filter{}, fmt.Errorf("-class: %w", err)
-	}
-	return broker.Filter{Classes: classes}, nil
-}
-
 // replayDestinations runs r over every destination and prints the reports.
 func replayDestinations(ctx context.Context, r *replay.Replayer, c config, indent, label string, out io.Writer) (map[string]replay.Report, error) {
-	f, err := c.filter()
-	if err != nil {
-		return nil, err
-	}
 	reports := map[string]replay.Report{}
 	for _, d := range destinations(c.subject) {
-		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: f, DryRun: c.dryRun})
+		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: broker.Filter{Classes: c.classes}, DryRun: c.dryRun})
 		reports[d] = rep
 		printReport(out, indent, label, d, rep)
 		if err != nil {
@@ -478,6 +422,8 @@ func replayAll(ctx context.Context, c config, out io.Writer, log *slog.Logger) (
 	return replayDestinations(ctx, r, c, "", label, out)
 }
 
+// printReport prints a replay's counts, then one line per record: its
+// sequence, event, class and outcome, and the repair or why it was left.
 func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 	summary := rep.Summary()
 	if summary == "" {
@@ -485,46 +431,6 @@ func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 	}
 	fmt.Fprintf(out, "%s%s of %s: %s\n", indent, label, dest, summary)
 	for _, it := range rep.Items {
-		why := ""
-		switch {
-		case it.Repair != nil:
-			why = it.Repair.String()
-		case it.Err != nil:
-			why = shorten(it.Err.Error(), 70)
-		}
-		fmt.Fprintf(out, "%s  seq %-4s %-14s %-17s %-13s %s\n", indent, it.RecordID, shorten(it.EventID, 14), it.Class, it.Outcome, why)
+		fmt.Fprintf(out, "%s  %s\n", indent, it)
 	}
-}
-
-func shorten(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
-// deleteAll deletes the source stream, the dead-letter stream and the
-// bucket (the demo's).
-func deleteAll(ctx context.Context, c config) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	nc, err := nats.Connect(c.natsURL)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, s := range []string{c.stream, c.dlqStream} {
-		if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
-			errs = append(errs, fmt.Errorf("deleting stream %s: %w", s, err))
-		}
-	}
-	if err := js.DeleteKeyValue(ctx, c.kv); err != nil && !errors.Is(err, natsjs.ErrBucketNotFound) {
-		errs = append(errs, fmt.Errorf("deleting bucket %s: %w", c.kv, err))
-	}
-	return errors.Join(errs...)
 }

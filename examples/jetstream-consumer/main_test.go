@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"log/slog"
 	"net/url"
 	"testing"
@@ -37,7 +38,13 @@ func testConfig(t *testing.T) config {
 		dlqStream: "DLQ_" + run, dlqPrefix: "geodlqtest." + run + ".dlq", replayer: "geodlq-replay", lease: 30 * time.Second,
 		claims: "memory", offloadDir: t.TempDir(), maxAttempts: 4, retryDelay: 5 * time.Millisecond,
 	}
-	t.Cleanup(func() { require.NoError(t, deleteAll(context.Background(), c)) })
+	t.Cleanup(func() {
+		if *keep {
+			t.Logf("kept streams %s and %s and bucket %s (-keep); remove them with nats stream rm and nats kv rm", c.stream, c.dlqStream, c.kv)
+			return
+		}
+		require.NoError(t, deleteAll(context.Background(), c))
+	})
 	return c
 }
 
@@ -60,8 +67,7 @@ func TestDemo(t *testing.T) {
 	c := testConfig(t)
 	js := connect(t, c)
 	var out bytes.Buffer
-	res, err := demo(ctx, c, &out, slog.New(slog.DiscardHandler))
-	t.Log(out.String())
+	res, err := demo(ctx, c, io.MultiWriter(&out, demoOutput(t)), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	retry, poison := destinations(c.subject)[0], destinations(c.subject)[1]
 	key := func(i int) string { return replay.NewKey("spatial.events", []byte(demoEvents[i])) }
@@ -129,7 +135,10 @@ func TestDemo(t *testing.T) {
 	require.ElementsMatch(t, []string{"crs_mismatch", "schema_violation"}, left)
 	require.Contains(t, out.String(), "Every event was stored exactly once.")
 
-	// The demo's cleanup deletes its streams and bucket.
+	// The cleanup deletes the streams and the bucket.
+	if *keep {
+		return
+	}
 	require.NoError(t, deleteAll(ctx, c))
 	for _, s := range []string{c.stream, c.dlqStream} {
 		_, err := js.Stream(ctx, s)

@@ -25,18 +25,19 @@
 //	go run ./examples/postgis-consumer -db postgres://app@db:5432/geo parcels.jsonl
 //	producer | go run ./examples/postgis-consumer -db postgres://app@db:5432/geo
 //	go run ./examples/postgis-consumer -db postgres://app@db:5432/geo replay -dry-run
-//	go run ./examples/postgis-consumer -demo   # sample events on the local PostgreSQL (scripts/services.sh)
 //
 // The tables live in -schema ("geodlq"): dead_letters, idempotency_claims
 // and parcels; the consumer creates them (the migrations are idempotent).
-// Everything it uses is public API.
+// Everything it uses is public API, and this file builds on its own in
+// your module. (Its walkthrough on the local PostgreSQL, sample.jsonl
+// loaded and replayed twice, is a test: go test -v -run TestDemo
+// ./examples/postgis-consumer.)
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -46,7 +47,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -74,10 +74,8 @@ type config struct {
 	maxLine     int
 	// replay subcommand
 	dryRun  bool
-	classes string
-	// demo
-	demo, keep bool
-	verbose    bool
+	classes classify.ClassList
+	verbose bool
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -90,9 +88,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff ceiling after the first failed attempt")
 	fs.IntVar(&c.maxLine, "max-line", 64<<20, "longest line (event) accepted, in bytes")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "replay: report what would happen, change nothing")
-	fs.StringVar(&c.classes, "class", "", "replay: only these failure classes (comma-separated)")
-	fs.BoolVar(&c.demo, "demo", false, "load the bundled sample events into a schema of its own, replay, print everything, then drop the schema")
-	fs.BoolVar(&c.keep, "keep", false, "demo: keep the demo schema")
+	fs.Var(&c.classes, "class", "replay: only these failure classes (comma-separated)")
 	fs.BoolVar(&c.verbose, "v", false, "log every dead-letter and replay decision")
 }
 
@@ -115,8 +111,7 @@ func main() {
 	}
 }
 
-// cli runs the command line: [flags] [FILE...], [flags] replay [flags], or
-// -demo.
+// cli runs the command line: [flags] [FILE...] or [flags] replay [flags].
 func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("postgis-consumer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -138,25 +133,14 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	switch {
-	case c.demo:
-		c.schema = "geodlq_demo_" + strings.ToLower(rand.Text()[:12])
-		_, err := demo(ctx, c, stdout, log)
-		if c.keep {
-			fmt.Fprintf(stdout, "\nKept schema %s; drop it with: DROP SCHEMA %s CASCADE\n", c.schema, c.schema)
-		} else if cerr := dropSchema(context.WithoutCancel(ctx), c); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return err
-	case replayMode:
+	if replayMode {
 		if len(rest) > 0 {
 			return fmt.Errorf("replay takes no arguments, got %q", rest)
 		}
 		_, err := replayAll(ctx, c, stdout, log)
 		return err
-	default:
-		return run(ctx, c, rest, stdin, stdout, log)
 	}
+	return run(ctx, c, rest, stdin, stdout, log)
 }
 
 // pipeline is what the loader and the replayer share: the dead-letter
@@ -170,8 +154,9 @@ type pipeline struct {
 	off    *offload.Offloader
 	proc   *broker.Processor
 	log    *slog.Logger
-	// enrich is the pipeline's call to a downstream service before the
-	// parcel is stored (the demo's tile server). Nil skips it.
+	// enrich is the pipeline's call to a downstream service (a tile
+	// server, a geocoder) before the parcel is stored; nil skips it. Its
+	// transient failures are retried in place, then dead-lettered.
 	enrich func(ctx context.Context, m *broker.Message) error
 	close  func()
 }
@@ -438,23 +423,11 @@ func destinations(topic string) []string {
 	return []string{broker.DefaultDestination(m, classify.RouteRetry), broker.DefaultDestination(m, classify.RoutePoison)}
 }
 
-func (c config) filter() (broker.Filter, error) {
-	classes, err := classify.ParseClasses(c.classes)
-	if err != nil {
-		return broker.Filter{}, fmt.Errorf("-class: %w", err)
-	}
-	return broker.Filter{Classes: classes}, nil
-}
-
 // replayDestinations runs r over every destination and prints the reports.
 func replayDestinations(ctx context.Context, r *replay.Replayer, c config, indent, label string, out io.Writer) (map[string]replay.Report, error) {
-	f, err := c.filter()
-	if err != nil {
-		return nil, err
-	}
 	reports := map[string]replay.Report{}
 	for _, d := range destinations(c.topic) {
-		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: f, DryRun: c.dryRun})
+		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: broker.Filter{Classes: c.classes}, DryRun: c.dryRun})
 		reports[d] = rep
 		printReport(out, indent, label, d, rep)
 		if err != nil {
@@ -482,6 +455,8 @@ func replayAll(ctx context.Context, c config, out io.Writer, log *slog.Logger) (
 	return replayDestinations(ctx, r, c, "", label, out)
 }
 
+// printReport prints a replay's counts, then one line per record: its id,
+// event, class and outcome, and the repair or why it was left.
 func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 	summary := rep.Summary()
 	if summary == "" {
@@ -489,13 +464,6 @@ func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 	}
 	fmt.Fprintf(out, "%s%s of %s: %s\n", indent, label, dest, summary)
 	for _, it := range rep.Items {
-		why := ""
-		switch {
-		case it.Repair != nil:
-			why = it.Repair.String()
-		case it.Err != nil:
-			why = shorten(it.Err.Error(), 70)
-		}
-		fmt.Fprintf(out, "%s  record %-4s %-14s %-17s %-13s %s\n", indent, it.RecordID, shorten(it.EventID, 14), it.Class, it.Outcome, why)
+		fmt.Fprintf(out, "%s  record %s\n", indent, it)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -53,11 +54,16 @@ func TestDemo(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t, 4)
 	c := testConfig(t, "geodlq_demo_"+strings.ToLower(rand.Text()[:12]))
-	t.Cleanup(func() { require.NoError(t, dropSchema(context.Background(), c)) })
+	t.Cleanup(func() {
+		if *keep {
+			t.Logf("kept schema %s (-keep); drop it with: DROP SCHEMA %s CASCADE", c.schema, c.schema)
+			return
+		}
+		require.NoError(t, dropSchema(context.Background(), c))
+	})
 
 	var out bytes.Buffer
-	res, err := demo(ctx, c, &out, slog.New(slog.DiscardHandler))
-	t.Log(out.String())
+	res, err := demo(ctx, c, io.MultiWriter(&out, demoOutput(t)), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 
 	// Loading: the valid parcel and the flaky event (retried in place) are
@@ -139,7 +145,10 @@ func TestDemo(t *testing.T) {
 	require.Len(t, left.Entries, 2)
 	require.Contains(t, out.String(), "Every parcel was written exactly once.")
 
-	// The demo's cleanup drops its schema.
+	// The cleanup drops the schema.
+	if *keep {
+		return
+	}
 	require.NoError(t, dropSchema(ctx, c))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, c.schema).Scan(&n))

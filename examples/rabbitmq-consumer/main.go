@@ -15,7 +15,7 @@
 // "<queue>.parked" with its x-death history instead of looping forever.
 //
 // The work — here, publishing the validated event to the output queue
-// -out, with confirms — runs once per idempotency key under a replay.Once
+// -out, with confirms (rabbitmq.SourcePublisher) — runs once per idempotency key under a replay.Once
 // claim. Claims live in memory by default, which makes duplicates harmless
 // only within one process; give -claims a redis://…[?geodlq_prefix=P] or
 // postgres://…[?geodlq_schema=S] URL to share them between processes and
@@ -25,20 +25,21 @@
 //
 // The replay subcommand reads both dead-letter queues, repairs invalid
 // geometries (GEOS MakeValid) and CRS mismatches (PROJ), re-publishes each
-// replayable event to its source queue with its idempotency key, and
-// acknowledges the dead-letter message only after the broker confirmed
-// the re-injection.
+// replayable event to its source queue with its idempotency key
+// (rabbitmq.SourcePublisher), and acknowledges the dead-letter message only
+// after the broker confirmed the re-injection.
 //
 //	go run ./examples/rabbitmq-consumer -amqp amqp://app:secret@mq:5672/ -queue spatial.events -claims postgres://app@db/geo
 //	go run ./examples/rabbitmq-consumer -amqp amqp://app:secret@mq:5672/ -queue spatial.events replay -dry-run
-//	go run ./examples/rabbitmq-consumer -demo   # sample events on the local RabbitMQ (scripts/services.sh)
 //
-// Everything it uses is public API.
+// Everything it uses is public API, and this file builds on its own in
+// your module. (Its walkthrough on the local RabbitMQ, sample events
+// through the consumer and two replays, is a test: go test -v -run TestDemo
+// ./examples/rabbitmq-consumer.)
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,7 +50,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -83,10 +83,8 @@ type config struct {
 	retryDelay    time.Duration
 	// replay subcommand
 	dryRun  bool
-	classes string
-	// demo
-	demo, keep bool
-	verbose    bool
+	classes classify.ClassList
+	verbose bool
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -103,9 +101,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per delivery before a transient failure is dead-lettered")
 	fs.DurationVar(&c.retryDelay, "retry-delay", 200*time.Millisecond, "backoff ceiling after the first failed attempt")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "replay: report what would happen, change nothing")
-	fs.StringVar(&c.classes, "class", "", "replay: only these failure classes (comma-separated)")
-	fs.BoolVar(&c.demo, "demo", false, "run sample events through the consumer on queues of its own, replay, print everything, then delete the queues")
-	fs.BoolVar(&c.keep, "keep", false, "demo: keep the demo's queues and exchanges")
+	fs.Var(&c.classes, "class", "replay: only these failure classes (comma-separated)")
 	fs.BoolVar(&c.verbose, "v", false, "log every dead-letter and replay decision")
 }
 
@@ -126,7 +122,7 @@ func main() {
 	}
 }
 
-// cli runs the command line: [flags], [flags] replay [flags], or -demo.
+// cli runs the command line: [flags] or [flags] replay [flags].
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rabbitmq-consumer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -149,29 +145,17 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	switch {
-	case c.demo:
-		run := "demo." + strings.ToLower(rand.Text()[:8])
-		c.queue, c.out, c.exchange, c.claims = run+".spatial.events", run+".spatial.parcels", run+".dlq", "memory"
-		_, err := demo(ctx, c, stdout, log)
-		if c.keep {
-			fmt.Fprintf(stdout, "\nKept the demo's queues and exchanges (%s.*); delete them with rabbitmqctl delete_queue …\n", run)
-		} else if cerr := deleteAll(c); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return err
-	case replayMode:
+	if replayMode {
 		_, err := replayAll(ctx, c, stdout, log)
 		return err
-	default:
-		p, err := newPipeline(ctx, c, log)
-		if err != nil {
-			return err
-		}
-		defer p.close()
-		fmt.Fprintf(stdout, "consuming %s; dead letters in %s\n", c.queue, strings.Join(p.deadLetterQueues(), ", "))
-		return p.consume(ctx)
 	}
+	p, err := newPipeline(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	fmt.Fprintf(stdout, "consuming %s; dead letters in %s\n", c.queue, strings.Join(p.deadLetterQueues(), ", "))
+	return p.consume(ctx)
 }
 
 // pipeline is what the consumer and the replayer share.
@@ -179,19 +163,18 @@ type pipeline struct {
 	c      config
 	conn   *amqp.Connection
 	store  *broker.Store
-	pub    *queuePublisher
+	pub    broker.Publisher // to queues by name: the output queue, and the replayer's target
 	claims replay.Claims
 	chk    *spatial.Checker
 	off    *offload.Offloader
 	popts  broker.ProcessorOptions
+	copts  rabbitmq.ConsumerOptions
 	log    *slog.Logger
-	// enrich is the pipeline's call to a downstream service before the
-	// event is emitted (the demo's tile server). Nil skips it.
+	// enrich is the pipeline's call to a downstream service (a tile
+	// server, a geocoder) before the event is emitted; nil skips it. Its
+	// transient failures are retried in place, then dead-lettered.
 	enrich func(ctx context.Context, m *broker.Message) error
-	// handled, when set, sees every handler call and its result (the
-	// demo counts deliveries with it).
-	handled func(m *broker.Message, err error)
-	close   func()
+	close  func()
 }
 
 func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, error) {
@@ -220,8 +203,9 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 		return fail(fmt.Errorf("dead-letter store: %w", err))
 	}
 	closers = append(closers, func() { _ = p.store.Close() })
-	p.pub = &queuePublisher{conn: p.conn}
-	closers = append(closers, p.pub.Close)
+	// Publishes persistent and mandatory through the default exchange,
+	// with confirms, on the store's channels.
+	p.pub = rabbitmq.SourcePublisher(p.store)
 	claims, closeClaims, err := openClaims(ctx, c.claims)
 	if err != nil {
 		return fail(err)
@@ -251,6 +235,7 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 		Policy:      classify.Policy{MaxAttempts: c.maxAttempts, BaseDelay: c.retryDelay},
 		Logger:      log,
 	}
+	p.copts = rabbitmq.ConsumerOptions{Prefetch: c.prefetch, ConsumerOptions: broker.ConsumerOptions{Logger: log}}
 	return p, nil
 }
 
@@ -337,8 +322,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rc, err := rabbitmq.NewConsumer(ch, p.c.queue, proc, &rabbitmq.ConsumerOptions{Prefetch: p.c.prefetch,
-		ConsumerOptions: broker.ConsumerOptions{Logger: p.log}})
+	rc, err := rabbitmq.NewConsumer(ch, p.c.queue, proc, &p.copts)
 	if err != nil {
 		return err
 	}
@@ -348,10 +332,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 
 // handle validates an event, then emits it exactly once per idempotency
 // key: the claim is taken before the publish, so a duplicate does nothing.
-func (p *pipeline) handle(ctx context.Context, m *broker.Message) (err error) {
-	if p.handled != nil {
-		defer func() { p.handled(m, err) }()
-	}
+func (p *pipeline) handle(ctx context.Context, m *broker.Message) error {
 	if _, err := p.chk.CheckEventContext(ctx, m.Body); err != nil {
 		return err // *classify.Error: class, stage, GEOS reason, location, EPSG
 	}
@@ -361,86 +342,11 @@ func (p *pipeline) handle(ctx context.Context, m *broker.Message) (err error) {
 		}
 	}
 	key := m.Header(broker.HeaderIdempotencyKey) // always set by the Processor
-	_, err = replay.Once(ctx, p.claims, key, time.Minute, func(ctx context.Context) error {
+	_, err := replay.Once(ctx, p.claims, key, time.Minute, func(ctx context.Context) error {
 		// The pipeline's real work goes here; this one emits the event.
 		return p.pub.Publish(ctx, p.c.out, m)
 	})
 	return classify.WithStage(err, classify.StagePersist)
-}
-
-// queuePublisher publishes persistent messages to queues through the
-// default exchange and waits for the broker's confirm: the replayer's
-// target, and the consumer's output. Headers travel as AMQP headers, the
-// key as the byte-array header rabbitmq.HeaderKey, as
-// rabbitmq.MessageOf reads them. It is safe for concurrent use.
-type queuePublisher struct {
-	conn    *amqp.Connection
-	mu      sync.Mutex
-	ch      *amqp.Channel
-	returns chan amqp.Return
-}
-
-// Publish publishes m, persistent and mandatory, to queue and returns once
-// the broker confirmed it. A message no queue takes fails with
-// rabbitmq.ErrUnroutable, one the broker nacks with rabbitmq.ErrNacked.
-func (q *queuePublisher) Publish(ctx context.Context, queue string, m *broker.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.ch == nil || q.ch.IsClosed() {
-		ch, err := q.conn.Channel()
-		if err != nil {
-			return fmt.Errorf("opening a channel: %w", err)
-		}
-		if err := ch.Confirm(false); err != nil {
-			_ = ch.Close()
-			return fmt.Errorf("enabling publisher confirms: %w", err)
-		}
-		q.ch, q.returns = ch, ch.NotifyReturn(make(chan amqp.Return, 1))
-	}
-	headers := amqp.Table{}
-	for k, v := range m.Headers {
-		headers[k] = v
-	}
-	if m.Key != nil {
-		headers[rabbitmq.HeaderKey] = m.Key
-	}
-	dc, err := q.ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, amqp.Publishing{
-		DeliveryMode: amqp.Persistent, Headers: headers, Body: m.Body, MessageId: strings.ToLower(rand.Text()), Timestamp: time.Now(),
-	})
-	if err != nil {
-		q.drop()
-		return fmt.Errorf("publishing to %q: %w", queue, err)
-	}
-	ok, err := dc.WaitContext(ctx)
-	if err != nil {
-		q.drop() // a late confirm or return could not be told apart from the next message's
-		return fmt.Errorf("waiting for the confirm of a message to %q (it may or may not be stored): %w", queue, err)
-	}
-	// A basic.return precedes the basic.ack of the same message, and the
-	// client hands it over before it resolves the confirm.
-	select {
-	case r := <-q.returns:
-		return fmt.Errorf("publishing to %q: %d %s: %w", queue, r.ReplyCode, r.ReplyText, rabbitmq.ErrUnroutable)
-	default:
-	}
-	if !ok {
-		return fmt.Errorf("publishing to %q: %w", queue, rabbitmq.ErrNacked)
-	}
-	return nil
-}
-
-func (q *queuePublisher) drop() {
-	_ = q.ch.Close()
-	q.ch = nil
-}
-
-// Close closes the publisher's channel.
-func (q *queuePublisher) Close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.ch != nil {
-		q.drop()
-	}
 }
 
 // replayer returns a replayer over src (the dead-letter store, or a
@@ -453,7 +359,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 	}
 	return replay.New(replay.Options{
 		Source:    src,
-		Target:    p.pub,
+		Target:    p.pub, // the source queue, confirmed
 		Fetcher:   p.off, // verifies offloaded blobs against their SHA-256
 		Repairers: repairers,
 		Check:     p.chk.ReplayCheck(), // a repair is re-injected only if it now passes
@@ -476,23 +382,11 @@ func (p *pipeline) deadLetterQueues() []string {
 	return qs
 }
 
-func (c config) filter() (broker.Filter, error) {
-	classes, err := classify.ParseClasses(c.classes)
-	if err != nil {
-		return broker.Filter{}, fmt.Errorf("-class: %w", err)
-	}
-	return broker.Filter{Classes: classes}, nil
-}
-
 // replayDestinations runs r over every destination and prints the reports.
 func replayDestinations(ctx context.Context, r *replay.Replayer, c config, indent, label string, out io.Writer) (map[string]replay.Report, error) {
-	f, err := c.filter()
-	if err != nil {
-		return nil, err
-	}
 	reports := map[string]replay.Report{}
 	for _, d := range destinations(c.queue) {
-		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: f, DryRun: c.dryRun})
+		rep, err := r.Run(ctx, replay.Request{Destination: d, Filter: broker.Filter{Classes: c.classes}, DryRun: c.dryRun})
 		reports[d] = rep
 		printReport(out, indent, label, d, rep)
 		if err != nil {
@@ -520,6 +414,8 @@ func replayAll(ctx context.Context, c config, out io.Writer, log *slog.Logger) (
 	return replayDestinations(ctx, r, c, "", label, out)
 }
 
+// printReport prints a replay's counts, then one line per record: its
+// message id, event, class and outcome, and the repair or why it was left.
 func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 	summary := rep.Summary()
 	if summary == "" {
@@ -527,50 +423,6 @@ func printReport(out io.Writer, indent, label, dest string, rep replay.Report) {
 	}
 	fmt.Fprintf(out, "%s%s of %s: %s\n", indent, label, dest, summary)
 	for _, it := range rep.Items {
-		why := ""
-		switch {
-		case it.Repair != nil:
-			why = it.Repair.String()
-		case it.Err != nil:
-			why = shorten(it.Err.Error(), 70)
-		}
-		fmt.Fprintf(out, "%s  %-14s %-17s %-13s %s\n", indent, shorten(it.EventID, 14), it.Class, it.Outcome, why)
+		fmt.Fprintf(out, "%s  %s\n", indent, it)
 	}
-}
-
-func shorten(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
-// deleteAll deletes the queues and exchanges the pipeline declared (the
-// demo's).
-func deleteAll(c config) error {
-	conn, err := amqp.Dial(c.amqpURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	queues := []string{c.queue, c.parking(), c.out}
-	for _, d := range destinations(c.queue) {
-		queues = append(queues, c.queuePrefix+d)
-	}
-	for _, q := range queues {
-		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
-			return fmt.Errorf("deleting queue %s: %w", q, err)
-		}
-	}
-	for _, x := range []string{c.dlx(), c.exchange} {
-		if err := ch.ExchangeDelete(x, false, false); err != nil {
-			return fmt.Errorf("deleting exchange %s: %w", x, err)
-		}
-	}
-	return nil
 }

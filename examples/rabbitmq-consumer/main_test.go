@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -33,7 +34,13 @@ func testConfig(t *testing.T) config {
 		amqpURL: testenv.AMQP(t), queue: run + ".spatial.events", deliveryLimit: 20, prefetch: 1, out: run + ".spatial.parcels",
 		exchange: run + ".dlq", lease: time.Minute, claims: "memory", offloadDir: t.TempDir(), maxAttempts: 4, retryDelay: 5 * time.Millisecond,
 	}
-	t.Cleanup(func() { require.NoError(t, deleteAll(c)) })
+	t.Cleanup(func() {
+		if *keep {
+			t.Logf("kept queues and exchanges %s.* (-keep); delete them with rabbitmqctl delete_queue and delete_exchange", run)
+			return
+		}
+		require.NoError(t, deleteAll(c))
+	})
 	return c
 }
 
@@ -74,8 +81,7 @@ func TestDemo(t *testing.T) {
 	c := testConfig(t)
 	conn := dial(t, c)
 	var out bytes.Buffer
-	res, err := demo(ctx, c, &out, slog.New(slog.DiscardHandler))
-	t.Log(out.String())
+	res, err := demo(ctx, c, io.MultiWriter(&out, demoOutput(t)), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	retry, poison := destinations(c.queue)[0], destinations(c.queue)[1]
 	key := func(i int) string { return replay.NewKey("spatial.events", []byte(demoEvents[i])) }
@@ -122,7 +128,10 @@ func TestDemo(t *testing.T) {
 	requireReady(t, conn, poison, 2)
 	require.Contains(t, out.String(), "Every event was emitted exactly once.")
 
-	// The demo's cleanup deletes its queues.
+	// The cleanup deletes the queues.
+	if *keep {
+		return
+	}
 	require.NoError(t, deleteAll(c))
 	for _, q := range []string{c.queue, c.parking(), c.out, retry, poison} {
 		require.Equal(t, -1, ready(t, conn, q), q)

@@ -1,7 +1,8 @@
-// Package sample is what the broker examples' -demo modes share: the sample
-// events producers "sent", a simulated tile server that fails transiently,
-// and a dead-letter source whose acknowledgements never land. It is demo
-// scaffolding; the part of an example a service copies is its main.go.
+// Package sample is what the broker examples' demos (their TestDemo, in
+// test files) share: the sample events producers "sent", a simulated tile
+// server that fails transiently, and a dead-letter source whose
+// acknowledgements never land. It is demo scaffolding that no example's
+// main.go imports: the part a service copies builds without it.
 package sample
 
 import (

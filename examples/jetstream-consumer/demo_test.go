@@ -1,14 +1,27 @@
 package main
 
+// The demo: the sample events through the consumer on the local
+// nats-server, the dead-letter destinations, a dry run, a replay that
+// crashes before acknowledging and the one after it, and the bucket that
+// shows every event stored once. Run it with
+//
+//	go test -v -run TestDemo ./examples/jetstream-consumer [-args -keep]
+//
+// It lives in a test file so that main.go stays what a service copies.
+
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
+	"testing"
 	"text/tabwriter"
 	"time"
 
@@ -21,6 +34,23 @@ import (
 	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
+
+var keep = flag.Bool("keep", false, "keep the streams and buckets the tests made (TestDemo's, to look at them)")
+
+// demoOutput is where TestDemo prints its walkthrough: the terminal too
+// with -v, and the test's log if it fails.
+func demoOutput(t *testing.T) io.Writer {
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() && !testing.Verbose() {
+			t.Log(buf.String())
+		}
+	})
+	if testing.Verbose() {
+		return io.MultiWriter(&buf, os.Stdout)
+	}
+	return &buf
+}
 
 // demoEvents are what producers sent (see sample.Events).
 var demoEvents = sample.Events()
@@ -57,9 +87,9 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	p.enrich = tiles.Enrich
 	res := &demoResult{deadLettered: map[string][]*envelope.Envelope{}, calls: map[string]int{}, stored: map[string]int{}}
 	var mu sync.Mutex
-	p.handled = func(m *broker.Message, _ error) {
+	p.copts.OnResult = func(_ *broker.Delivery, r broker.Result, _ error) {
 		mu.Lock()
-		res.calls[m.Header(broker.HeaderIdempotencyKey)]++
+		res.calls[r.IdempotencyKey] += r.Attempts // every delivery here is a first one: its attempts are its handler calls
 		mu.Unlock()
 	}
 	cons, err := p.setup(ctx)
@@ -252,4 +282,37 @@ func printBucket(ctx context.Context, out io.Writer, p *pipeline, res *demoResul
 	}
 	fmt.Fprintln(out, "\n   Every event was stored exactly once.")
 	return nil
+}
+
+func shorten(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// deleteAll deletes the source stream, the dead-letter stream and the
+// bucket (the demo's and the tests').
+func deleteAll(ctx context.Context, c config) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(c.natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range []string{c.stream, c.dlqStream} {
+		if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("deleting stream %s: %w", s, err))
+		}
+	}
+	if err := js.DeleteKeyValue(ctx, c.kv); err != nil && !errors.Is(err, natsjs.ErrBucketNotFound) {
+		errs = append(errs, fmt.Errorf("deleting bucket %s: %w", c.kv, err))
+	}
+	return errors.Join(errs...)
 }

@@ -1,16 +1,31 @@
 package main
 
+// The demo: the sample events through the consumer on the local RabbitMQ,
+// the dead-letter queues, a dry run, a replay that crashes before
+// acknowledging and the one after it, and the output queue that shows
+// every event emitted once. Run it with
+//
+//	go test -v -run TestDemo ./examples/rabbitmq-consumer [-args -keep]
+//
+// It lives in a test file so that main.go stays what a service copies.
+
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
+	"testing"
 	"text/tabwriter"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/rabbitmq"
@@ -22,19 +37,21 @@ import (
 // demoEvents are what producers sent (see sample.Events).
 var demoEvents = sample.Events()
 
-// observedStore counts the dead-letter writes the broker confirmed.
-type observedStore struct {
-	*broker.Store
-	confirmed func()
-}
+var keep = flag.Bool("keep", false, "keep the queues and exchanges the tests made (TestDemo's, to look at them)")
 
-// Publish publishes with the store and counts the confirmed writes.
-func (o observedStore) Publish(ctx context.Context, d string, m *broker.Message) error {
-	err := o.Store.Publish(ctx, d, m)
-	if err == nil {
-		o.confirmed()
+// demoOutput is where TestDemo prints its walkthrough: the terminal too
+// with -v, and the test's log if it fails.
+func demoOutput(t *testing.T) io.Writer {
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() && !testing.Verbose() {
+			t.Log(buf.String())
+		}
+	})
+	if testing.Verbose() {
+		return io.MultiWriter(&buf, os.Stdout)
 	}
-	return err
+	return &buf
 }
 
 // demoResult is what the demo did, for its test.
@@ -71,19 +88,14 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	// broker's confirm. Either way the source delivery is acked next.
 	var mu sync.Mutex
 	settledCount := 0
-	p.handled = func(m *broker.Message, err error) {
+	p.copts.OnResult = func(_ *broker.Delivery, r broker.Result, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		res.calls[m.Header(broker.HeaderIdempotencyKey)]++
-		if err == nil {
+		res.calls[r.IdempotencyKey] += r.Attempts // every delivery here is a first one: its attempts are its handler calls
+		if err == nil && r.Ack {
 			settledCount++
 		}
 	}
-	p.popts.Publisher = observedStore{p.store, func() {
-		mu.Lock()
-		settledCount++
-		mu.Unlock()
-	}}
 	if err := p.setup(ctx); err != nil {
 		return res, err
 	}
@@ -314,5 +326,42 @@ func drainOutput(ctx context.Context, out io.Writer, p *pipeline, res *demoResul
 		return fmt.Errorf("%d events were emitted more than once", twice)
 	}
 	fmt.Fprintln(out, "\n   Every event was emitted exactly once.")
+	return nil
+}
+
+func shorten(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// deleteAll deletes the queues and exchanges the pipeline declared (the
+// demo's and the tests').
+func deleteAll(c config) error {
+	conn, err := amqp.Dial(c.amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	queues := []string{c.queue, c.parking(), c.out}
+	for _, d := range destinations(c.queue) {
+		queues = append(queues, c.queuePrefix+d)
+	}
+	for _, q := range queues {
+		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+			return fmt.Errorf("deleting queue %s: %w", q, err)
+		}
+	}
+	for _, x := range []string{c.dlx(), c.exchange} {
+		if err := ch.ExchangeDelete(x, false, false); err != nil {
+			return fmt.Errorf("deleting exchange %s: %w", x, err)
+		}
+	}
 	return nil
 }

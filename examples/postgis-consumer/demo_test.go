@@ -1,15 +1,27 @@
 package main
 
+// The demo: sample.jsonl loaded into a schema of its own on the local
+// PostgreSQL, the dead-letter table as PostGIS sees it, a dry run, a
+// replay that crashes before acknowledging and the one after it, and the
+// parcels table that shows every event written once. Run it with
+//
+//	go test -v -run TestDemo ./examples/postgis-consumer [-args -keep]
+//
+// It lives in a test file so that main.go stays what a service copies.
+
 import (
 	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
+	"testing"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +34,23 @@ import (
 	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
+
+var keep = flag.Bool("keep", false, "keep TestDemo's schema, to look at it")
+
+// demoOutput is where TestDemo prints its walkthrough: the terminal too
+// with -v, and the test's log if it fails.
+func demoOutput(t *testing.T) io.Writer {
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() && !testing.Verbose() {
+			t.Log(buf.String())
+		}
+	})
+	if testing.Verbose() {
+		return io.MultiWriter(&buf, os.Stdout)
+	}
+	return &buf
+}
 
 // sampleEvents are what a producer sent, one per line: a valid parcel, a
 // bowtie, an unparseable CRS, a line that is not JSON, an event whose tile
