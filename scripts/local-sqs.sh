@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs (when missing) and starts local-aws-sqs, an SQS server that speaks
 # the JSON protocol of aws-sdk-go-v2 service/sqs v1.53, on 127.0.0.1 for
-# broker/sqs's tests and examples/sqs-consumer's -demo mode.
+# broker/sqs's tests and examples/sqs-consumer's TestDemo.
 #
 # The npm package is installed into a cache directory outside the repository
 # (no node_modules, no lockfile in the tree). Idempotent: when the port is

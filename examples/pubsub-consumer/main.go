@@ -12,9 +12,10 @@
 // reported: messages forwarded there would be lost).
 //
 //	go run ./examples/pubsub-consumer -project geo-prod -subscription geo-vector-sub -dead-letter-topic vector-dlq
-//	go run ./examples/pubsub-consumer -demo   # against pstest, in process
 //
-// Everything it uses is public API.
+// Everything it uses is public API, and this file builds on its own in
+// your module. (Its walkthrough against pstest, in process, is a test:
+// go test -v -run TestDemo ./examples/pubsub-consumer.)
 package main
 
 import (
@@ -31,11 +32,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/geodlq/geodlq/broker"
 	geopubsub "github.com/geodlq/geodlq/broker/pubsub"
@@ -49,7 +45,6 @@ type config struct {
 	project, subscription, deadLetterTopic string
 	maxDeliveryAttempts                    int
 	offloadDir                             string
-	demo                                   bool
 }
 
 func main() {
@@ -59,18 +54,11 @@ func main() {
 	flag.StringVar(&c.deadLetterTopic, "dead-letter-topic", "vector-dlq", "dead-letter topic (geodlq's envelopes, and the subscription's dead-letter policy)")
 	flag.IntVar(&c.maxDeliveryAttempts, "max-delivery-attempts", 5, "dead-letter policy maxDeliveryAttempts (5-100)")
 	flag.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries")
-	flag.BoolVar(&c.demo, "demo", false, "run against pstest in process with sample events, print the dead-letter topic, and exit")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	if c.demo {
-		err = demo(ctx, c, os.Stdout, log)
-	} else {
-		err = run(ctx, c, os.Stdout, log)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(ctx, c, os.Stdout, log); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "pubsub-consumer:", err)
 		os.Exit(1)
 	}
@@ -137,7 +125,7 @@ func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog
 
 func run(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
 	if c.project == "" {
-		return errors.New("-project is required (or -demo)")
+		return errors.New("-project is required")
 	}
 	if _, err := printPolicy(out, c); err != nil {
 		return err
@@ -156,91 +144,4 @@ func run(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
 	}
 	defer closeFn()
 	return cons.Run(ctx, h)
-}
-
-func demoEvents() []string {
-	return []string{
-		`{"event_id":"evt-1","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[12.49,41.89]}}`,
-		`{"source_uri":"s3://my-bucket/test.geojson","crs":"EPSG:4326","processing_mode":"vector","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[0,1],[1,0],[0,0]]]}}`,
-		`{"event_id":"evt-3857","crs":"EPSG:3857","geometry":{"type":"Point","coordinates":[1113194.9,6446275.8]}}`,
-		`not json at all`,
-	}
-}
-
-func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
-	srv := pstest.NewServer()
-	defer srv.Close()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	c.project = "geo-demo"
-	client, err := pubsub.NewClient(ctx, c.project, option.WithGRPCConn(conn))
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	dl, err := printPolicy(out, c)
-	if err != nil {
-		return err
-	}
-	// The infrastructure: source topic and subscription, dead-letter topic
-	// with the subscription geodlq's store reads, and the policy.
-	name := func(kind, id string) string { return "projects/" + c.project + "/" + kind + "/" + id }
-	for _, t := range []string{"vector-jobs", c.deadLetterTopic} {
-		if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name("topics", t)}); err != nil {
-			return err
-		}
-	}
-	for sub, t := range map[string]string{c.subscription: "vector-jobs", geopubsub.Subscription(c.deadLetterTopic): c.deadLetterTopic} {
-		if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: name("subscriptions", sub), Topic: name("topics", t)}); err != nil {
-			return err
-		}
-	}
-	if err := dl.Apply(ctx, client, c.subscription); err != nil {
-		return err
-	}
-	if _, err := geopubsub.CheckDeadLetterPolicy(ctx, client, c.subscription); err != nil {
-		return err
-	}
-	pub := client.Publisher("vector-jobs")
-	for _, e := range demoEvents() {
-		if _, err := pub.Publish(ctx, &pubsub.Message{Data: []byte(e)}).Get(ctx); err != nil {
-			return err
-		}
-	}
-	pub.Stop()
-	cons, store, h, closeFn, err := newConsumer(ctx, client, c, log)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(rctx, h) }()
-	var recs []*broker.Record
-	for deadline := time.Now().Add(30 * time.Second); len(recs) < 3 && time.Now().Before(deadline); {
-		got, err := store.Fetch(ctx, c.deadLetterTopic, broker.Filter{}, 10)
-		if err != nil {
-			cancel()
-			return err
-		}
-		recs = append(recs, got...)
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	fmt.Fprintf(out, "dead-letter topic %s: %d records\n", c.deadLetterTopic, len(recs))
-	for _, r := range recs {
-		e := r.Envelope
-		reason := e.ErrorMessage
-		if e.GeometryError != nil {
-			reason = e.GeometryError.Reason
-		}
-		fmt.Fprintf(out, "  %-40s %-18s %-20s %s\n", e.EventID, e.FailureClass, e.FailedStage, reason)
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"testing"
 
@@ -12,9 +13,8 @@ import (
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	c := config{subscription: "geo-vector-sub", deadLetterTopic: "vector-dlq", maxDeliveryAttempts: 5, offloadDir: t.TempDir()}
-	require.NoError(t, demo(context.Background(), c, &out, slog.New(slog.DiscardHandler)))
+	require.NoError(t, demo(context.Background(), c, io.MultiWriter(&out, demoOutput(t)), slog.New(slog.DiscardHandler)))
 	s := out.String()
-	t.Log(s)
 	require.Contains(t, s, "--max-delivery-attempts=5")
 	require.Contains(t, s, "dead-letter topic vector-dlq: 3 records")
 	for _, want := range []string{"invalid_geometry", "Self-intersection", "crs_mismatch", "schema_violation"} {

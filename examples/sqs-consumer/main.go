@@ -13,10 +13,12 @@
 //
 //	go run ./examples/sqs-consumer -queue-url https://sqs.eu-west-1.amazonaws.com/123456789012/vector-jobs \
 //	    -dlq vector-jobs-dlq -dlq-arn arn:aws:sqs:eu-west-1:123456789012:vector-jobs-dlq
-//	go run ./examples/sqs-consumer -demo   # against local-aws-sqs (scripts/local-sqs.sh)
 //
 // Credentials and region come from the usual AWS sources (environment,
-// shared config, instance role). Everything it uses is public API.
+// shared config, instance role). Everything it uses is public API, and
+// this file builds on its own in your module. (Its walkthrough on
+// local-aws-sqs, scripts/local-sqs.sh, is a test: go test -v -run TestDemo
+// ./examples/sqs-consumer.)
 package main
 
 import (
@@ -29,7 +31,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -37,7 +38,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/geodlq/geodlq/broker"
 	geosqs "github.com/geodlq/geodlq/broker/sqs"
@@ -55,7 +55,6 @@ type config struct {
 	longestOp       time.Duration
 	offloadDir      string
 	endpoint        string
-	demo            bool
 	// wait is the consumer's long-polling wait (0: 20 s).
 	wait time.Duration
 }
@@ -68,19 +67,12 @@ func main() {
 	flag.IntVar(&c.maxReceiveCount, "max-receive-count", 4, "redrive maxReceiveCount (the seed recommends 3-5)")
 	flag.DurationVar(&c.longestOp, "longest-op", 12*time.Second, "longest expected spatial operation (sets the visibility timeout)")
 	flag.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries")
-	flag.StringVar(&c.endpoint, "endpoint", os.Getenv("GEODLQ_TEST_SQS"), "SQS endpoint URL (default: AWS; -demo: http://127.0.0.1:9324)")
-	flag.BoolVar(&c.demo, "demo", false, "create queues on local-aws-sqs, send sample events, consume them, print the dead-letter queue, and exit")
+	flag.StringVar(&c.endpoint, "endpoint", os.Getenv("GEODLQ_TEST_SQS"), "SQS endpoint URL (default: AWS)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	if c.demo {
-		err = demo(ctx, c, os.Stdout, log)
-	} else {
-		err = run(ctx, c, os.Stdout, log)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(ctx, c, os.Stdout, log); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "sqs-consumer:", err)
 		os.Exit(1)
 	}
@@ -169,7 +161,7 @@ func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog
 
 func run(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
 	if c.queueURL == "" || c.dlqARN == "" {
-		return errors.New("-queue-url and -dlq-arn are required (or -demo)")
+		return errors.New("-queue-url and -dlq-arn are required")
 	}
 	settings, err := printSettings(out, c, log)
 	if err != nil {
@@ -189,100 +181,4 @@ func run(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
 	defer closeFn()
 	fmt.Fprintf(out, "consuming %s (visibility timeout %v)\n", c.queueURL, settings.VisibilityTimeout)
 	return cons.Run(ctx, h)
-}
-
-// demoEvents are what producers sent: a valid parcel, the seed's bowtie, an
-// EPSG:3857 payload in an EPSG:4326 pipeline, and a body that is not JSON.
-func demoEvents() []string {
-	return []string{
-		`{"event_id":"evt-1","crs":"EPSG:4326","geometry":{"type":"Point","coordinates":[12.49,41.89]}}`,
-		`{"source_uri":"s3://my-bucket/test.geojson","crs":"EPSG:4326","processing_mode":"vector","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[0,1],[1,0],[0,0]]]}}`,
-		`{"event_id":"evt-3857","crs":"EPSG:3857","geometry":{"type":"Point","coordinates":[1113194.9,6446275.8]}}`,
-		`not json at all`,
-	}
-}
-
-func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
-	if c.endpoint == "" {
-		c.endpoint = "http://127.0.0.1:9324"
-	}
-	// local-aws-sqs holds a long poll until it has MaxNumberOfMessages
-	// (SQS answers as soon as it has any), so the demo polls briefly.
-	c.wait = time.Second
-	client, err := newClient(ctx, c.endpoint)
-	if err != nil {
-		return err
-	}
-	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	dlq, err := client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("vector-jobs-dlq-" + suffix)})
-	if err != nil {
-		return fmt.Errorf("creating the demo queues on %s (run scripts/local-sqs.sh): %w", c.endpoint, err)
-	}
-	attrs, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-	if err != nil {
-		return err
-	}
-	c.dlq, c.dlqARN = aws.ToString(dlq.QueueUrl), attrs.Attributes["QueueArn"]
-	c.queueURL = "vector-jobs-" + suffix
-	settings, err := printSettings(out, c, log)
-	if err != nil {
-		return err
-	}
-	src, err := client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(c.queueURL), Attributes: settings.Attributes()})
-	if err != nil {
-		return err
-	}
-	c.queueURL = aws.ToString(src.QueueUrl)
-	for _, e := range demoEvents() {
-		if _, err := client.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String(e)}); err != nil {
-			return err
-		}
-	}
-	// Consume until every demo event has an outcome.
-	results := make(chan error, len(demoEvents()))
-	cons, h, closeFn, err := newConsumer(ctx, client, c, log, func(_ *broker.Delivery, _ broker.Result, err error) { results <- err })
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(rctx, h) }()
-	for range demoEvents() {
-		select {
-		case err := <-results:
-			if err != nil {
-				cancel()
-				<-done
-				return err
-			}
-		case err := <-done:
-			cancel()
-			return err
-		}
-	}
-	cancel()
-	<-done
-	_ = cons.Close()
-	store, err := geosqs.New(ctx, client, &geosqs.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 10 * time.Second}})
-	if err != nil {
-		return err
-	}
-	recs, err := store.Fetch(ctx, c.dlq, broker.Filter{}, 10)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "dead-letter queue: %d records\n", len(recs))
-	for _, r := range recs {
-		e := r.Envelope
-		reason := e.ErrorMessage
-		if e.GeometryError != nil {
-			reason = e.GeometryError.Reason
-		}
-		fmt.Fprintf(out, "  %-40s %-18s %-20s receive #%d  %s\n", e.EventID, e.FailureClass, e.FailedStage, e.Source.DeliveryCount, reason)
-		if err := store.Release(ctx, r); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -37,9 +38,8 @@ func sqsEndpoint(t *testing.T) string {
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	c := config{endpoint: sqsEndpoint(t), maxReceiveCount: 4, longestOp: 12 * time.Second, offloadDir: t.TempDir()}
-	require.NoError(t, demo(context.Background(), c, &out, slog.New(slog.DiscardHandler)))
+	require.NoError(t, demo(context.Background(), c, io.MultiWriter(&out, demoOutput(t)), slog.New(slog.DiscardHandler)))
 	s := out.String()
-	t.Log(s)
 	require.Contains(t, s, `\"maxReceiveCount\":\"4\"`)
 	require.Contains(t, s, `"VisibilityTimeout": "72"`)
 	require.Contains(t, s, "dead-letter queue: 3 records")
