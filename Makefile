@@ -1,7 +1,8 @@
 # geodlq — two commands on a fresh Debian machine:
 #   make demo   runs the quickstart on the embedded store
 #   make test   vet, race tests of every module, the CGO_ENABLED=0 core build,
-#               the import rule and module graph, go.mod tidiness
+#               the import rule and module graph, every example built as a
+#               copy in a module of its own, go.mod tidiness
 # Both install what is missing (scripts/deps.sh, scripts/services.sh).
 #
 # geodlq is several Go modules (the core at the root; each heavy adapter,
