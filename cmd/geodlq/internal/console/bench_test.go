@@ -180,6 +180,17 @@ func BenchmarkConsole(b *testing.B) {
 			lat = append(lat, get(mix[i%len(mix)]))
 			i++
 		}
+		per := map[string][]time.Duration{}
+		for j, d := range lat {
+			per[mix[j%len(mix)]] = append(per[mix[j%len(mix)]], d)
+		}
+		for _, p := range mix {
+			ds := per[p]
+			slices.Sort(ds)
+			if len(ds) > 0 {
+				b.Logf("%-70.70s max %v median %v", p, ds[len(ds)-1].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond))
+			}
+		}
 		slices.Sort(lat)
 		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 		b.ReportMetric(q(0.50), "p50-ms")

@@ -145,12 +145,20 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badQuery("sort %q: want newest or oldest", v.Get("sort")))
 		return
 	}
-	cur, err := decodeCursor(v.Get("cursor"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	var ans listAnswer
+	if sel.clientSide() && !sel.q.Replayed && s.index.status().Ready {
+		// Text and source prefix are filters no store applies: find the
+		// page's records in the index, then read them from the store.
+		var ic indexCursor
+		if ic, err = decodeIndexCursor(v.Get("cursor")); err == nil {
+			ans, err = s.listFromIndex(r.Context(), sel, newest, limit, ic)
+		}
+	} else {
+		var cur cursor
+		if cur, err = decodeCursor(v.Get("cursor")); err == nil {
+			ans, err = s.list(r.Context(), sel, newest, limit, cur)
+		}
 	}
-	ans, err := s.list(r.Context(), sel, newest, limit, cur)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -206,6 +214,121 @@ func (s *Server) list(ctx context.Context, sel selection, newest bool, limit int
 			return ans, nil
 		}
 	}
+}
+
+// indexCursor is the cursor of a list read from the index: the sort key
+// of the last record returned.
+type indexCursor struct {
+	At   int64  `json:"t"`
+	Dest string `json:"d"`
+	ID   string `json:"k"`
+	Set  bool   `json:"i"`
+}
+
+func decodeIndexCursor(s string) (indexCursor, error) {
+	var c indexCursor
+	if s == "" {
+		return c, nil
+	}
+	if len(s) > 4096 {
+		return c, badQuery("cursor is too long")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(b, &c) != nil || !c.Set {
+		return indexCursor{}, badQuery("cursor %q is not one this console issued for these filters", clip(s, 40))
+	}
+	return c, nil
+}
+
+// cmpKey orders records by dead-lettered time, then destination and id.
+func cmpKey(at int64, dest, id string, c indexCursor) int {
+	switch {
+	case at != c.At:
+		if at < c.At {
+			return -1
+		}
+		return 1
+	case dest != c.Dest:
+		if dest < c.Dest {
+			return -1
+		}
+		return 1
+	case id != c.ID:
+		if len(id) != len(c.ID) { // numeric ids: shorter is smaller
+			if len(id) < len(c.ID) {
+				return -1
+			}
+			return 1
+		}
+		if id < c.ID {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// listFromIndex reads a page of the records the index says match sel,
+// in dead-lettered order, from the store.
+func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, limit int, cur indexCursor) (listAnswer, error) {
+	ans := listAnswer{Records: []row{}}
+	type cand struct {
+		key  indexCursor
+		dest string
+		id   string
+	}
+	var cands []cand
+	s.index.mu.RLock()
+	for _, p := range s.index.recs {
+		if !sel.matchSummary(p) {
+			continue
+		}
+		k := indexCursor{At: p.at.UnixNano(), Dest: p.dest, ID: p.id, Set: true}
+		if cur.Set {
+			c := cmpKey(k.At, k.Dest, k.ID, cur)
+			if newest && c >= 0 || !newest && c <= 0 {
+				continue
+			}
+		}
+		cands = append(cands, cand{k, p.dest, p.id})
+	}
+	s.index.mu.RUnlock()
+	ans.Scanned = len(cands)
+	slices.SortFunc(cands, func(a, b cand) int {
+		c := cmpKey(a.key.At, a.key.Dest, a.key.ID, b.key)
+		if newest {
+			return -c
+		}
+		return c
+	})
+	more := len(cands) > limit
+	cands = cands[:min(limit, len(cands))]
+	byDest := map[string][]string{}
+	for _, c := range cands {
+		byDest[c.dest] = append(byDest[c.dest], c.id)
+	}
+	rows := map[recKey]row{}
+	for dest, ids := range byDest {
+		p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids}, Limit: len(ids)})
+		if err != nil {
+			return ans, err
+		}
+		for _, e := range p.Entries {
+			if e.Record != nil {
+				rows[recKey{e.Record.Destination, e.Record.ID}] = rowOf(e, envelopeOf(e.Record))
+			}
+		}
+	}
+	for _, c := range cands {
+		if r, ok := rows[recKey{c.dest, c.id}]; ok { // gone meanwhile: left out
+			ans.Records = append(ans.Records, r)
+		}
+	}
+	if more && len(cands) > 0 {
+		b, _ := json.Marshal(cands[len(cands)-1].key)
+		ans.Next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return ans, nil
 }
 
 // maxIDLen bounds a record id in a request.

@@ -185,6 +185,9 @@ func TestAPI(t *testing.T) {
 				{"reason=ring_not_closed,invalid_coordinate", []string{"evt-eu-unclosed", "evt-nan"}},
 				{"source_prefix=s3://provider-b/eu/", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3"}},
 				{"q=EU-", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3", "evt-eu-unclosed"}},
+				// With replayed records the list scans the store, not the index.
+				{"q=EU-&replayed=true", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3", "evt-eu-unclosed"}},
+				{"source_prefix=s3://provider-b/eu/&replayed=true&sort=oldest", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3"}},
 				{"bbox=-10,35,20,60", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3", "evt-eu-unclosed"}},
 				{"bbox=-10,35,20,60&reason=self_intersection", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3"}},
 				{"stage=parse", notJSON},

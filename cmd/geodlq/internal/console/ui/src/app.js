@@ -174,7 +174,7 @@ function indexStatus(ix) {
 }
 
 function legend() {
-  const lg = $('legend');
+  const lg = $('legend-classes');
   clear(lg);
   lg.append('Class:');
   for (const name of state.config.classes) {
@@ -556,7 +556,10 @@ async function openRecord(dest, id) {
     tr.classList.toggle('open', tr.dataset.destination === dest && tr.dataset.id === id);
   }
   const panel = $('record');
-  panel.hidden = false;
+  if (panel.hidden) {
+    panel.hidden = false;
+    map.invalidateSize(); // the map just got narrower
+  }
   panel.dataset.destination = dest;
   panel.dataset.id = id;
   $('rec-title').textContent = dest + '/' + id;
@@ -862,6 +865,7 @@ function wire() {
   $('rec-close').addEventListener('click', () => {
     $('record').hidden = true;
     state.open = null;
+    map.invalidateSize();
     if (recMap) { recMap.remove(); recMap = null; }
   });
   $('payload-show').addEventListener('click', showPayload);
