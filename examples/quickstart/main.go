@@ -231,7 +231,7 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 	fmt.Printf("2. Consumed: %d processed, %d dead-lettered (transient failures retried in place first).\n\n", handled, dl)
 
 	// --- 3. Triage: what is in the dead-letter store, and why. --------------
-	if err := triage(ctx, store); err != nil {
+	if err := triage(ctx, store, names); err != nil {
 		return err
 	}
 
@@ -279,6 +279,9 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 	for _, it := range repaired {
 		fmt.Printf("   repaired %-14s %s\n", names[it.IdempotencyKey], it.Repair)
 	}
+	fmt.Println("   (would_…: the dry run's verdicts; ack_failed: re-injected, not acknowledged — the crash;")
+	fmt.Println("    repaired/replayed: re-injected and acknowledged; repair_failed: still invalid after the repair, left for a human;")
+	fmt.Println("    skipped: never replayed — a schema violation or an oversized payload)")
 	handled, dl, err = consume()
 	if err != nil {
 		return err
@@ -286,9 +289,11 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 	fmt.Printf("   consumer: %d re-injected deliveries handled, %d dead-lettered again\n\n", handled, dl)
 
 	// --- 5. Exactly once, from the claims store. ----------------------------
-	fmt.Println("5. Side effects, from the claims store (each replayed event was delivered twice):")
+	fmt.Println("5. Side effects, from the claims store. HANDLER CALLS counts every delivery to the handler: retries in")
+	fmt.Println("   place, the first consumption and the replay's two re-injections (replay #1 crashed before acking).")
+	fmt.Println("   SIDE EFFECTS must never exceed 1:")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "   EVENT\tDELIVERIES\tCLAIMS COMPLETED\tSIDE EFFECTS")
+	fmt.Fprintln(tw, "   EVENT\tHANDLER CALLS\tCLAIMS COMPLETED\tSIDE EFFECTS")
 	keys := make([]string, 0, len(names))
 	for k := range names {
 		keys = append(keys, k)
@@ -313,6 +318,8 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 		return fmt.Errorf("%d events ran their side effect more than once", violations)
 	}
 	fmt.Println("   Every side effect happened exactly once.")
+	fmt.Printf("\nExplore the store it left behind (go install github.com/geodlq/geodlq/cmd/geodlq@latest):\n  geodlq --store sqlite://%s --blobs file://%s list\n", dbPath, blobs.Dir())
+	fmt.Printf("See the store on a map (the operator console):\n  geodlq serve --store sqlite://%s --blobs file://%s\n", dbPath, blobs.Dir())
 	return nil
 }
 
@@ -341,8 +348,12 @@ func counts(r replay.Report) string {
 	return strings.Join(parts, " ")
 }
 
-func triage(ctx context.Context, store *broker.Store) error {
-	fmt.Println("3. Triage (dead-letter store):")
+// triage prints the dead-letter store's records, and names each event in
+// names (by idempotency key) as its envelope does, so that every table
+// calls an event the same: an event without an id of its own (the body
+// that is not JSON) is known by the id the envelope derived for it.
+func triage(ctx context.Context, store *broker.Store, names map[string]string) error {
+	fmt.Println("3. Triage (dead-letter store; EPSG \"-\": no EPSG code known):")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "   EVENT\tDEST\tCLASS\tSTAGE\tREASON\tAT\tEPSG\tGEOMETRY\tTRIES")
 	for _, dest := range []string{poison, retry} {
@@ -355,13 +366,14 @@ func triage(ctx context.Context, store *broker.Store) error {
 			if err != nil {
 				return err
 			}
-			reason, at, epsg := truncate(env.ErrorMessage, 40), "", "-"
+			names[env.IdempotencyKey] = env.EventID
+			reason, at, epsg := truncate(env.ErrorMessage, 60), "-", "-"
 			if ge := env.GeometryError; ge != nil {
 				if ge.Reason != "" {
-					reason = truncate(ge.Reason, 40)
+					reason = truncate(ge.Reason, 60)
 				}
 				at = fault(ge)
-				if ge.EPSG != nil {
+				if ge.EPSG != nil && *ge.EPSG != 0 {
 					epsg = strconv.Itoa(*ge.EPSG)
 				}
 			}
