@@ -32,7 +32,7 @@ const (
 	// members a geometry may have, and DefaultMaxHoles the most holes of a
 	// polygon: spatial.Checker's defaults, so that the gate refuses what
 	// the consumer would.
-	DefaultMaxParts = 100_000
+	DefaultMaxParts = 200_000
 	DefaultMaxHoles = 10_000
 	// DefaultExpectedEPSG is the EPSG code events must be in: WGS 84, which
 	// RFC 7946's default CRS (OGC:CRS84) resolves to.

@@ -22,7 +22,7 @@ import (
 const (
 	DefaultExpectedEPSG       = 4326
 	DefaultMaxVertices        = 5_000_000
-	DefaultMaxParts           = 100_000
+	DefaultMaxParts           = 200_000
 	DefaultMaxHoles           = 10_000
 	DefaultMaxBytes           = 64 << 20
 	DefaultCRSCacheSize       = 1024
@@ -52,7 +52,7 @@ type Options struct {
 	// soon as the parser opens one too many. GEOS keeps hundreds of bytes
 	// per part, and about a kilobyte per hole, while it checks validity,
 	// so these bound the memory of geometries of many small parts, which
-	// the vertex budget does not. Defaults 100,000 and 10,000; negative
+	// the vertex budget does not. Defaults 200,000 and 10,000; negative
 	// means no limit.
 	MaxParts, MaxHoles int
 	// MaxBytes is the largest payload or geometry accepted; larger ones

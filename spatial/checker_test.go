@@ -416,7 +416,7 @@ func TestClose(t *testing.T) {
 func TestNewCheckerOptions(t *testing.T) {
 	c := newChecker(t, nil)
 	require.Equal(t, Options{
-		ExpectedEPSG: 4326, MaxVertices: 5_000_000, MaxParts: 100_000, MaxHoles: 10_000, MaxBytes: 64 << 20,
+		ExpectedEPSG: 4326, MaxVertices: 5_000_000, MaxParts: 200_000, MaxHoles: 10_000, MaxBytes: 64 << 20,
 		CRSCacheSize: 1024, TransformCacheSize: 64,
 		MaxRepairVertices: 100_000, MaxRepairParts: 10_000, MaxRepairCrossings: 10_000,
 	}, c.Options())

@@ -496,13 +496,13 @@ var hostileEvents = []Family{
 			return Sample{Data: repeatN(hHead+`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]],`, "[]", ",", "]}"+hTail, 5_000)}
 		}},
 	{Name: "collection_members_many", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
-		Description: "a GeometryCollection of two hundred thousand Points: over the parts budget",
+		Description: "a GeometryCollection of three hundred thousand Points: over the parts budget",
 		gen: func(int) Sample {
-			return Sample{Data: repeatN(hHead+`{"type":"GeometryCollection","geometries":[`, hPoint, ",", "]}"+hTail, 200_000)}
+			return Sample{Data: repeatN(hHead+`{"type":"GeometryCollection","geometries":[`, hPoint, ",", "]}"+hTail, 300_000)}
 		}},
 	{Name: "multipolygon_parts_many", Large: true, Group: "size", Class: tooLarge, Kind: classify.KindVertexBudget,
-		Description: "a valid MultiPolygon of a hundred thousand small squares: over the parts budget",
-		gen:         func(int) Sample { return Sample{Data: squaresEvent(100_000)} }},
+		Description: "a valid MultiPolygon of a hundred and fifty thousand small squares: over the parts budget",
+		gen:         func(int) Sample { return Sample{Data: squaresEvent(150_000)} }},
 	{Name: "multipolygon_parts_under_budget", Large: true, Group: "size", Class: valid,
 		Description: "a valid MultiPolygon of forty-five thousand small squares (ninety thousand parts, under the budget)",
 		gen:         func(int) Sample { return Sample{Data: squaresEvent(45_000)} }},
