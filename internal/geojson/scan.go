@@ -37,10 +37,6 @@ type scanner struct {
 	maxDepth int
 	// maxNumber bounds the length of a number converted by coordinate.
 	maxNumber int
-	// open is skip's stack of open containers, one bit each (1 = object);
-	// it starts as openBuf and grows only past 512 levels.
-	open    []uint64
-	openBuf [8]uint64
 }
 
 // eof is what [scanner.ws] returns at the end of the input. It is not a
@@ -356,7 +352,11 @@ func (s *scanner) coordinate() (float64, string) {
 // s.maxDepth levels deep (counted from the value skipped) is refused
 // before it is entered.
 func (s *scanner) skip(lenient bool) *Error {
-	depth := 0 // containers open; s.open's bit depth-1 says whether the innermost is an object
+	// The open containers, one bit each (1 = an object), innermost at bit
+	// depth-1: on this frame's stack up to 512 levels, beyond on the heap.
+	var inline [8]uint64
+	open := inline[:]
+	depth := 0
 	for {
 		// A value is expected.
 		switch c := s.ws(); c {
@@ -373,7 +373,11 @@ func (s *scanner) skip(lenient bool) *Error {
 				s.pos++
 				break // an empty container is a complete value
 			}
-			s.push(depth, c == '{')
+			if w := depth >> 6; w < len(open) {
+				open[w] = open[w]&^(1<<(depth&63)) | b2u(c == '{')<<(depth&63)
+			} else {
+				open = append(open, b2u(c == '{'))
+			}
 			depth++
 			if c == '{' {
 				if err := s.memberName(); err != nil {
@@ -392,7 +396,7 @@ func (s *scanner) skip(lenient bool) *Error {
 			if depth == 0 {
 				return nil
 			}
-			obj := s.isObject(depth - 1)
+			obj := open[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
 			c := s.ws()
 			if c == ',' {
 				s.pos++
@@ -416,25 +420,11 @@ func (s *scanner) skip(lenient bool) *Error {
 	}
 }
 
-// push records that the container opened at depth is an object (or an
-// array).
-func (s *scanner) push(depth int, obj bool) {
-	w := depth >> 6
-	if s.open == nil {
-		s.open = s.openBuf[:]
+func b2u(b bool) uint64 {
+	if b {
+		return 1
 	}
-	for w >= len(s.open) {
-		s.open = append(s.open, 0)
-	}
-	if obj {
-		s.open[w] |= 1 << (depth & 63)
-	} else {
-		s.open[w] &^= 1 << (depth & 63)
-	}
-}
-
-func (s *scanner) isObject(depth int) bool {
-	return s.open[depth>>6]&(1<<(depth&63)) != 0
+	return 0
 }
 
 // memberName consumes a member name and its colon.
