@@ -209,3 +209,25 @@ int gdlq_authorities(gdlq_proj *p, char *buf, int n) {
   proj_string_list_destroy(list);
   return rc;
 }
+
+char *gdlq_projjson(const char *def) {
+  PJ_CONTEXT *ctx = proj_context_create();
+  if (ctx == NULL) {
+    return NULL;
+  }
+  proj_log_level(ctx, PJ_LOG_NONE);
+  char *out = NULL;
+  PJ *pj = proj_create(ctx, def);
+  if (pj != NULL) {
+    if (proj_is_crs(pj)) {
+      const char *opts[] = {"MULTILINE=NO", NULL};
+      const char *s = proj_as_projjson(ctx, pj, opts);
+      if (s != NULL) {
+        out = strdup(s);
+      }
+    }
+    proj_destroy(pj);
+  }
+  proj_context_destroy(ctx);
+  return out;
+}

@@ -36,5 +36,9 @@ void gdlq_resolve(gdlq_proj *p, const char *def, int min_confidence,
  * each followed by a newline. Returns 0 on success, -1 if PROJ has no
  * database or buf is too small. */
 int gdlq_authorities(gdlq_proj *p, char *buf, int n);
+/* Returns PROJ's PROJJSON of the CRS def, on one line, in a string the
+ * caller frees, or NULL when def is not a CRS PROJ knows. It uses a PROJ
+ * context of its own, so calls may run concurrently. */
+char *gdlq_projjson(const char *def);
 
 #endif

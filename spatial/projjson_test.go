@@ -1,0 +1,56 @@
+package spatial_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/spatial"
+)
+
+func TestPROJJSON(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		typ  string
+		name string
+	}{
+		{4326, "GeographicCRS", "WGS 84"},
+		{3857, "ProjectedCRS", "WGS 84 / Pseudo-Mercator"},
+		{27700, "ProjectedCRS", "OSGB36 / British National Grid"},
+	} {
+		raw, err := spatial.PROJJSON(tc.code)
+		require.NoError(t, err, tc.code)
+		var v struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			ID   struct {
+				Authority string `json:"authority"`
+				Code      int    `json:"code"`
+			} `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &v))
+		require.Equal(t, tc.typ, v.Type)
+		require.Equal(t, tc.name, v.Name)
+		require.Equal(t, "EPSG", v.ID.Authority)
+		require.Equal(t, tc.code, v.ID.Code)
+		require.NotContains(t, string(raw), "\n", "one line")
+	}
+	for _, code := range []int{0, -1, 1, 999_999, 1_000_000, 1 << 40} {
+		_, err := spatial.PROJJSON(code)
+		require.ErrorIs(t, err, spatial.ErrUnknownEPSG, "%d", code)
+	}
+}
+
+// PROJJSON gives the crs member GeoParquet and STAC metadata take.
+func ExamplePROJJSON() {
+	raw, err := spatial.PROJJSON(4326)
+	if err != nil {
+		panic(err)
+	}
+	var crs struct{ Name string }
+	_ = json.Unmarshal(raw, &crs)
+	fmt.Println(crs.Name)
+	// Output: WGS 84
+}
