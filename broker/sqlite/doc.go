@@ -68,7 +68,8 @@
 //	            cancellation nor a deadline interrupts it. Publish, Fetch, Ack
 //	            and Release return nil exactly when their transaction
 //	            committed; otherwise nothing changed. Only the wait for the
-//	            lock (up to Options.BusyTimeout, 10 s) ends with the context.
+//	            lock (up to Options.BusyTimeout, 10 s) ends with the context,
+//	            within 0.1 s.
 //	Redelivery  Fetch leases rows for Options.LeaseTTL (30 s) by the local
 //	            clock (Options.Now; processes sharing the file compare their own
 //	            clocks): a crashed replayer's rows are fetchable again once it

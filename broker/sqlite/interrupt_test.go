@@ -17,8 +17,9 @@ import (
 	"github.com/geodlq/geodlq/broker/sqlite"
 )
 
-// hog holds the file's write lock for random spells through a connection
-// of its own, as another process would, until stop is closed.
+// hog holds the file's write lock for random spells, now and then a long
+// one, through a connection of its own, as another process would, until
+// stop is closed.
 func hog(t *testing.T, path string, stop <-chan struct{}) *sync.WaitGroup {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
@@ -39,7 +40,11 @@ func hog(t *testing.T, path string, stop <-chan struct{}) *sync.WaitGroup {
 				return
 			}
 			if _, err := c.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err == nil {
-				time.Sleep(time.Duration(rand.N(3000)) * time.Microsecond)
+				spell := time.Duration(rand.N(3000)) * time.Microsecond
+				if rand.N(250) == 0 {
+					spell = 110 * time.Millisecond // longer than a busy quantum: a waiter checks its context
+				}
+				time.Sleep(spell)
 				_, _ = c.ExecContext(context.Background(), "COMMIT")
 			}
 			_ = c.Close()

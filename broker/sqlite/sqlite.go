@@ -208,8 +208,8 @@ func (d *drv) unlock() { <-d.sem }
 //
 // ctx bounds the wait for the connection and for SQLite's write lock:
 // until the statement has the lock nothing has happened, and an error then
-// means just that (SQLITE_BUSY is retried here, in steps that end with
-// ctx). The statement itself runs under a context without ctx's
+// means just that (SQLITE_BUSY is retried, and the wait ends within
+// busyQuantum of ctx's end). The statement itself runs under a context without ctx's
 // cancellation or deadline, so that a started write is never abandoned
 // half-way: write returns nil only when the statement's transaction
 // committed, and otherwise it was rolled back and nothing changed. Its
