@@ -514,6 +514,13 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 				if it.Err != nil {
 					ji.Error = clip(it.Err.Error(), 1000)
 				}
+				if it.Outcome == replay.OutcomePublishFailed && ctx.Err() != nil &&
+					errors.Is(it.Err, context.Canceled) && !errors.Is(it.Err, broker.ErrOutcomeUnknown) {
+					// Cancelled before its re-injection was written: the
+					// record was released untouched, not failed.
+					ji.Outcome = "interrupted"
+					ji.Error = "cancelled before the re-injection: released untouched, still in the store"
+				}
 				if it.Outcome == replay.OutcomeReplayed || it.Outcome == replay.OutcomeRepaired {
 					gone = append(gone, recKey{dest, it.RecordID})
 				}

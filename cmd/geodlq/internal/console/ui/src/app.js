@@ -353,6 +353,7 @@ async function loadList() {
   $('list-count').textContent = '(' + ans.records.length + ' on this page' + (ans.partial ? ', scan budget reached: more may follow' : '') + ')';
   $('next').disabled = !state.next;
   $('first').disabled = state.cursors.length <= 1;
+  $('prev').disabled = state.cursors.length <= 1;
   $('page-info').textContent = 'page ' + state.cursors.length;
   $('check-all').checked = false;
   selectionButtons();
@@ -846,6 +847,12 @@ function wire() {
     if (!state.next) return;
     state.cursor = state.next;
     state.cursors.push(state.cursor);
+    loadList().catch(showFilterError);
+  });
+  $('prev').addEventListener('click', () => {
+    if (state.cursors.length <= 1) return;
+    state.cursors.pop();
+    state.cursor = state.cursors[state.cursors.length - 1];
     loadList().catch(showFilterError);
   });
   $('first').addEventListener('click', () => {
