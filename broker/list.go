@@ -154,6 +154,32 @@ type PurgeResult struct {
 	Orphaned []string
 }
 
+// BucketOf returns the start of the time bucket of width d that holds t,
+// counted from the Unix epoch in UTC, as [StatsOptions.Bucket] groups
+// (time.Truncate counts from year 1, which puts week buckets on the wrong
+// day). d <= 0 returns the zero time.
+func BucketOf(t time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	// Whole seconds and nanoseconds separately, so that no date overflows.
+	sec, nsec := t.Unix(), int64(t.Nanosecond())
+	if d%time.Second == 0 {
+		w := int64(d / time.Second)
+		b := sec / w * w
+		if sec%w < 0 {
+			b -= w
+		}
+		return time.Unix(b, 0).UTC()
+	}
+	ns := sec*int64(time.Second) + nsec
+	b := ns / int64(d) * int64(d)
+	if ns%int64(d) < 0 {
+		b -= int64(d)
+	}
+	return time.Unix(0, b).UTC()
+}
+
 // countByListing is [Store.Stats] for a driver that can list but not
 // count.
 func countByListing(ctx context.Context, l Lister, opts StatsOptions) ([]Count, error) {
@@ -184,7 +210,7 @@ func countByListing(ctx context.Context, l Lister, opts StatsOptions) ([]Count, 
 					k.kind = classify.ReasonKind(env.GeometryError.Kind)
 				}
 				if opts.Bucket > 0 {
-					k.bucket = env.DeadLetteredAt.UTC().Truncate(opts.Bucket)
+					k.bucket = BucketOf(env.DeadLetteredAt, opts.Bucket)
 				}
 			} else if e.Record.Envelope != nil {
 				k.class, k.stage = e.Record.Envelope.FailureClass, e.Record.Envelope.FailedStage

@@ -249,3 +249,22 @@ func TestStoreReadOnly(t *testing.T) {
 	require.ErrorIs(t, s.Release(ctx, r), broker.ErrReadOnly)
 	require.Empty(t, d.stored)
 }
+
+func TestBucketOf(t *testing.T) {
+	week := 7 * 24 * time.Hour
+	for _, tc := range []struct {
+		t    time.Time
+		d    time.Duration
+		want time.Time
+	}{
+		// The Unix epoch was a Thursday: weeks start on Thursdays.
+		{time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC), week, time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 12, 2, 23, 59, 59, 0, time.UTC), week, time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 12, 3, 7, 45, 0, 0, time.FixedZone("x", 3600)), time.Hour, time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)},
+		{time.Date(1969, 12, 31, 23, 30, 0, 0, time.UTC), time.Hour, time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC)},
+		{time.Unix(10, 700_000_000), 500 * time.Millisecond, time.Unix(10, 500_000_000).UTC()},
+		{time.Unix(10, 0), 0, time.Time{}},
+	} {
+		require.Equal(t, tc.want, broker.BucketOf(tc.t, tc.d), "%v / %v", tc.t, tc.d)
+	}
+}
