@@ -40,6 +40,8 @@ type summary struct {
 	// lon, lat is where the record is drawn (EPSG:4326); located says
 	// from what: "fault", "centroid", or "" (not drawn; why says why).
 	lon, lat    float64
+	my          float64    // lat in Web Mercator, 0 (north) to 1 (south)
+	prefix      string     // source's scheme://host
 	fault       *orb.Point // the fault location in the payload's coordinates
 	located     string
 	reprojected int // the EPSG code the point was reprojected from, or 0
@@ -86,6 +88,7 @@ func (ix *index) summarize(ctx context.Context, e broker.Entry) *summary {
 	p.epsg = broker.EPSGOf(env)
 	p.at = env.DeadLetteredAt
 	p.source = triage.SourceURI(env)
+	p.prefix = sourcePrefix(p.source)
 	reason := ""
 	if ge := env.GeometryError; ge != nil {
 		p.kind, reason = ge.Kind, ge.Reason
@@ -132,7 +135,7 @@ func (ix *index) locate(ctx context.Context, env *envelope.Envelope, p *summary)
 		p.located, p.why = "", why
 		return
 	}
-	p.lon, p.lat, p.reprojected = lon, lat, from
+	p.lon, p.lat, p.reprojected, p.my = lon, lat, from, mercY(lat)
 }
 
 // centroid returns the centroid of a GeoJSON geometry (the mean of its
@@ -376,7 +379,7 @@ func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
 		if zoom >= maxZoom {
 			k = [2]int64{int64(math.Float64bits(p.lon)), int64(math.Float64bits(p.lat))}
 		} else {
-			k = [2]int64{int64(math.Floor((p.lon + 180) / 360 * cells)), int64(math.Floor(mercY(p.lat) * cells))}
+			k = [2]int64{int64(math.Floor((p.lon + 180) / 360 * cells)), int64(math.Floor(p.my * cells))}
 		}
 		a := grid[k]
 		if a == nil {
@@ -491,6 +494,54 @@ func whyKey(why string) string {
 	return why
 }
 
+// overview counts the matching records by destination, class, stage,
+// EPSG, reason kind and source prefix, and by class per time bucket (a
+// bucket chosen from their time span).
+func (ix *index) overview(sel selection) (open int, groups map[groupKey]int, timeline map[timeKey]int, prefixes map[string]int, bucket time.Duration) {
+	var matched []*summary
+	var lo, hi time.Time
+	ix.mu.RLock()
+	for _, p := range ix.recs {
+		if !sel.matchSummary(p) {
+			continue
+		}
+		matched = append(matched, p)
+		if p.envelope && !p.at.IsZero() {
+			if lo.IsZero() || p.at.Before(lo) {
+				lo = p.at
+			}
+			if p.at.After(hi) {
+				hi = p.at
+			}
+		}
+	}
+	ix.mu.RUnlock()
+	bucket = bucketFor(hi.Sub(lo))
+	groups, timeline, prefixes = map[groupKey]int{}, map[timeKey]int{}, map[string]int{}
+	b := bucket.Nanoseconds()
+	for _, p := range matched {
+		groups[groupKey{p.dest, p.class, p.stage, p.kind, p.epsg}]++
+		if p.envelope && !p.at.IsZero() {
+			t := p.at.UnixNano()
+			timeline[timeKey{t - ((t%b)+b)%b, p.class}]++
+		}
+		prefixes[p.prefix]++
+	}
+	return len(matched), groups, timeline, prefixes, bucket
+}
+
+// groupKey and timeKey are the overview's counting keys.
+type (
+	groupKey struct {
+		dest, class, stage, kind string
+		epsg                     int
+	}
+	timeKey struct {
+		at    int64 // the bucket's start, ns since the epoch
+		class string
+	}
+)
+
 // prefixes counts the matching records by source-URI prefix
 // (scheme://host), the top n.
 func (ix *index) prefixes(sel selection, n int) []keyCount {
@@ -498,7 +549,7 @@ func (ix *index) prefixes(sel selection, n int) []keyCount {
 	ix.mu.RLock()
 	for _, p := range ix.recs {
 		if sel.matchSummary(p) {
-			counts[sourcePrefix(p.source)]++
+			counts[p.prefix]++
 		}
 	}
 	ix.mu.RUnlock()

@@ -552,21 +552,22 @@ func safeName(s string) string {
 
 // overviewAnswer is GET /api/overview.
 type overviewAnswer struct {
-	Total         int                       `json:"total"`
-	Open          int                       `json:"open"`
-	Leased        int                       `json:"leased"`
-	Replayed      int                       `json:"replayed"`
-	ByDestination []keyCount                `json:"by_destination"`
-	ByClass       []keyCount                `json:"by_class"`
-	ByStage       []keyCount                `json:"by_stage"`
-	ByEPSG        []keyCount                `json:"by_epsg"`
-	ByReasonKind  []keyCount                `json:"by_reason_kind"`
-	TopPrefixes   []keyCount                `json:"top_source_prefixes"`
-	Bucket        string                    `json:"bucket"`
-	Timeline      []timelineBucket          `json:"timeline"`
-	Index         indexStatus               `json:"index"`
-	Source        string                    `json:"source"`
-	Extra         map[string]map[string]int `json:"-"`
+	Total         int              `json:"total"`
+	Open          int              `json:"open"`
+	Leased        int              `json:"leased"`
+	Replayed      int              `json:"replayed"`
+	ByDestination []keyCount       `json:"by_destination"`
+	ByClass       []keyCount       `json:"by_class"`
+	ByStage       []keyCount       `json:"by_stage"`
+	ByEPSG        []keyCount       `json:"by_epsg"`
+	ByReasonKind  []keyCount       `json:"by_reason_kind"`
+	TopPrefixes   []keyCount       `json:"top_source_prefixes"`
+	Bucket        string           `json:"bucket"`
+	Timeline      []timelineBucket `json:"timeline"`
+	Index         indexStatus      `json:"index"`
+	// Source says what counted: "index" (the open records, from the
+	// console's index) or "store" (Store.Stats, with replayed records).
+	Source string `json:"source"`
 }
 
 type timelineBucket struct {
@@ -591,13 +592,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	lo, hi := s.index.timeSpan(sel)
-	bucket := bucketFor(hi.Sub(lo))
 	type counter = map[string]int
 	by := map[string]counter{"dest": {}, "class": {}, "stage": {}, "epsg": {}, "kind": {}}
 	tl := map[time.Time]counter{}
-	ans := overviewAnswer{Bucket: bucket.String(), Index: s.index.status()}
-	add := func(dest, class, stage string, epsg int, kind string, at time.Time, n int) {
+	ans := overviewAnswer{Index: s.index.status()}
+	add := func(dest, class, stage string, epsg int, kind string, n int) {
 		if n == 0 {
 			return
 		}
@@ -606,35 +605,38 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		by["stage"][orNone(stage)] += n
 		by["epsg"][strconv.Itoa(epsg)] += n
 		by["kind"][orNone(kind)] += n
-		if !at.IsZero() {
-			if tl[at] == nil {
-				tl[at] = counter{}
-			}
-			tl[at][orNone(class)] += n
+	}
+	addTime := func(at time.Time, class string, n int) {
+		if n == 0 || at.IsZero() {
+			return
 		}
+		at = at.UTC()
+		if tl[at] == nil {
+			tl[at] = counter{}
+		}
+		tl[at][orNone(class)] += n
 	}
 	if s.index.status().Ready && !sel.q.Replayed || sel.clientSide() {
 		// The index holds every open record with the fields counted here,
 		// and counts 100,000 records in milliseconds, where a store's
-		// Stats reads its table (seconds for SQLite at that size); it is
+		// Stats reads its table (a second for SQLite at that size); it is
 		// also the only source for the filters the store cannot apply.
 		// Replayed records are counted by the store.
 		ans.Source = "index"
-		s.index.mu.RLock()
-		for _, p := range s.index.recs {
-			if sel.matchSummary(p) {
-				ans.Open++
-				at := time.Time{}
-				if !p.at.IsZero() {
-					at = p.at.UTC().Truncate(bucket)
-				}
-				add(p.dest, p.class, p.stage, p.epsg, p.kind, at, 1)
-			}
+		open, groups, timeline, prefixes, bucket := s.index.overview(sel)
+		ans.Open, ans.Total, ans.Bucket = open, open, bucket.String()
+		for k, n := range groups {
+			add(k.dest, k.class, k.stage, k.epsg, k.kind, n)
 		}
-		s.index.mu.RUnlock()
-		ans.Total = ans.Open
+		for k, n := range timeline {
+			addTime(time.Unix(0, k.at), k.class, n)
+		}
+		ans.TopPrefixes = topN(prefixes, 10)
 	} else {
 		ans.Source = "store"
+		lo, hi := s.index.timeSpan(sel)
+		bucket := bucketFor(hi.Sub(lo))
+		ans.Bucket = bucket.String()
 		counts, err := s.store.Stats(r.Context(), broker.StatsOptions{Destination: sel.q.Destination, Filter: sel.filter, Bucket: bucket})
 		if err != nil {
 			s.fail(w, r, err)
@@ -648,13 +650,14 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			if sel.q.Replayed {
 				n += c.Replayed
 			}
-			add(c.Destination, string(c.Class), string(c.Stage), c.EPSG, string(c.ReasonKind), c.Bucket, n)
+			add(c.Destination, string(c.Class), string(c.Stage), c.EPSG, string(c.ReasonKind), n)
+			addTime(c.Bucket, string(c.Class), n)
 		}
 		ans.Total = ans.Open + ans.Replayed
+		ans.TopPrefixes = s.index.prefixes(sel, 10)
 	}
 	ans.ByDestination, ans.ByClass, ans.ByStage = topN(by["dest"], 0), topN(by["class"], 0), topN(by["stage"], 0)
 	ans.ByEPSG, ans.ByReasonKind = topN(by["epsg"], 0), topN(by["kind"], 0)
-	ans.TopPrefixes = s.index.prefixes(sel, 10)
 	ans.Timeline = []timelineBucket{}
 	for at, c := range tl {
 		ans.Timeline = append(ans.Timeline, timelineBucket{Start: at, ByClass: c})
