@@ -85,10 +85,11 @@ UI := cmd/geodlq/internal/console/ui
 ui:
 	cd $(UI) && npm ci --no-audit --no-fund && node build.mjs dist
 
-# The console on 100,000 records: page load, the API's p50/p95/p99, and the
-# store's own List and Stats as the baseline (the store is made once).
+# The console on 100,000 records: page load (HTTP and in Chromium), the
+# API's p50/p95/p99, and the store's own List and Stats as the baseline
+# (the store is made once, in the temporary directory).
 bench-console: deps
-	$(GO) test -run '^$$' -bench BenchmarkConsole -benchtime 200x -count 1 ./cmd/geodlq/internal/console/
+	$(GO) test -run '^$$' -bench 'BenchmarkConsole|BenchmarkPageLoadBrowser' -benchtime 60x -count 1 ./cmd/geodlq/internal/console/
 
 # go.mod files carry no replace directives (so that each module stays
 # installable with go install …@version); scripts/gomod.sh tidies them
