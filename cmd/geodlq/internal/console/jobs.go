@@ -94,6 +94,9 @@ type Job struct {
 	State    string    `json:"state"` // running, done, failed, cancelled
 	Created  time.Time `json:"created"`
 	Finished time.Time `json:"finished,omitzero"`
+	// Phase is "selecting" while a dry run finds the records its filter
+	// selects, then "".
+	Phase string `json:"phase,omitempty"`
 	// Selected is the number of records the job acts on; Done how many it
 	// has looked at.
 	Selected int            `json:"selected"`
@@ -117,6 +120,7 @@ type job struct {
 	j      Job
 	items  []JobItem
 	sel    map[string][]string // destination -> record ids
+	filter *selection          // a dry run's filter, until resolved
 	cancel context.CancelFunc
 }
 
@@ -253,11 +257,21 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 		if req.Confirm != "" {
 			return nil, badQuery("a dry run confirms nothing: leave confirm out")
 		}
-		sel, n, err := s.resolve(ctx, req)
-		if err != nil {
-			return nil, err
+		if req.Filter != nil && len(req.Records) == 0 {
+			// Checked now, resolved by the job: a filter may select a
+			// hundred thousand records, read from the store.
+			f, err := req.Filter.parse(s.opts.Now())
+			if err != nil {
+				return nil, err
+			}
+			jb.filter, jb.j.Phase = &f, "selecting"
+		} else {
+			sel, n, err := s.resolve(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			jb.sel, jb.j.Selected = sel, n
 		}
-		jb.sel, jb.j.Selected = sel, n
 	} else {
 		if req.Confirm == "" {
 			return nil, badQuery("a %s must confirm a dry run: start one with dry_run true, read its outcomes, then send confirm with its id", req.Action)
@@ -362,41 +376,58 @@ func (s *Server) resolve(ctx context.Context, req JobRequest) (map[string][]stri
 		}
 		return out, len(seen), nil
 	case req.Filter != nil:
-		sel, err := req.Filter.parse(s.opts.Now())
-		if err != nil {
-			return nil, 0, err
-		}
-		n := 0
-		err = s.store.ScanAll(ctx, broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, Limit: broker.MaxListLimit},
-			func(e broker.Entry) error {
-				if e.Record == nil {
-					return nil
-				}
-				env := envelopeOf(e.Record)
-				if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
-					return nil
-				}
-				if n++; n > maxJobRecords {
-					return badQuery("the filter selects more than %d records: narrow it", maxJobRecords)
-				}
-				out[e.Record.Destination] = append(out[e.Record.Destination], e.Record.ID)
-				return nil
-			})
-		if err != nil {
-			return nil, 0, err
-		}
-		return out, n, nil
+		return nil, 0, badQuery("a filter is resolved by its job")
 	}
 	return nil, 0, badQuery("a dry run needs records or a filter")
+}
+
+// resolveFilter finds the records sel selects, per destination, reading
+// the store; progress is told the count every thousand records.
+func (s *Server) resolveFilter(ctx context.Context, sel selection, progress func(int)) (map[string][]string, int, error) {
+	out := map[string][]string{}
+	n := 0
+	err := s.store.ScanAll(ctx, broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, Limit: broker.MaxListLimit},
+		func(e broker.Entry) error {
+			if e.Record == nil {
+				return nil
+			}
+			env := envelopeOf(e.Record)
+			if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
+				return nil
+			}
+			if n++; n > maxJobRecords {
+				return fmt.Errorf("the filter selects more than %d records: narrow it", maxJobRecords)
+			}
+			if n%1000 == 0 {
+				progress(n)
+			}
+			out[e.Record.Destination] = append(out[e.Record.Destination], e.Record.ID)
+			return nil
+		})
+	return out, n, err
 }
 
 // run carries a job out.
 func (js *jobs) run(ctx context.Context, jb *job) {
 	s := js.s
 	var err error
-	if jb.j.Action == "replay" {
+	if jb.filter != nil {
+		var sel map[string][]string
+		var n int
+		sel, n, err = s.resolveFilter(ctx, *jb.filter, func(n int) {
+			jb.mu.Lock()
+			jb.j.Selected = n
+			jb.mu.Unlock()
+		})
+		jb.mu.Lock()
+		jb.sel, jb.j.Selected, jb.j.Phase = sel, n, ""
+		jb.mu.Unlock()
+	}
+	switch {
+	case err != nil:
+	case jb.j.Action == "replay":
 		err = js.replay(ctx, jb)
-	} else {
+	default:
 		err = js.discard(ctx, jb)
 	}
 	jb.mu.Lock()

@@ -762,8 +762,10 @@ function followJob(id) {
 
 function showJob(j) {
   const verb = j.dry_run ? 'Dry run' : j.action === 'replay' ? 'Replay' : 'Discard';
-  $('job-status').textContent = verb + ' ' + j.state + ': ' + j.done + ' of ' + j.selected + ' records' +
-    (j.orphaned_blobs ? '; ' + j.orphaned_blobs + ' offloaded blobs are no longer referenced' : '');
+  $('job-status').textContent = j.phase === 'selecting'
+    ? verb + ': selecting the records the filters match… ' + j.selected + ' so far'
+    : verb + ' ' + j.state + ': ' + j.done + ' of ' + j.selected + ' records' +
+      (j.orphaned_blobs ? '; ' + j.orphaned_blobs + ' offloaded blobs are no longer referenced' : '');
   $('job-status').dataset.state = j.state;
   $('job-status').dataset.dry = String(j.dry_run);
   $('job-progress').max = Math.max(1, j.selected);
