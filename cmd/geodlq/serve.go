@@ -128,6 +128,11 @@ func (a *app) serve(ctx context.Context, o serveOptions) (err error) {
 		return err
 	}
 	defer closeWith(&err, store)
+	if _, err := store.Destinations(ctx); errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("the console reads records without leasing them, which this store (%s) cannot do: %w", store.Name(), err)
+	} else if err != nil {
+		return err
+	}
 	opts := console.Options{Store: store, Label: broker.Redact(a.storeURL), Token: token, TileURL: o.tiles,
 		TileAttribution: o.tilesAttrib, ExpectedEPSG: o.expectedEPSG, Poll: o.poll, Logger: log}
 	if o.target != "" {
