@@ -133,6 +133,7 @@ async function loadConfig() {
   const c = await api('/api/config');
   state.config = c;
   $('store').textContent = c.store + ' (' + c.adapter + ')';
+  $('store').title = c.store;
   const mode = $('mode');
   if (c.read_only) {
     mode.textContent = 'read-only';
@@ -580,7 +581,7 @@ async function openRecord(dest, id) {
   $('rec-reason').textContent = rec.reason || rec.error_message || rec.not_envelope || '';
   const fields = [
     ['event id', rec.event_id], ['class', rec.class], ['stage', rec.stage], ['reason kind', rec.reason_kind],
-    ['GEOS reason', rec.geometry_error && rec.geometry_error.reason], ['error', rec.error_message],
+    [rec.stage === 'topology_validation' ? 'GEOS reason' : 'reason', rec.geometry_error && rec.geometry_error.reason], ['error', rec.error_message],
     ['fault', rec.geometry_error && rec.geometry_error.fault ? JSON.stringify(rec.geometry_error.fault) : ''],
     ['location', rec.geometry_error && rec.geometry_error.location ? rec.geometry_error.location.join(', ') : ''],
     ['geometry', (rec.geometry_type || '') + (rec.vertex_count ? ', ' + rec.vertex_count + ' vertices' : '') +
@@ -611,11 +612,13 @@ async function openRecord(dest, id) {
       on: { click: () => previewRepair(base, name) },
     }, 'Preview ' + name));
   }
+  $('rec-map').hidden = true;
   if (!rec.envelope) return;
   if (rec.geometry && rec.geometry.missing) {
     $('rec-note').textContent = 'The event has no geometry.';
     return;
   }
+  $('rec-map').hidden = false;
   try {
     const g = await api(base + '/geometry');
     recMap = makeDetailMap($('rec-map'), g);
