@@ -62,3 +62,44 @@ func TestJobCancel(t *testing.T) {
 	dry = c.waitJob(dry.ID)
 	require.Equal(t, map[string]int{"would_repair": 6}, dry.Counts, "nothing was left leased")
 }
+
+// TestReplayIntoSameStore replays into the store itself (serve without
+// --target): the re-injected event, waiting in its source topic, is not
+// a dead letter — the list, the map and the new-record announcements
+// leave it out — and the index does not rebuild over and over because the
+// store counts it.
+func TestReplayIntoSameStore(t *testing.T) {
+	e := newEnv(t, sqliteKind(), envOptions{})
+	srv, err := New(Options{Store: e.store, Token: testToken, Poll: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer srv.Close()
+	require.Eventually(t, srv.Ready, 30*time.Second, 10*time.Millisecond)
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c := &env{t: t, http: hs, token: testToken, srv: srv, store: e.store}
+
+	bow := c.recordOf("evt-bowtie")
+	var dry, real Job
+	c.post("/api/jobs", JobRequest{Action: "replay", DryRun: true, Repairs: []string{"make-valid"}, Records: []RecordRef{bow}}, http.StatusAccepted, &dry)
+	dry = c.waitJob(dry.ID)
+	c.post("/api/jobs", JobRequest{Action: "replay", Repairs: []string{"make-valid"}, Confirm: dry.ID}, http.StatusAccepted, &real)
+	real = c.waitJob(real.ID)
+	require.Equal(t, map[string]int{"repaired": 1}, real.Counts)
+	require.Equal(t, topic, real.Items[0].Target)
+
+	// The re-injected event is in the store, in its source topic.
+	p, err := e.store.List(context.Background(), broker.ListOptions{Destination: topic})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 1)
+	require.Equal(t, dlt+"/"+bow.ID, p.Entries[0].Record.Message.Header(broker.HeaderReplayOf))
+
+	time.Sleep(time.Second) // polls and a count check
+	built := srv.index.status().Built
+	require.Len(t, c.eventIDs("", 500), len(fixtureEvents())-1, "the re-injected event is not listed")
+	var m mapAnswer
+	c.get("/api/map?zoom=18", http.StatusOK, &m)
+	require.Equal(t, placedCount()-1, m.Located+0)
+	require.Equal(t, len(fixtureEvents())-placedCount(), m.Unlocated)
+	time.Sleep(time.Second)
+	require.Equal(t, built, srv.index.status().Built, "no rebuild: the index accounts for the re-injected event")
+}

@@ -54,8 +54,13 @@ type recKey struct{ dest, id string }
 type index struct {
 	s *Server
 
-	mu      sync.RWMutex
-	recs    map[recKey]*summary
+	mu   sync.RWMutex
+	recs map[recKey]*summary
+	// other holds the records that are not dead letters: events a
+	// replay re-injected into the same store (they carry the
+	// dlq-replay-of header), waiting in their source topic for the
+	// consumer. They are neither shown nor counted as dead letters.
+	other   map[recKey]struct{}
 	ready   bool
 	scanned int
 	err     string
@@ -63,7 +68,15 @@ type index struct {
 	gen     uint64 // bumped on every change
 }
 
-func newIndex(s *Server) *index { return &index{s: s, recs: map[recKey]*summary{}} }
+func newIndex(s *Server) *index {
+	return &index{s: s, recs: map[recKey]*summary{}, other: map[recKey]struct{}{}}
+}
+
+// reinjected reports whether a record is an event a replay re-injected,
+// not a dead letter.
+func reinjected(r *broker.Record) bool {
+	return r.Message != nil && r.Message.Header(broker.HeaderReplayOf) != ""
+}
 
 // maxCentroidVertices bounds the geometries the index parses for a
 // centroid; larger ones are placed by their first position.
@@ -182,10 +195,14 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // rebuild scans the whole store and replaces the index.
 func (ix *index) rebuild(ctx context.Context) error {
-	recs := map[recKey]*summary{}
+	recs, other := map[recKey]*summary{}, map[recKey]struct{}{}
 	n := 0
 	err := ix.s.store.ScanAll(ctx, broker.ListOptions{Limit: broker.MaxListLimit}, func(e broker.Entry) error {
 		if e.Record == nil {
+			return nil
+		}
+		if reinjected(e.Record) {
+			other[recKey{e.Record.Destination, e.Record.ID}] = struct{}{}
 			return nil
 		}
 		p := ix.summarize(ctx, e)
@@ -204,7 +221,7 @@ func (ix *index) rebuild(ctx context.Context) error {
 		ix.err = err.Error()
 		return err
 	}
-	ix.recs, ix.ready, ix.scanned, ix.err, ix.built = recs, true, n, "", time.Now()
+	ix.recs, ix.other, ix.ready, ix.scanned, ix.err, ix.built = recs, other, true, n, "", time.Now()
 	ix.gen++
 	return nil
 }
@@ -214,6 +231,7 @@ func (ix *index) rebuild(ctx context.Context) error {
 // summaries, newest first.
 func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
 	var fresh []*summary
+	var others []recKey
 	opts := broker.ListOptions{Newest: true, Limit: 200}
 	for range 500 { // at most 100,000 new records per look
 		p, err := ix.s.store.List(ctx, opts)
@@ -227,7 +245,9 @@ func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
 			if e.Record == nil {
 				continue
 			}
-			if _, ok := ix.recs[recKey{e.Record.Destination, e.Record.ID}]; ok {
+			k := recKey{e.Record.Destination, e.Record.ID}
+			_, isOther := ix.other[k]
+			if _, ok := ix.recs[k]; ok || isOther {
 				known++
 			} else {
 				unknown = append(unknown, e)
@@ -235,6 +255,10 @@ func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
 		}
 		ix.mu.RUnlock()
 		for _, e := range unknown {
+			if reinjected(e.Record) {
+				others = append(others, recKey{e.Record.Destination, e.Record.ID})
+				continue
+			}
 			fresh = append(fresh, ix.summarize(ctx, e))
 		}
 		if known > 0 || p.Next == "" {
@@ -242,12 +266,15 @@ func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
 		}
 		opts.After = p.Next
 	}
-	if len(fresh) == 0 {
+	if len(fresh) == 0 && len(others) == 0 {
 		return nil, nil
 	}
 	ix.mu.Lock()
 	for _, p := range fresh {
 		ix.recs[recKey{p.dest, p.id}] = p
+	}
+	for _, k := range others {
+		ix.other[k] = struct{}{}
 	}
 	ix.gen++
 	ix.mu.Unlock()
@@ -650,7 +677,10 @@ func (ix *index) watch(ctx context.Context, every time.Duration) {
 		t0 := time.Now()
 		total, err := ix.s.openCount(ctx)
 		nextCheck = time.Now().Add(max(5*every, 20*time.Since(t0)))
-		if err != nil || total == ix.count() {
+		ix.mu.RLock()
+		held := len(ix.recs) + len(ix.other)
+		ix.mu.RUnlock()
+		if err != nil || total == held {
 			continue
 		}
 		before := ix.count()

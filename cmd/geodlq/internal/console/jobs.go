@@ -388,7 +388,7 @@ func (s *Server) resolveFilter(ctx context.Context, sel selection, progress func
 	n := 0
 	err := s.store.ScanAll(ctx, broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, Limit: broker.MaxListLimit},
 		func(e broker.Entry) error {
-			if e.Record == nil {
+			if e.Record == nil || reinjected(e.Record) {
 				return nil
 			}
 			env := envelopeOf(e.Record)

@@ -187,7 +187,7 @@ func (s *Server) list(ctx context.Context, sel selection, newest bool, limit int
 		for i := skip; i < len(p.Entries); i++ {
 			e := p.Entries[i]
 			ans.Scanned++
-			if e.Record == nil {
+			if e.Record == nil || reinjected(e.Record) {
 				continue
 			}
 			env := envelopeOf(e.Record)
