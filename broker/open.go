@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"slices"
-	"strings"
-	"sync"
 	"time"
+
+	"github.com/geodlq/geodlq/internal/urlreg"
 )
 
 // OpenOptions shape how [OpenStore] opens a store.
@@ -54,52 +53,24 @@ var (
 // The scheme registry is geodlq's one piece of global state: adapters
 // fill it from their init functions (the database/sql and gocloud.dev
 // pattern), and it is read-only afterwards.
-var (
-	openersMu sync.RWMutex
-	openers   = map[string]Opener{}
-)
+var openers urlreg.Registry[Opener]
 
 // RegisterStore makes a store scheme available to [OpenStore]. Adapters
 // call it from an init function, so importing an adapter's package (for
 // its side effect, `import _ "github.com/geodlq/geodlq/broker/postgis"`)
 // registers its schemes; a user's own store registers the same way and
 // then works with the geodlq command built with it. It panics if scheme
-// is empty, not a valid URL scheme, or already registered.
+// is empty, not a valid lower-case URL scheme, already registered, or o
+// is nil.
 func RegisterStore(scheme string, o Opener) {
-	if !validScheme(scheme) || o == nil {
-		panic(fmt.Sprintf("broker: RegisterStore(%q): invalid scheme or nil opener", scheme))
+	if o == nil {
+		panic(fmt.Sprintf("broker: RegisterStore(%q): nil opener", scheme))
 	}
-	openersMu.Lock()
-	defer openersMu.Unlock()
-	if _, dup := openers[scheme]; dup {
-		panic(fmt.Sprintf("broker: RegisterStore(%q) called twice", scheme))
-	}
-	openers[scheme] = o
+	openers.Register("broker: RegisterStore", scheme, o)
 }
 
 // StoreSchemes returns the registered schemes, sorted.
-func StoreSchemes() []string {
-	openersMu.RLock()
-	defer openersMu.RUnlock()
-	ks := make([]string, 0, len(openers))
-	for k := range openers {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-func validScheme(s string) bool {
-	if s == "" || !(s[0] >= 'a' && s[0] <= 'z') {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
+func StoreSchemes() []string { return openers.Schemes() }
 
 // OpenStore opens the dead-letter store a URL names, such as
 // sqlite://./dlq.db, postgres://host/db?geodlq_table=…, redis://host:6379,
@@ -121,9 +92,7 @@ func OpenStore(ctx context.Context, rawURL string, opts *OpenOptions) (*Store, e
 	if err != nil {
 		return nil, err
 	}
-	openersMu.RLock()
-	op, ok := openers[u.Scheme]
-	openersMu.RUnlock()
+	op, ok := openers.Lookup(u.Scheme)
 	if !ok {
 		return nil, fmt.Errorf("store %s: %w", Redact(rawURL), UnknownSchemeError(u.Scheme, StoreSchemes()))
 	}
@@ -138,16 +107,12 @@ func OpenStore(ctx context.Context, rawURL string, opts *OpenOptions) (*Store, e
 	return s, nil
 }
 
-// ParseStoreURL parses a store or blob URL. Paths net/url refuses
+// ParseStoreURL parses a store URL. Paths net/url refuses
 // (sqlite://./a b.db) are kept verbatim in URL.Opaque.
 func ParseStoreURL(raw string) (*url.URL, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok || scheme == "" {
+	u, ok := urlreg.Parse(raw)
+	if !ok {
 		return nil, fmt.Errorf("%q is not a URL (want scheme://…): %w", Redact(raw), ErrUnknownScheme)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		u = &url.URL{Scheme: strings.ToLower(scheme), Opaque: rest}
 	}
 	return u, nil
 }
@@ -155,57 +120,9 @@ func ParseStoreURL(raw string) (*url.URL, error) {
 // UnknownSchemeError returns an error wrapping [ErrUnknownScheme] that
 // lists the known schemes and suggests the closest one.
 func UnknownSchemeError(scheme string, known []string) error {
-	msg := fmt.Sprintf("scheme %q", scheme)
-	if best, d := closest(scheme, known); best != "" && d <= max(2, len(scheme)/3) {
-		msg += fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	if len(known) > 0 {
-		msg += "; known: " + strings.Join(known, ", ")
-	}
-	return fmt.Errorf("%s: %w", msg, ErrUnknownScheme)
+	return urlreg.UnknownScheme(scheme, known, ErrUnknownScheme)
 }
 
-// closest returns the candidate with the smallest edit distance to s.
-func closest(s string, candidates []string) (string, int) {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		if d := editDistance(s, c); bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best, bestD
-}
-
-// editDistance is the Levenshtein distance between a and b (short
-// strings: URL schemes).
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max(len(a), len(b))
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// Redact returns raw with any password replaced by "xxxxx", for messages.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
+// Redact returns raw for messages: a password replaced by "xxxxx" and a
+// query (which may carry credentials) by "…".
+func Redact(raw string) string { return urlreg.Redact(raw) }

@@ -9,10 +9,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/geodlq/geodlq/internal/urlreg"
 )
 
 // Opening blob stores by URL: the same pattern as broker.OpenStore for
@@ -66,10 +66,7 @@ var (
 
 // The blob scheme registry is filled by init functions (this package's
 // and offload/blobstore's) and read-only afterwards.
-var (
-	blobOpenersMu sync.RWMutex
-	blobOpeners   = map[string]BlobOpener{}
-)
+var blobOpeners urlreg.Registry[BlobOpener]
 
 func init() { RegisterStore("file", openDir) }
 
@@ -79,40 +76,14 @@ func init() { RegisterStore("file", openDir) }
 // valid lower-case URL scheme, o is nil, or the scheme is already
 // registered.
 func RegisterStore(scheme string, o BlobOpener) {
-	if !validScheme(scheme) || o == nil {
-		panic(fmt.Sprintf("offload: RegisterStore(%q): invalid scheme or nil opener", scheme))
+	if o == nil {
+		panic(fmt.Sprintf("offload: RegisterStore(%q): nil opener", scheme))
 	}
-	blobOpenersMu.Lock()
-	defer blobOpenersMu.Unlock()
-	if _, dup := blobOpeners[scheme]; dup {
-		panic(fmt.Sprintf("offload: RegisterStore(%q) called twice", scheme))
-	}
-	blobOpeners[scheme] = o
+	blobOpeners.Register("offload: RegisterStore", scheme, o)
 }
 
 // StoreSchemes returns the registered blob store schemes, sorted.
-func StoreSchemes() []string {
-	blobOpenersMu.RLock()
-	defer blobOpenersMu.RUnlock()
-	ks := make([]string, 0, len(blobOpeners))
-	for k := range blobOpeners {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-func validScheme(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
+func StoreSchemes() []string { return blobOpeners.Schemes() }
 
 // OpenStore opens the blob store a URL names: file:///var/lib/geodlq/blobs
 // (or file://./blobs, relative) here, and s3://bucket?region=…,
@@ -128,20 +99,13 @@ func OpenStore(ctx context.Context, rawURL string, opts *OpenOptions) (StoreClos
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 10 * time.Second
 	}
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok || scheme == "" {
-		return nil, fmt.Errorf("blobs %q is not a URL (want scheme://…, e.g. file:///var/lib/geodlq/blobs): %w", redactURL(rawURL), ErrUnknownScheme)
+	u, ok := urlreg.Parse(rawURL)
+	if !ok {
+		return nil, fmt.Errorf("blobs %q is not a URL (want scheme://…, e.g. file:///var/lib/geodlq/blobs): %w", urlreg.Redact(rawURL), ErrUnknownScheme)
 	}
-	scheme = strings.ToLower(scheme)
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		u = &url.URL{Scheme: scheme, Opaque: rest}
-	}
-	blobOpenersMu.RLock()
-	op, found := blobOpeners[scheme]
-	blobOpenersMu.RUnlock()
+	op, found := blobOpeners.Lookup(u.Scheme)
 	if !found {
-		return nil, fmt.Errorf("blobs %s: %w", redactURL(rawURL), unknownScheme(scheme, StoreSchemes()))
+		return nil, fmt.Errorf("blobs %s: %w", urlreg.Redact(rawURL), urlreg.UnknownScheme(u.Scheme, StoreSchemes(), ErrUnknownScheme))
 	}
 	octx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
@@ -150,65 +114,12 @@ func OpenStore(ctx context.Context, rawURL string, opts *OpenOptions) (StoreClos
 		if octx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("no answer within the connect timeout %v: %w", o.ConnectTimeout, err)
 		}
-		return nil, fmt.Errorf("blobs %s: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("blobs %s: %w", urlreg.Redact(rawURL), err)
 	}
 	if o.ReadOnly {
 		return readOnly(s), nil
 	}
 	return s, nil
-}
-
-// unknownScheme names the known schemes and suggests the closest one.
-func unknownScheme(scheme string, known []string) error {
-	msg := fmt.Sprintf("scheme %q", scheme)
-	best, bestD := "", -1
-	for _, k := range known {
-		if d := editDistance(scheme, k); bestD < 0 || d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if best != "" && bestD <= max(2, len(scheme)/3) {
-		msg += fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	if len(known) > 0 {
-		msg += "; known: " + strings.Join(known, ", ")
-	}
-	return fmt.Errorf("%s: %w", msg, ErrUnknownScheme)
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max(len(a), len(b))
-	}
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// redactURL hides a URL's password and query (either may carry
-// credentials) for messages.
-func redactURL(raw string) string {
-	if i := strings.IndexByte(raw, '?'); i >= 0 {
-		raw = raw[:i] + "?…"
-	}
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return raw
 }
 
 // openDir opens file://DIR: file:///abs/dir, or file://./rel/dir relative
