@@ -46,6 +46,7 @@ func formatOfFile(name string) string {
 
 type exportOptions struct {
 	f           filterFlags
+	gpkg        bool // features are kept parsed (GeoPackage), not as GeoJSON
 	format      string
 	withPayload bool
 	toEPSG      int
@@ -176,21 +177,26 @@ func (a *app) export(cmd *cobra.Command, args []string, o exportOptions) (err er
 			sum.Files = append(sum.Files, file)
 		}
 	case "geojson", "gpkg":
-		feats, err := a.collectFeatures(ctx, s, sel, off, o, counted)
+		o.gpkg = format == "gpkg"
+		if o.gpkg && o.toEPSG != gpkgSRS {
+			return usageFor(cmd, "--format gpkg is written in EPSG:4326 (--to-epsg 4326); use --format geojson for other CRSs")
+		}
+		var sink featureSink
+		if o.gpkg {
+			sink, err = newGPKGSink(ctx, a, file)
+		} else {
+			sink, err = newGeoJSONSink(a, file, o)
+		}
 		if err != nil {
 			return err
 		}
-		sum.Records, sum.Status = feats.records, feats.status
-		if format == "gpkg" {
-			if err := a.writeGPKG(ctx, file, feats, o.toEPSG); err != nil {
-				return err
-			}
-			if file != "-" {
-				sum.Files = append(sum.Files, file)
-			}
-			break
+		defer sink.abort()
+		st, err := a.streamFeatures(ctx, s, sel, off, o, counted, sink)
+		if err != nil {
+			return err
 		}
-		files, err := a.writeGeoJSON(file, feats, o)
+		sum.Records, sum.Status = st.records, st.status
+		files, err := sink.commit()
 		if err != nil {
 			return err
 		}
@@ -392,72 +398,112 @@ const (
 type feature struct {
 	id     string       // DEST/ID, and #fault for a fault point
 	epsg   int          // the CRS of geom: the target's, or the source's with --split-by-epsg
-	geom   []byte       // GeoJSON geometry, or nil for null
+	geom   []byte       // GeoJSON geometry, or "null"
 	parsed orb.Geometry // geom parsed (for GeoPackage), or nil
-	bound  orb.Bound
 	props  []column
 	fault  bool
 }
 
-type featureSet struct {
-	feats   []feature
+// featureSink receives the features of an export as they are read, so
+// that an export holds one record at a time, whatever the store's size;
+// commit makes the files appear (renamed from their temporary names) and
+// returns them, abort (always deferred) removes what commit did not.
+type featureSink interface {
+	add(f feature) error
+	commit() ([]string, error)
+	abort()
+}
+
+// exportStats counts an export's records by geometry status.
+type exportStats struct {
 	records int
 	status  map[string]int
 }
 
-// collectFeatures reads the selected envelopes as features: their
-// geometries (and fault points), in o.toEPSG or, with o.split, in their
-// own CRS.
-func (a *app) collectFeatures(ctx context.Context, s *broker.Store, sel selection, off *offload.Offloader, o exportOptions,
-	wrap func(func(item) error) func(item) error) (*featureSet, error) {
+// streamFeatures reads the selected envelopes as features — their
+// geometries, and fault points — in o.toEPSG or, with o.split, in their
+// own CRS, and hands each to sink.
+func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection, off *offload.Offloader, o exportOptions,
+	wrap func(func(item) error) func(item) error, sink featureSink) (exportStats, error) {
+	st := exportStats{status: map[string]int{}}
 	checker, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: o.toEPSG, MaxVertices: 50_000_000})
 	if err != nil {
-		return nil, fmt.Errorf("spatial checker: %w", err)
+		return st, fmt.Errorf("spatial checker: %w", err)
 	}
 	defer checker.Close()
-	fs := &featureSet{status: map[string]int{}}
+	// place sets f's geometry from parsed (in src's CRS): reprojected to
+	// o.toEPSG unless o.split, kept in the one form the output needs —
+	// parsed for a GeoPackage, GeoJSON (numbers written exactly) otherwise
+	// — so that a record's geometry is held in memory once or twice, not
+	// four times.
+	place := func(f *feature, parsed geojson.Geometry, src int) string {
+		reproject := !o.split && src != o.toEPSG
+		if reproject && src == 0 {
+			return geomUnknownCRS
+		}
+		if !reproject && o.gpkg {
+			f.parsed = parsed.Geom
+			return geomOK
+		}
+		out, err := geojson.Append(nil, parsed.Geom, parsed.Z)
+		if err != nil {
+			return geomNonFinite
+		}
+		if reproject {
+			if out, err = checker.Reproject(out, src, o.toEPSG); err != nil {
+				return geomNotProjects
+			}
+		}
+		if o.gpkg {
+			p, err := geojson.ParseGeometry(out, geojson.Limits{MaxVertices: -1})
+			if err != nil {
+				return geomNotProjects
+			}
+			f.parsed = p.Geom
+			return geomOK
+		}
+		f.geom = out
+		return geomOK
+	}
 	err = a.eachRecord(ctx, s, sel, wrap(func(it item) error {
 		if it.env == nil {
 			return nil
 		}
 		v := viewOf(it)
 		src := sourceEPSG(it)
-		geom, status := exportGeometry(ctx, it, off)
+		parsed, status := exportGeometry(ctx, it, off)
 		f := feature{epsg: src, id: v.Destination + "/" + v.ID, props: columns(v)}
 		if status == geomOK {
-			f.geom, status = project(checker, geom, src, o)
+			status = place(&f, parsed, src)
 			if !o.split {
 				f.epsg = o.toEPSG
 			}
 		}
+		parsed = geojson.Geometry{}
 		if f.geom == nil {
 			f.geom = []byte("null")
-		} else if p, err := geojson.ParseGeometry(f.geom, geojson.Limits{MaxVertices: -1}); err == nil {
-			f.parsed, f.bound = p.Geom, p.Geom.Bound()
 		}
-		fs.status[status]++
-		fs.records++
+		st.status[status]++
+		st.records++
 		f.props = append(f.props, column{"geometry_status", status}, column{"feature", "geometry"})
-		fs.feats = append(fs.feats, f)
+		if err := sink.add(f); err != nil {
+			return err
+		}
 		if ge := it.env.GeometryError; o.faults && ge != nil && len(ge.Location) == 2 {
 			pt := orb.Point{ge.Location[0], ge.Location[1]}
-			if b, err := geojson.Append(nil, pt, nil); err == nil {
-				fp := feature{epsg: f.epsg, id: f.id + "#fault", props: append(columns(v), column{"feature", "fault"}), fault: true}
-				if g, st := project(checker, b, src, o); st == geomOK {
-					fp.geom = g
-					if p, err := geojson.ParseGeometry(g, geojson.Limits{MaxVertices: -1}); err == nil {
-						fp.parsed, fp.bound = p.Geom, p.Geom.Bound()
-					}
-					fs.feats = append(fs.feats, fp)
+			fp := feature{epsg: f.epsg, id: f.id + "#fault", props: append(columns(v), column{"feature", "fault"}), fault: true}
+			if place(&fp, geojson.Geometry{Geom: pt}, src) == geomOK {
+				if fp.geom == nil {
+					fp.geom = []byte("null")
+				}
+				if err := sink.add(fp); err != nil {
+					return err
 				}
 			}
 		}
 		return nil
 	}))
-	if err != nil {
-		return nil, err
-	}
-	return fs, nil
+	return st, err
 }
 
 // sourceEPSG is the CRS a record's coordinates are in: its EPSG code, or
@@ -473,100 +519,117 @@ func sourceEPSG(it item) int {
 	return 0
 }
 
-// project reprojects geom from src to o.toEPSG (not with o.split).
-func project(c *spatial.Checker, geom []byte, src int, o exportOptions) ([]byte, string) {
-	switch {
-	case o.split || src == o.toEPSG:
-		return geom, geomOK
-	case src == 0:
-		return nil, geomUnknownCRS
-	}
-	out, err := c.Reproject(geom, src, o.toEPSG)
-	if err != nil {
-		return nil, geomNotProjects
-	}
-	return out, geomOK
+// geojsonSink writes FeatureCollections: one to file (or standard
+// output), or with --split-by-epsg one per CRS, each in a temporary file
+// opened when its first feature comes; commit closes and renames them all.
+type geojsonSink struct {
+	a     *app
+	file  string
+	o     exportOptions
+	files map[int]*geojsonFile
+	codes []int
 }
 
-// writeGeoJSON writes the features as one FeatureCollection to file (or
-// standard output), or with --split-by-epsg one per CRS; it returns the
-// files written.
-func (a *app) writeGeoJSON(file string, fs *featureSet, o exportOptions) ([]string, error) {
-	groups := map[int][]feature{}
-	var codes []int
-	for _, f := range fs.feats {
-		code := o.toEPSG
-		if o.split {
-			code = f.epsg
-		}
-		if _, ok := groups[code]; !ok {
-			codes = append(codes, code)
-		}
-		groups[code] = append(groups[code], f)
+type geojsonFile struct {
+	name   string
+	w      *bufio.Writer
+	n      int
+	commit func() error
+	abort  func()
+}
+
+func newGeoJSONSink(a *app, file string, o exportOptions) (*geojsonSink, error) {
+	return &geojsonSink{a: a, file: file, o: o, files: map[int]*geojsonFile{}}, nil
+}
+
+func (g *geojsonSink) open(code int) (*geojsonFile, error) {
+	if f, ok := g.files[code]; ok {
+		return f, nil
 	}
-	slices.Sort(codes)
-	if !o.split {
-		codes = []int{o.toEPSG}
-	}
-	write := func(w io.Writer, code int, feats []feature) error {
-		bw := bufio.NewWriter(w)
-		bw.WriteString(`{"type":"FeatureCollection",`)
-		if code != 4326 && code != 0 {
-			fmt.Fprintf(bw, `"crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::%d"}},`, code)
-		}
-		bw.WriteString(`"features":[`)
-		for i, f := range feats {
-			if i > 0 {
-				bw.WriteByte(',')
-			}
-			bw.WriteString("\n")
-			bw.Write(featureJSON(f))
-		}
-		bw.WriteString("\n]}\n")
-		return bw.Flush()
-	}
-	if file == "-" {
-		return nil, write(a.stdout, o.toEPSG, groups[o.toEPSG])
-	}
-	// Every file is complete in its temporary name before any is renamed.
-	type pending struct {
-		name   string
-		commit func() error
-		abort  func()
-	}
-	var ps []pending
-	defer func() {
-		for _, p := range ps {
-			p.abort()
-		}
-	}()
-	for _, code := range codes {
-		name := file
-		if o.split {
-			ext := filepath.Ext(file)
+	f := &geojsonFile{name: g.file, commit: func() error { return nil }, abort: func() {}}
+	if g.file == "-" {
+		f.w = bufio.NewWriter(g.a.stdout)
+	} else {
+		if g.o.split {
+			ext := filepath.Ext(g.file)
 			tag := "epsg" + strconv.Itoa(code)
 			if code == 0 {
 				tag = "unknown-crs"
 			}
-			name = strings.TrimSuffix(file, ext) + "." + tag + ext
+			f.name = strings.TrimSuffix(g.file, ext) + "." + tag + ext
 		}
-		f, commit, abort, err := createAtomic(name)
+		fh, commit, abort, err := createAtomic(f.name)
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, pending{name, commit, abort})
-		if err := write(f, code, groups[code]); err != nil {
+		f.w, f.abort = bufio.NewWriter(fh), abort
+		f.commit = func() error {
+			if err := f.w.Flush(); err != nil {
+				return err
+			}
+			return commit()
+		}
+	}
+	f.w.WriteString(`{"type":"FeatureCollection",`)
+	if code != 4326 && code != 0 {
+		fmt.Fprintf(f.w, `"crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::%d"}},`, code)
+	}
+	f.w.WriteString(`"features":[`)
+	g.files[code] = f
+	g.codes = append(g.codes, code)
+	return f, nil
+}
+
+func (g *geojsonSink) add(ft feature) error {
+	code := g.o.toEPSG
+	if g.o.split {
+		code = ft.epsg
+	}
+	f, err := g.open(code)
+	if err != nil {
+		return err
+	}
+	if f.n > 0 {
+		f.w.WriteByte(',')
+	}
+	f.n++
+	f.w.WriteString("\n")
+	_, err = f.w.Write(featureJSON(ft))
+	return err
+}
+
+func (g *geojsonSink) commit() ([]string, error) {
+	if len(g.files) == 0 && !g.o.split {
+		if _, err := g.open(g.o.toEPSG); err != nil { // an empty collection
+			return nil, err
+		}
+	}
+	// Every file is complete in its temporary name before any is renamed.
+	for _, code := range g.codes {
+		f := g.files[code]
+		f.w.WriteString("\n]}\n")
+		if err := f.w.Flush(); err != nil {
 			return nil, err
 		}
 	}
 	var names []string
-	for _, p := range ps {
-		if err := p.commit(); err != nil {
+	slices.Sort(g.codes)
+	for _, code := range g.codes {
+		f := g.files[code]
+		if err := f.commit(); err != nil {
 			return names, err
 		}
-		names = append(names, p.name)
+		if g.file != "-" {
+			names = append(names, f.name)
+		}
 	}
 	return names, nil
+}
+
+func (g *geojsonSink) abort() {
+	for _, f := range g.files {
+		f.abort()
+	}
 }
 
 func featureJSON(f feature) []byte {
@@ -586,35 +649,31 @@ func featureJSON(f feature) []byte {
 	return append(b, "}}"...)
 }
 
-// exportGeometry returns the record's geometry as GeoJSON that any reader
-// accepts (numbers written exactly), or nil and why not.
-func exportGeometry(ctx context.Context, it item, off *offload.Offloader) ([]byte, string) {
+// exportGeometry returns the record's geometry parsed, or why it cannot
+// be exported.
+func exportGeometry(ctx context.Context, it item, off *offload.Offloader) (geojson.Geometry, string) {
 	g := it.env.Geometry
 	if g.Missing {
-		return nil, geomMissing
+		return geojson.Geometry{}, geomMissing
 	}
 	data := g.Inline
 	if g.OffloadURI != "" {
 		if off == nil {
-			return nil, geomNotFetched
+			return geojson.Geometry{}, geomNotFetched
 		}
 		var err error
 		if data, err = off.Fetch(ctx, offload.Ref{URI: g.OffloadURI, Size: g.ByteSize, SHA256: g.ContentSHA256}); err != nil {
-			return nil, geomFetchFailed
+			return geojson.Geometry{}, geomFetchFailed
 		}
 	}
 	parsed, err := geojson.ParseGeometry(data, geojson.Limits{MaxVertices: -1})
 	if err != nil {
-		return nil, geomUnparseable
+		return geojson.Geometry{}, geomUnparseable
 	}
 	if ferr := geojson.CheckFinite(parsed); ferr != nil {
-		return nil, geomNonFinite
+		return geojson.Geometry{}, geomNonFinite
 	}
-	out, err := geojson.Append(nil, parsed.Geom, parsed.Z)
-	if err != nil {
-		return nil, geomNonFinite
-	}
-	return out, geomOK
+	return parsed, geomOK
 }
 
 func appendJSON(b []byte, v any) []byte {

@@ -6,104 +6,144 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/paulmach/orb"
-
 	"github.com/geodlq/geodlq/cmd/geodlq/internal/gpkg"
 )
 
-// The GeoPackage layers of an export.
+// The GeoPackage layers of an export, and their CRS.
 const (
 	gpkgGeometries = "dead_letters"
 	gpkgFaults     = "fault_points"
+	gpkgSRS        = gpkg.SRSID
 )
 
-// writeGPKG writes the features as a GeoPackage to file ("-": standard
-// output, through a temporary file), committed by a rename.
-func (a *app) writeGPKG(ctx context.Context, file string, fs *featureSet, epsg int) error {
-	if epsg != gpkg.SRSID {
-		return usagef("--format gpkg is written in EPSG:4326 (--to-epsg 4326); use --format geojson for other CRSs")
-	}
-	target := file
+// gpkgSink writes the features into a GeoPackage as they come: a
+// temporary file, renamed to file on commit ("-": copied to standard
+// output).
+type gpkgSink struct {
+	ctx     context.Context
+	a       *app
+	file    string
+	target  string // where the file is committed
+	tmp     string
+	tmpDir  string // for "-"
+	w       *gpkg.Writer
+	layered bool
+	done    bool
+}
+
+func newGPKGSink(ctx context.Context, a *app, file string) (*gpkgSink, error) {
+	s := &gpkgSink{ctx: ctx, a: a, file: file, target: file}
 	if file == "-" {
 		dir, err := os.MkdirTemp("", "geodlq-export-")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer os.RemoveAll(dir)
-		target = filepath.Join(dir, "export.gpkg")
+		s.tmpDir, s.target = dir, filepath.Join(dir, "export.gpkg")
 	}
-	err := writeFileAtomic(target, func(tmp string) error {
-		if err := os.Remove(tmp); err != nil { // SQLite creates it
-			return err
-		}
-		return writeGPKGFile(ctx, tmp, fs)
-	})
-	if err != nil || file != "-" {
-		return err
-	}
-	f, err := os.Open(target)
+	f, err := os.CreateTemp(filepath.Dir(s.target), "."+filepath.Base(s.target)+".*.tmp")
 	if err != nil {
-		return err
+		s.abort()
+		return nil, err
 	}
-	defer f.Close()
-	_, err = io.Copy(a.stdout, f)
-	return err
+	s.tmp = f.Name()
+	_ = f.Close()
+	_ = os.Remove(s.tmp) // SQLite creates it
+	if s.w, err = gpkg.Create(ctx, s.tmp); err != nil {
+		s.abort()
+		return nil, err
+	}
+	return s, nil
 }
 
-func writeGPKGFile(ctx context.Context, path string, fs *featureSet) (err error) {
-	w, err := gpkg.Create(ctx, path)
+// layers creates the two layers with the columns of the first feature.
+func (s *gpkgSink) layers(f feature) error {
+	var cols, faultCols []gpkg.Column
+	for _, c := range f.props {
+		if c.name == "feature" {
+			continue
+		}
+		col := gpkg.Column{Name: c.name, Type: gpkgType(c.name)}
+		cols = append(cols, col)
+		if c.name != "geometry_status" {
+			faultCols = append(faultCols, col)
+		}
+	}
+	if err := s.w.CreateLayer(s.ctx, gpkgGeometries, "GEOMETRY", "dead-lettered geometries (geodlq export)", cols); err != nil {
+		return err
+	}
+	if err := s.w.CreateLayer(s.ctx, gpkgFaults, "POINT", "fault locations of the dead-lettered geometries (geodlq export)", faultCols); err != nil {
+		return err
+	}
+	s.layered = true
+	return nil
+}
+
+func (s *gpkgSink) add(f feature) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	if !s.layered {
+		if err := s.layers(f); err != nil {
+			return err
+		}
+	}
+	var vals []any
+	for _, c := range f.props {
+		if c.name != "feature" {
+			vals = append(vals, c.value)
+		}
+	}
+	layer := gpkgGeometries
+	if f.fault {
+		layer = gpkgFaults
+	}
+	return s.w.Insert(s.ctx, layer, f.parsed, vals)
+}
+
+func (s *gpkgSink) commit() ([]string, error) {
+	if !s.layered {
+		if err := s.layers(feature{props: append(columns(view{}), column{"geometry_status", nil})}); err != nil {
+			return nil, err
+		}
+	}
+	w := s.w
+	s.w = nil
+	if err := w.Close(s.ctx); err != nil {
+		return nil, err
+	}
+	if err := syncFile(s.tmp); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(s.tmp, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(s.tmp, s.target); err != nil {
+		return nil, err
+	}
+	s.done = true
+	if s.file != "-" {
+		return []string{s.file}, nil
+	}
+	f, err := os.Open(s.target)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			w.Abort()
-		}
-	}()
-	var cols []gpkg.Column
-	if len(fs.feats) > 0 {
-		for _, c := range fs.feats[0].props {
-			if c.name == "feature" {
-				continue
-			}
-			cols = append(cols, gpkg.Column{Name: c.name, Type: gpkgType(c.name)})
-		}
+	defer f.Close()
+	_, err = io.Copy(s.a.stdout, f)
+	return nil, err
+}
+
+func (s *gpkgSink) abort() {
+	if s.w != nil {
+		s.w.Abort()
+		s.w = nil
 	}
-	if err := w.CreateLayer(ctx, gpkgGeometries, "GEOMETRY", "dead-lettered geometries (geodlq export)", cols); err != nil {
-		return err
+	if !s.done && s.tmp != "" {
+		_ = os.Remove(s.tmp)
 	}
-	faultCols := cols[:0:0]
-	for _, c := range cols {
-		if c.Name != "geometry_status" {
-			faultCols = append(faultCols, c)
-		}
+	if s.tmpDir != "" {
+		_ = os.RemoveAll(s.tmpDir)
 	}
-	if err := w.CreateLayer(ctx, gpkgFaults, "POINT", "fault locations of the dead-lettered geometries (geodlq export)", faultCols); err != nil {
-		return err
-	}
-	for _, f := range fs.feats {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var vals []any
-		for _, c := range f.props {
-			if c.name != "feature" {
-				vals = append(vals, c.value)
-			}
-		}
-		var g orb.Geometry
-		if f.parsed != nil {
-			g = f.parsed
-		}
-		layer := gpkgGeometries
-		if f.fault {
-			layer = gpkgFaults
-		}
-		if err := w.Insert(ctx, layer, g, vals); err != nil {
-			return err
-		}
-	}
-	return w.Close(ctx)
 }
 
 // gpkgType is the SQL type of an exported column.

@@ -309,7 +309,7 @@ func listTable(views []view, wide bool) *tbl {
 	if wide {
 		header = append(header, "ATTEMPTS", "SOURCE")
 	}
-	t := &tbl{header: header, flex: []int{6, 7}}
+	t := &tbl{header: header, flex: []int{6, 7, 3}}
 	for _, v := range views {
 		t.rows = append(t.rows, listRow(v, wide))
 	}

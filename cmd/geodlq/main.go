@@ -94,7 +94,9 @@ func run(ctx context.Context, args []string, io stdio) int {
 	code := exitCode(ctx, err)
 	var pe *problemsError
 	if !errors.As(err, &pe) || pe.msg != "" {
-		fmt.Fprintf(io.stderr, "geodlq: %v\n", err)
+		// One line: a client library's error may carry newlines (joined
+		// errors), and scripts read the first line.
+		fmt.Fprintf(io.stderr, "geodlq: %s\n", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	if code == exitUsage {
 		path := "geodlq"

@@ -117,15 +117,19 @@ func (t *tbl) fit(width int) []int {
 	for _, x := range w {
 		total += x
 	}
-	for _, i := range t.flex {
-		if total <= width {
-			break
-		}
-		cut := min(total-width, w[i]-minFlex)
-		if cut > 0 {
-			w[i] -= cut
-			total -= cut
-			maxes[i] = w[i]
+	// Two passes: every flexible column down to a comfortable width
+	// first, most expendable first; then down to minFlex.
+	for _, floor := range []int{2 * minFlex, minFlex} {
+		for _, i := range t.flex {
+			if total <= width {
+				return maxes
+			}
+			cut := min(total-width, w[i]-floor)
+			if cut > 0 {
+				w[i] -= cut
+				total -= cut
+				maxes[i] = w[i]
+			}
 		}
 	}
 	return maxes

@@ -529,8 +529,13 @@ func (s *trackingSource) Fetch(ctx context.Context, dest string, f broker.Filter
 	return recs, err
 }
 
+// Ack acknowledges r even when ctx has ended: it is called once r's side
+// effect (a re-injection, a move to quarantine) happened, and a record
+// left unacknowledged then would have it happen again on the next run.
 func (s *trackingSource) Ack(ctx context.Context, r *broker.Record) error {
-	err := s.DeadLetterSource.Ack(ctx, r)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := s.DeadLetterSource.Ack(actx, r)
 	if err == nil {
 		s.t.m.count("acked", 1)
 	}

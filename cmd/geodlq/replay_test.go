@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -117,93 +111,4 @@ func containsItem(rep replayReport, recordID string) bool {
 		}
 	}
 	return false
-}
-
-// TestReplayInterrupt sends SIGINT to a rate-limited replay in the middle
-// of its run and proves the run stopped cleanly: exit 130; every record is
-// either acknowledged and re-injected exactly once, or pending and not
-// re-injected; nothing is left leased (an immediate second run replays all
-// the rest, although the store's lease is 30s); and after it every record
-// was re-injected exactly once.
-func TestReplayInterrupt(t *testing.T) {
-	t.Parallel()
-	const n = 40
-	var in bytes.Buffer
-	for i := range n {
-		fmt.Fprintf(&in, `{"event_id":"evt-bt-%02d","crs":"EPSG:4326","geometry":%s}`+"\n", i, bowtieGeom)
-	}
-	c := oneEvent(t, bytes.TrimSpace(in.Bytes()))
-	target := filepath.Join(t.TempDir(), "target.db")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(c.base(), "replay", "-o", "json", "--repair", "make-valid", "--rate", "8",
-		"--target", "sqlite://"+target)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Start())
-	// Wait until a few events are re-injected, then press Ctrl-C.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatalf("replay did not start: %s", errb.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-		if count := countMessages(target); count >= 4 {
-			break
-		}
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	require.True(t, errors.As(err, &ee), "exit status: %v", err)
-	require.Equal(t, exitInterrupted, ee.ExitCode(), "stderr: %s", errb.String())
-	var rep replayReport
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep), out.String())
-	require.True(t, rep.Interrupted)
-	require.Less(t, rep.Counts["repaired"], n, "interrupted in the middle")
-
-	views := listViews(t, c, "--all")
-	require.Len(t, views, n)
-	got := reinjected(t, target, "parcels")
-	acked := 0
-	for _, v := range views {
-		ref := v.Destination + "/" + v.ID
-		switch v.Status {
-		case "replayed":
-			acked++
-			require.Len(t, got[ref], 1, "%s acknowledged: re-injected exactly once", ref)
-		case "pending":
-			require.Empty(t, got[ref], "%s pending: not re-injected", ref)
-		default:
-			t.Fatalf("%s: status %q", ref, v.Status)
-		}
-	}
-	require.Equal(t, rep.Counts["repaired"], acked)
-	require.Positive(t, acked)
-
-	rest := replayJSON(t, c, exitOK, "--repair", "make-valid", "--target", "sqlite://"+target)
-	require.Equal(t, map[string]int{"repaired": n - acked}, rest.Counts, "nothing was left leased")
-	got = reinjected(t, target, "parcels")
-	require.Len(t, got, n)
-	for ref, ms := range got {
-		require.Len(t, ms, 1, ref)
-	}
-}
-
-func countMessages(path string) int {
-	s, err := broker.OpenStore(context.Background(), "sqlite://"+path, &broker.OpenOptions{ReadOnly: true})
-	if err != nil {
-		return 0
-	}
-	defer s.Close()
-	var es []broker.Entry
-	err = s.ScanAll(context.Background(), broker.ListOptions{Destination: "parcels", IncludeReplayed: true, Limit: broker.MaxListLimit},
-		func(e broker.Entry) error { es = append(es, e); return nil })
-	if err != nil {
-		return 0
-	}
-	return len(es)
 }

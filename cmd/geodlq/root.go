@@ -113,7 +113,7 @@ verify: a blob is missing or altered, replay: a record failed); 2 usage error;
 	pf.StringSliceVar(&a.dests, "dest", nil, "dead-letter destinations to look at (default: every destination holding envelopes)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the library's decisions (and client libraries' own lines) to stderr")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting to a store after this long")
-	pf.StringVar(&a.progressMode, "progress", "auto", "progress of long commands: auto (a bar on a terminal, JSON records on stderr otherwise), bar, json or none")
+	pf.StringVar(&a.progressMode, "progress", envOr("GEODLQ_PROGRESS", "auto"), "progress of long commands: auto (a bar on a terminal, JSON records on stderr otherwise), bar, json or none ($GEODLQ_PROGRESS)")
 	pf.DurationVar(&a.progressEvery, "progress-interval", time.Second, "how often a JSON progress record is written")
 	pf.BoolVar(&a.json, "json", false, "same as -o json")
 	_ = pf.MarkHidden("progress-interval")

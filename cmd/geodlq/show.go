@@ -82,7 +82,14 @@ the payload fails verification.`,
 					doc.PayloadBase64 = base64.StdEncoding.EncodeToString(payload)
 				}
 				doc.PayloadVerified = perr == nil && it.env != nil
-				if err := writeJSON(a.stdout, doc); err != nil {
+				// One top-level member per line, each value compact: the
+				// envelope is untrusted JSON, and indenting a deeply nested
+				// document makes it quadratically larger.
+				b, err := json.Marshal(doc)
+				if err != nil {
+					return err
+				}
+				if _, err := a.stdout.Write(append(memberPerLine(b), '\n')); err != nil {
 					return err
 				}
 				return restoreError(perr)

@@ -104,6 +104,29 @@ type canvas struct {
 	scale      float64
 	offX, offY float64
 	w, h       float64
+	// large is set for a geometry of more than thinAbove positions: thin
+	// outlines, every run thinned to half a pixel, and each pixel drawn at
+	// most once by points (seen), so that the document's size is bounded by
+	// the drawing's pixels, not by the geometry's positions.
+	large bool
+	seen  map[[2]int32]struct{}
+}
+
+// firstAt reports whether nothing was drawn yet at the pixel (x, y), and
+// marks it; only for large geometries (always true otherwise).
+func (c *canvas) firstAt(x, y float64) bool {
+	if !c.large {
+		return true
+	}
+	if c.seen == nil {
+		c.seen = map[[2]int32]struct{}{}
+	}
+	k := [2]int32{int32(math.Round(x)), int32(math.Round(y))}
+	if _, ok := c.seen[k]; ok {
+		return false
+	}
+	c.seen[k] = struct{}{}
+	return true
 }
 
 func (c *canvas) px(p orb.Point) (float64, float64) {
@@ -188,7 +211,8 @@ func SVG(w io.Writer, g orb.Geometry, m Mark, opts Options) error {
 		if m.Range != nil && m.Kind == classify.KindOutOfRange {
 			c.rangeBox(*m.Range)
 		}
-		c.geometry(g, total > thinAbove)
+		c.large = total > thinAbove
+		c.geometry(g, c.large)
 		if total <= dotsUpTo {
 			c.b.WriteString(`<g fill="#2b6cb0">` + "\n")
 			geojson.Components(g, func(cp geojson.Component) bool {
@@ -372,7 +396,9 @@ func (c *canvas) points(pts []orb.Point) {
 	for _, p := range pts {
 		if finite(p) {
 			x, y := c.px(p)
-			fmt.Fprintf(&c.b, `<circle cx="%s" cy="%s" r="4" fill="#2b6cb0"/>`+"\n", num(x), num(y))
+			if c.firstAt(x, y) {
+				fmt.Fprintf(&c.b, `<circle cx="%s" cy="%s" r="4" fill="#2b6cb0"/>`+"\n", num(x), num(y))
+			}
 		}
 	}
 }
@@ -384,14 +410,18 @@ func (c *canvas) path(runs [][]orb.Point, fill, thin bool) {
 	for _, run := range runs {
 		move := true
 		lx, ly := math.NaN(), math.NaN()
+		thin := thin || len(run) > decimateAbove
 		for i, p := range run {
 			if !finite(p) {
 				move = true
 				continue
 			}
 			x, y := c.px(p)
-			if len(run) > decimateAbove && !move && i != len(run)-1 && math.Hypot(x-lx, y-ly) < 0.5 {
+			if thin && !move && math.Hypot(x-lx, y-ly) < 0.5 {
 				continue
+			}
+			if thin && move && !c.firstAt(x, y) && runWithin(c, run[i:], x, y) {
+				break // the whole run lies in a pixel already drawn
 			}
 			if move {
 				d.WriteString("M")
@@ -413,6 +443,21 @@ func (c *canvas) path(runs [][]orb.Point, fill, thin bool) {
 		attrs = `fill="#bcd7f2" fill-opacity="0.6" fill-rule="evenodd" stroke="#2b6cb0" stroke-width="` + sw + `"`
 	}
 	fmt.Fprintf(&c.b, `<path d="%s" %s/>`+"\n", strings.TrimSpace(d.String()), attrs)
+}
+
+// runWithin reports whether every finite position of run maps within
+// half a pixel of (x, y).
+func runWithin(c *canvas, run []orb.Point, x, y float64) bool {
+	for _, p := range run {
+		if !finite(p) {
+			continue
+		}
+		px, py := c.px(p)
+		if math.Abs(px-x) > 0.5 || math.Abs(py-y) > 0.5 {
+			return false
+		}
+	}
+	return true
 }
 
 // component returns the positions of f's part and ring.

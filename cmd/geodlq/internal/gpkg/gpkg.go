@@ -14,6 +14,7 @@
 package gpkg
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -210,6 +211,37 @@ func (w *Writer) Abort() {
 	_ = w.db.Close()
 }
 
+// wkbSize estimates the WKB size of g, to allocate its blob once: 21
+// bytes a point (a point of a MultiPoint carries its own header), 16 a
+// position of a line or ring, and a little per part.
+func wkbSize(g orb.Geometry) int {
+	n := 64
+	switch g := g.(type) {
+	case orb.Point:
+		n += 21
+	case orb.MultiPoint:
+		n += 21 * len(g)
+	case orb.LineString:
+		n += 16 * len(g)
+	case orb.Polygon:
+		for _, r := range g {
+			n += 4 + 16*len(r)
+		}
+	case orb.MultiPolygon:
+		for _, p := range g {
+			n += 9
+			for _, r := range p {
+				n += 4 + 16*len(r)
+			}
+		}
+	case orb.MultiLineString:
+		for _, l := range g {
+			n += 9 + 16*len(l)
+		}
+	}
+	return n
+}
+
 // Blob encodes g as a GeoPackage geometry blob (standard binary, version
 // 0, little-endian, with an XY envelope, EPSG:4326) and returns it with
 // g's bound. Coordinates must be finite.
@@ -220,16 +252,20 @@ func Blob(g orb.Geometry) ([]byte, orb.Bound, error) {
 			return nil, b, errors.New("geometry has coordinates that are not finite")
 		}
 	}
-	body, err := wkb.Marshal(g, binary.LittleEndian)
-	if err != nil {
+	// The header, then the WKB encoded into the same buffer: a large
+	// geometry's blob is held once.
+	var buf bytes.Buffer
+	buf.Grow(8 + 32 + wkbSize(g))
+	head := make([]byte, 8, 40)
+	head[0], head[1], head[2] = 'G', 'P', 0
+	head[3] = 1<<1 | 1 // envelope [minx, maxx, miny, maxy]; little-endian
+	binary.LittleEndian.PutUint32(head[4:], SRSID)
+	for _, v := range []float64{b.Min[0], b.Max[0], b.Min[1], b.Max[1]} {
+		head = binary.LittleEndian.AppendUint64(head, math.Float64bits(v))
+	}
+	buf.Write(head)
+	if err := wkb.NewEncoder(&buf).SetByteOrder(binary.LittleEndian).Encode(g); err != nil {
 		return nil, b, err
 	}
-	out := make([]byte, 8, 8+32+len(body))
-	out[0], out[1], out[2] = 'G', 'P', 0
-	out[3] = 1<<1 | 1 // envelope [minx, maxx, miny, maxy]; little-endian
-	binary.LittleEndian.PutUint32(out[4:], SRSID)
-	for _, v := range []float64{b.Min[0], b.Max[0], b.Min[1], b.Max[1]} {
-		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
-	}
-	return append(out, body...), b, nil
+	return buf.Bytes(), b, nil
 }
