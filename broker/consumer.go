@@ -433,3 +433,27 @@ func (ss *storeSource) Nack(ctx context.Context, d *Delivery, delay time.Duratio
 }
 
 func (ss *storeSource) Close() error { return nil }
+
+// NewStoreConsumer returns a consumer of destination of store that
+// processes with proc: [NewConsumer] over [StoreSource]. It is what the
+// store adapters' NewConsumer functions (memory, sqlite, postgis, mysql,
+// redisstream) are, with their argument checks written once: store must
+// not be nil or read-only, destination must be valid, and so must
+// src.Filter.
+func NewStoreConsumer(store *Store, destination string, proc *Processor, opts *ConsumerOptions, src *StoreSourceOptions) (*Consumer, error) {
+	if store == nil {
+		return nil, fmt.Errorf("broker: NewStoreConsumer: nil store: %w", ErrInvalidArgument)
+	}
+	if store.ReadOnly() {
+		return nil, fmt.Errorf("%s: consume %q: %w", store.Name(), destination, ErrReadOnly)
+	}
+	if err := ValidDestination(destination); err != nil {
+		return nil, fmt.Errorf("%s: consume: %w", store.Name(), err)
+	}
+	if src != nil {
+		if err := src.Filter.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: consume %q: %w", store.Name(), destination, err)
+		}
+	}
+	return NewConsumer(StoreSource(store, destination, src), proc, opts)
+}

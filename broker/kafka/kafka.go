@@ -210,7 +210,7 @@ var (
 )
 
 // errReadOnly is returned by writes and leases of a store opened read-only.
-var errReadOnly = fmt.Errorf("kafka: the store was opened read-only: %w", errors.ErrUnsupported)
+var errReadOnly = fmt.Errorf("kafka: %w", broker.ErrReadOnly)
 
 // New returns a Kafka dead-letter store that produces with cl. cl must
 // write with acks=all and the idempotent producer (kgo's defaults;

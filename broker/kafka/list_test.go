@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -101,8 +100,8 @@ func TestListStatuses(t *testing.T) {
 
 	// The read-only store wrote nothing and leases nothing.
 	_, err = ro.Fetch(ctx, d, broker.Filter{}, 1)
-	require.ErrorIs(t, err, errors.ErrUnsupported)
-	require.ErrorIs(t, ro.Publish(ctx, d, &broker.Message{Body: []byte("x")}), errors.ErrUnsupported)
+	require.ErrorIs(t, err, broker.ErrReadOnly)
+	require.ErrorIs(t, ro.Publish(ctx, d, &broker.Message{Body: []byte("x")}), broker.ErrReadOnly)
 	groups, err = c.admin().ListGroups(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"geodlq-replay." + d}, groups.Groups(), "only the replaying store's group exists")

@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -107,10 +106,10 @@ func TestOpenReadOnly(t *testing.T) {
 	ds, err := ro.Destinations(ctx)
 	require.NoError(t, err)
 	require.Empty(t, ds)
-	require.ErrorIs(t, ro.Publish(ctx, d, brokertest.Message(t, brokertest.SampleInputs()[0])), errors.ErrUnsupported)
+	require.ErrorIs(t, ro.Publish(ctx, d, brokertest.Message(t, brokertest.SampleInputs()[0])), broker.ErrReadOnly)
 	_, err = ro.Fetch(ctx, d, broker.Filter{}, 1)
-	require.ErrorIs(t, err, errors.ErrUnsupported)
-	require.ErrorIs(t, ro.Ack(ctx, &broker.Record{ID: "0/0", Destination: d}), errors.ErrUnsupported)
+	require.ErrorIs(t, err, broker.ErrReadOnly)
+	require.ErrorIs(t, ro.Ack(ctx, &broker.Record{ID: "0/0", Destination: d}), broker.ErrReadOnly)
 
 	td, err := c.admin().ListTopics(ctx)
 	require.NoError(t, err)

@@ -468,6 +468,8 @@ func Reopen(s *broker.Store) *broker.Store {
 // valid.
 type ConsumerOptions struct {
 	broker.ConsumerOptions
+	// Filter selects the records consumed. Zero: all.
+	Filter broker.Filter
 	// PollInterval is how long the consumer waits after finding the
 	// destination empty. Default 1s.
 	PollInterval time.Duration
@@ -478,15 +480,10 @@ type ConsumerOptions struct {
 // with proc. A message that is not acknowledged stays leased until its
 // lease expires (Options.LeaseTTL), then comes again.
 func NewConsumer(s *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
-	if s == nil {
-		return nil, fmt.Errorf("memory: NewConsumer: nil store: %w", broker.ErrInvalidArgument)
-	}
-	if err := broker.ValidDestination(destination); err != nil {
-		return nil, fmt.Errorf("memory: NewConsumer: %w", err)
-	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	return broker.NewConsumer(broker.StoreSource(s, destination, &broker.StoreSourceOptions{PollInterval: o.PollInterval}), proc, &o.ConsumerOptions)
+	return broker.NewStoreConsumer(s, destination, proc, &o.ConsumerOptions,
+		&broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
 }

@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -29,22 +28,10 @@ type ConsumerOptions struct {
 // (Options.LeaseTTL). Message.DeliveryAttempt counts the leases of a
 // record. Closing the consumer does not close the store.
 func NewConsumer(store *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
-	if store == nil {
-		return nil, fmt.Errorf("mysql: NewConsumer: nil store: %w", broker.ErrInvalidArgument)
-	}
-	if _, ok := store.Driver().(*driver); !ok {
-		return nil, fmt.Errorf("mysql: NewConsumer: store %q was not made by mysql.New: %w", store.Name(), broker.ErrInvalidArgument)
-	}
-	if err := broker.ValidDestination(destination); err != nil {
-		return nil, fmt.Errorf("mysql: NewConsumer: %w", err)
-	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	if err := o.Filter.Validate(); err != nil {
-		return nil, fmt.Errorf("mysql: NewConsumer: %w", err)
-	}
-	src := broker.StoreSource(store, destination, &broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
-	return broker.NewConsumer(src, proc, &o.ConsumerOptions)
+	return broker.NewStoreConsumer(store, destination, proc, &o.ConsumerOptions,
+		&broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
 }

@@ -125,7 +125,7 @@
 // {table}_migrations; it is idempotent and safe to run from many
 // processes at once. It creates a missing table only with Options.Create,
 // never touches a table of the same name that has no bookkeeping table,
-// and runs nothing with Options.ReadOnly.
+// and runs nothing with StoreOptions.ReadOnly.
 //
 // # As
 //

@@ -60,17 +60,7 @@ type Options struct {
 	// fails with an error wrapping [broker.ErrNoStore] on a database
 	// without the table, and writes nothing.
 	Create bool
-	// ReadOnly opens the store for reading: New runs no migration (a
-	// missing, foreign or outdated table is an error wrapping
-	// [broker.ErrNoStore] or saying so), and Publish, Fetch, Ack, Release
-	// and Purge (but a dry run) fail with an error wrapping
-	// [ErrReadOnly]. List, Destinations and Stats work.
-	ReadOnly bool
 }
-
-// ErrReadOnly is wrapped by the errors of writes to a store opened with
-// Options.ReadOnly.
-var ErrReadOnly = errors.New("mysql: store opened read-only")
 
 // driver is the MySQL/MariaDB [broker.Driver].
 type driver struct {
@@ -223,7 +213,7 @@ func (d *driver) Close() error {
 
 func (d *driver) writable(op string) error {
 	if d.readOnly {
-		return fmt.Errorf("mysql: %s: %w", op, ErrReadOnly)
+		return fmt.Errorf("mysql: %s: %w", op, broker.ErrReadOnly)
 	}
 	return nil
 }

@@ -150,13 +150,13 @@ func TestDestinationsAreBytes(t *testing.T) {
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
 	db := mysqltest.NewDB(t)
-	_, err := mysql.New(ctx, db, &mysql.Options{ReadOnly: true, Create: true})
+	_, err := mysql.New(ctx, db, &mysql.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}, Create: true})
 	require.ErrorIs(t, err, broker.ErrNoStore, "read-only never creates")
 	require.Zero(t, tableCount(t, db), "and writes nothing")
 
 	_, err = db.Exec("CREATE TABLE `" + mysql.DefaultTable + "` (id INT PRIMARY KEY)")
 	require.NoError(t, err)
-	_, err = mysql.New(ctx, db, &mysql.Options{ReadOnly: true})
+	_, err = mysql.New(ctx, db, &mysql.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}})
 	require.ErrorIs(t, err, broker.ErrNoStore, "a table of the same name that is not geodlq's")
 	_, err = mysql.New(ctx, db, &mysql.Options{Create: true})
 	require.ErrorIs(t, err, broker.ErrNoStore, "is never migrated or written, not even with Create")
@@ -166,7 +166,7 @@ func TestReadOnly(t *testing.T) {
 	rw, err := mysql.New(ctx, db, &mysql.Options{Create: true})
 	require.NoError(t, err)
 	require.NoError(t, rw.Publish(ctx, "d", brokertest.Message(t, brokertest.SampleInputs()[0])))
-	ro, err := mysql.New(ctx, db, &mysql.Options{ReadOnly: true})
+	ro, err := mysql.New(ctx, db, &mysql.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}})
 	require.NoError(t, err)
 	p, err := ro.List(ctx, broker.ListOptions{})
 	require.NoError(t, err)
@@ -177,15 +177,15 @@ func TestReadOnly(t *testing.T) {
 	_, err = ro.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: time.Now()}, IncludePending: true, DryRun: true})
 	require.NoError(t, err, "a dry run purge reads only")
 
-	require.ErrorIs(t, ro.Publish(ctx, "d", &broker.Message{Body: []byte("x")}), mysql.ErrReadOnly)
+	require.ErrorIs(t, ro.Publish(ctx, "d", &broker.Message{Body: []byte("x")}), broker.ErrReadOnly)
 	_, err = ro.Fetch(ctx, "d", broker.Filter{}, 1)
-	require.ErrorIs(t, err, mysql.ErrReadOnly, "a fetch leases: it writes")
+	require.ErrorIs(t, err, broker.ErrReadOnly, "a fetch leases: it writes")
 	recs, err := rw.Fetch(ctx, "d", broker.Filter{}, 1)
 	require.NoError(t, err)
-	require.ErrorIs(t, ro.Ack(ctx, recs[0]), mysql.ErrReadOnly)
-	require.ErrorIs(t, ro.Release(ctx, recs[0]), mysql.ErrReadOnly)
+	require.ErrorIs(t, ro.Ack(ctx, recs[0]), broker.ErrReadOnly)
+	require.ErrorIs(t, ro.Release(ctx, recs[0]), broker.ErrReadOnly)
 	_, err = ro.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: time.Now()}, IncludePending: true})
-	require.ErrorIs(t, err, mysql.ErrReadOnly)
+	require.ErrorIs(t, err, broker.ErrReadOnly)
 	require.NoError(t, rw.Ack(ctx, recs[0]))
 }
 
@@ -224,7 +224,7 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = mysql.New(ctx, db, &mysql.Options{Table: "dl"})
 	require.ErrorContains(t, err, "newer than this package")
-	_, err = mysql.New(ctx, db, &mysql.Options{Table: "dl", ReadOnly: true})
+	_, err = mysql.New(ctx, db, &mysql.Options{Table: "dl", StoreOptions: broker.StoreOptions{ReadOnly: true}})
 	require.ErrorContains(t, err, "schema version")
 }
 
@@ -376,16 +376,15 @@ func TestPurgeReplayedOnly(t *testing.T) {
 
 func TestNewConsumerArguments(t *testing.T) {
 	ctx := context.Background()
-	s, err := mysql.New(ctx, mysqltest.NewDB(t), &mysql.Options{Create: true})
+	db := mysqltest.NewDB(t)
+	s, err := mysql.New(ctx, db, &mysql.Options{Create: true})
 	require.NoError(t, err)
 	defer s.Close()
 	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s,
 		Destination: func(*broker.Message, classify.Route) string { return "dlq" }})
 	require.NoError(t, err)
-	other := broker.NewStore("other", nil, nil)
 	for name, call := range map[string]func() error{
 		"nil store":       func() error { _, err := mysql.NewConsumer(nil, "src", proc, nil); return err },
-		"not mysql":       func() error { _, err := mysql.NewConsumer(other, "src", proc, nil); return err },
 		"bad destination": func() error { _, err := mysql.NewConsumer(s, "", proc, nil); return err },
 		"bad filter": func() error {
 			_, err := mysql.NewConsumer(s, "src", proc, &mysql.ConsumerOptions{Filter: broker.Filter{Classes: []classify.Class{"nope"}}})
@@ -394,6 +393,10 @@ func TestNewConsumerArguments(t *testing.T) {
 	} {
 		require.ErrorIs(t, call(), broker.ErrInvalidArgument, name)
 	}
+	ro, err := mysql.New(ctx, db, &mysql.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}})
+	require.NoError(t, err)
+	_, err = mysql.NewConsumer(ro, "src", proc, nil)
+	require.ErrorIs(t, err, broker.ErrReadOnly, "a read-only store is not consumed")
 	c, err := mysql.NewConsumer(s, "src", proc, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())

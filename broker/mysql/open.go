@@ -73,7 +73,8 @@ func parseURL(u *url.URL, opts broker.OpenOptions) (*gomysql.Config, *Options, e
 		return nil, nil, fmt.Errorf("mysql: URL %q is not mysql://user:pass@host:port/database: %w", broker.Redact(u.String()), broker.ErrInvalidArgument)
 	}
 	q := u.Query()
-	o := &Options{StoreOptions: opts.Store, Table: q.Get("geodlq_table"), Create: opts.Create, ReadOnly: opts.ReadOnly}
+	o := &Options{StoreOptions: opts.Store, Table: q.Get("geodlq_table"), Create: opts.Create}
+	o.ReadOnly = o.ReadOnly || opts.ReadOnly
 	if v := q.Get("lease_ttl"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -64,7 +64,7 @@ func TestOpenStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Entries, 1)
 	require.Equal(t, broker.StatusReplayed, p.Entries[0].Status)
-	require.ErrorIs(t, ro.Publish(ctx, "d", &broker.Message{Body: []byte("x")}), mysql.ErrReadOnly)
+	require.ErrorIs(t, ro.Publish(ctx, "d", &broker.Message{Body: []byte("x")}), broker.ErrReadOnly)
 }
 
 // TestOpenNotAStore: a database that is not a store (missing, or holding

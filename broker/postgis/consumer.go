@@ -1,7 +1,6 @@
 package postgis
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -34,19 +33,10 @@ type ConsumerOptions struct {
 // Message.DeliveryAttempt counting its deliveries. It is
 // [broker.StoreSource] over store, which may be any store.
 func NewConsumer(store *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
-	if store == nil {
-		return nil, fmt.Errorf("postgis: NewConsumer: nil store: %w", broker.ErrInvalidArgument)
-	}
-	if err := broker.ValidDestination(destination); err != nil {
-		return nil, fmt.Errorf("postgis: NewConsumer: %w", err)
-	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	if err := o.Filter.Validate(); err != nil {
-		return nil, fmt.Errorf("postgis: NewConsumer: %w", err)
-	}
-	src := broker.StoreSource(store, destination, &broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
-	return broker.NewConsumer(src, proc, &o.ConsumerOptions)
+	return broker.NewStoreConsumer(store, destination, proc, &o.ConsumerOptions,
+		&broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
 }

@@ -1,7 +1,6 @@
 package redisstream
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -14,6 +13,8 @@ type ConsumerOptions struct {
 	// NackDelay, ReceiveBackoff, SettleTimeout, OnResult, Logger,
 	// TracerProvider.
 	broker.ConsumerOptions
+	// Filter selects the records consumed. Zero: all.
+	Filter broker.Filter
 	// PollInterval is how long the consumer waits after finding nothing to
 	// read. Default 1s.
 	PollInterval time.Duration
@@ -49,16 +50,10 @@ type ConsumerOptions struct {
 //
 // Closing the consumer does not close the store.
 func NewConsumer(store *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
-	if store == nil {
-		return nil, fmt.Errorf("redisstream: NewConsumer: nil store: %w", broker.ErrInvalidArgument)
-	}
-	if err := broker.ValidDestination(destination); err != nil {
-		return nil, fmt.Errorf("redisstream: NewConsumer: %w", err)
-	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	src := broker.StoreSource(store, destination, &broker.StoreSourceOptions{PollInterval: o.PollInterval})
-	return broker.NewConsumer(src, proc, &o.ConsumerOptions)
+	return broker.NewStoreConsumer(store, destination, proc, &o.ConsumerOptions,
+		&broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
 }

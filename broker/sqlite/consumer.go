@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -11,6 +10,8 @@ import (
 // valid.
 type ConsumerOptions struct {
 	broker.ConsumerOptions
+	// Filter selects the records consumed. Zero: all.
+	Filter broker.Filter
 	// PollInterval is how long the consumer waits after finding the
 	// destination empty. Default 1s.
 	PollInterval time.Duration
@@ -23,19 +24,10 @@ type ConsumerOptions struct {
 // Message.DeliveryAttempt counts the row's leases. store is one [Open]
 // returned; a read-only store is refused.
 func NewConsumer(store *broker.Store, destination string, proc *broker.Processor, opts *ConsumerOptions) (*broker.Consumer, error) {
-	if store == nil {
-		return nil, fmt.Errorf("sqlite: NewConsumer: nil store: %w", broker.ErrInvalidArgument)
-	}
-	if d, ok := store.Driver().(*drv); ok && d.ro != nil {
-		return nil, fmt.Errorf("sqlite: NewConsumer: %w", errReadOnly("consume"))
-	}
-	if err := broker.ValidDestination(destination); err != nil {
-		return nil, fmt.Errorf("sqlite: NewConsumer: %w", err)
-	}
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
 	}
-	return broker.NewConsumer(broker.StoreSource(store, destination, &broker.StoreSourceOptions{PollInterval: o.PollInterval}),
-		proc, &o.ConsumerOptions)
+	return broker.NewStoreConsumer(store, destination, proc, &o.ConsumerOptions,
+		&broker.StoreSourceOptions{Filter: o.Filter, PollInterval: o.PollInterval})
 }

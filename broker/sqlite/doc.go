@@ -31,7 +31,7 @@
 // The path is taken verbatim (no percent-decoding). OpenOptions.Create
 // allows creating the file and its table; without it a missing or empty
 // file is refused with [broker.ErrNoStore]. OpenOptions.ReadOnly opens as
-// [Options].ReadOnly does. A path that is not a regular file (a FIFO, a
+// StoreOptions.ReadOnly does. A path that is not a regular file (a FIFO, a
 // device such as /dev/null, a directory), a file that is not a SQLite
 // database, and a database without the store's table are refused with
 // [broker.ErrNoStore] before anything is written, and opening is bounded by
@@ -39,7 +39,7 @@
 //
 // # Read-only
 //
-// A read-only store (Options.ReadOnly) never creates, migrates or writes,
+// A read-only store (StoreOptions.ReadOnly) never creates, migrates or writes,
 // and leaves no -journal, -wal or -shm file behind. SQLite's read-only mode
 // would create the -wal and -shm files of a WAL database no process has
 // open, and could not remove them, so such a database is opened immutable

@@ -522,7 +522,8 @@ func openURL(ctx context.Context, _ *url.URL, raw string, oo broker.OpenOptions)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query: %w: %w", err, broker.ErrInvalidArgument)
 	}
-	o := Options{StoreOptions: oo.Store, ReadOnly: oo.ReadOnly}
+	o := Options{StoreOptions: oo.Store}
+	o.ReadOnly = o.ReadOnly || oo.ReadOnly
 	for k, vs := range q {
 		v := vs[len(vs)-1]
 		var err error

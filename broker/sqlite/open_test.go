@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -175,7 +174,7 @@ func TestOpenDevNull(t *testing.T) {
 		_, err := broker.OpenStore(context.Background(), "sqlite:///dev/null", &o)
 		require.ErrorIs(t, err, broker.ErrNoStore)
 		require.ErrorContains(t, err, "not a regular file")
-		_, err = sqlite.Open(context.Background(), "/dev/null", &sqlite.Options{ReadOnly: o.ReadOnly})
+		_, err = sqlite.Open(context.Background(), "/dev/null", &sqlite.Options{StoreOptions: broker.StoreOptions{ReadOnly: o.ReadOnly}})
 		require.ErrorIs(t, err, broker.ErrNoStore)
 	}
 	for _, f := range []string{"/dev/null-journal", "/dev/null-wal", "/dev/null-shm"} {
@@ -195,7 +194,7 @@ func TestReadOnly(t *testing.T) {
 	newStore(t, path)
 	before := listing(t, dir)
 
-	ro, err := sqlite.Open(ctx, path, &sqlite.Options{ReadOnly: true})
+	ro, err := sqlite.Open(ctx, path, &sqlite.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}})
 	require.NoError(t, err)
 	count := func() int {
 		t.Helper()
@@ -209,10 +208,10 @@ func TestReadOnly(t *testing.T) {
 	_, checks["Fetch"] = ro.Fetch(ctx, "d", broker.Filter{}, 1)
 	_, checks["Purge"] = ro.Purge(ctx, broker.PurgeRequest{Filter: broker.Filter{Until: time.Now()}, IncludePending: true})
 	for op, err := range checks {
-		require.ErrorIs(t, err, errors.ErrUnsupported, op)
+		require.ErrorIs(t, err, broker.ErrReadOnly, op)
 	}
 	_, err = sqlite.NewConsumer(ro, "d", nil, nil)
-	require.ErrorIs(t, err, errors.ErrUnsupported)
+	require.ErrorIs(t, err, broker.ErrReadOnly)
 	var db *sql.DB
 	require.True(t, ro.As(&db))
 	_, err = db.Exec(`DELETE FROM dlq_records`)
@@ -231,7 +230,7 @@ func TestReadOnly(t *testing.T) {
 	require.NoError(t, w.Close())
 	before = listing(t, dir)
 
-	ro, err = sqlite.Open(ctx, path, &sqlite.Options{ReadOnly: true})
+	ro, err = sqlite.Open(ctx, path, &sqlite.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}})
 	require.NoError(t, err)
 	require.Equal(t, 2, count())
 	for i := range 3 {

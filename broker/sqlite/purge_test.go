@@ -199,7 +199,7 @@ func TestPurgeCanceled(t *testing.T) {
 // purge.
 func TestPurgeReadOnly(t *testing.T) {
 	f := newPurgeFixture(t)
-	ro, err := sqlite.Open(context.Background(), f.path, &sqlite.Options{ReadOnly: true})
+	ro, err := sqlite.Open(context.Background(), f.path, &sqlite.Options{StoreOptions: broker.StoreOptions{ReadOnly: true}})
 	require.NoError(t, err)
 	defer ro.Close()
 	req := broker.PurgeRequest{Destination: "t.poison.dlt", Filter: broker.Filter{Until: time.Now().Add(time.Hour)}, DryRun: true}
@@ -208,7 +208,7 @@ func TestPurgeReadOnly(t *testing.T) {
 	require.Equal(t, []string{"1", "4"}, res.IDs)
 	req.DryRun = false
 	_, err = ro.Purge(context.Background(), req)
-	require.ErrorIs(t, err, errors.ErrUnsupported)
+	require.ErrorIs(t, err, broker.ErrReadOnly)
 	require.Len(t, remainingIDs(t, f.store), 6)
 }
 

@@ -38,13 +38,6 @@ type Options struct {
 	// write survives power loss once Publish returns) or "NORMAL"
 	// (survives a process crash; faster).
 	Synchronous string
-	// ReadOnly opens an existing store for reading only: nothing is
-	// created or migrated, no file is left beside the database, and
-	// Publish, Fetch, Ack, Release and Purge (but a dry run) fail with an
-	// error wrapping [errors.ErrUnsupported]. A file that is not a geodlq
-	// store is refused with an error wrapping [broker.ErrNoStore].
-	// Default false: Open creates the file and the table when missing.
-	ReadOnly bool
 	// Now returns the current time, for leases. Default time.Now.
 	Now func() time.Time
 }
@@ -134,7 +127,7 @@ func (d *drv) Close() error {
 
 // errReadOnly is the error of a write through a read-only handle.
 func errReadOnly(op string) error {
-	return fmt.Errorf("sqlite: %s: the store was opened read-only: %w", op, errors.ErrUnsupported)
+	return fmt.Errorf("sqlite: %s: %w", op, broker.ErrReadOnly)
 }
 
 // The statements of the write path, prepared once per connection.
