@@ -191,7 +191,7 @@
 // server that accepts connections but never answers fails the open. With
 // OpenOptions.Create, missing topics are created (as [Options.Topics]);
 // with ReadOnly nothing is ever created or committed: Publish, Fetch,
-// Ack and Release fail with an error wrapping errors.ErrUnsupported, and
+// Ack and Release fail with an error wrapping broker.ErrReadOnly, and
 // List, Destinations and Stats work. For TLS or SASL, build the client
 // yourself and call [New].
 //
