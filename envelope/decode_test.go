@@ -225,7 +225,7 @@ func TestRestoreIntegrity(t *testing.T) {
 	// Whole payload offloaded but no fetcher.
 	e.RawPayload, e.RawPayloadOffloadURI = nil, "s3://dlq-geom/test/"+e.PayloadSHA256+".json"
 	_, err = e.Restore(ctx, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, envelope.ErrNoFetcher)
 }
 
 type lyingFetcher struct{}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 
 	"github.com/geodlq/geodlq/offload"
@@ -38,7 +37,7 @@ func (e *Envelope) Restore(ctx context.Context, f Fetcher) ([]byte, error) {
 	switch {
 	case e.RawPayloadOffloadURI != "":
 		if f == nil {
-			return nil, errors.New("envelope: restore: raw payload is offloaded and no Fetcher was given")
+			return nil, fmt.Errorf("envelope: restore: raw payload is offloaded: %w", ErrNoFetcher)
 		}
 		b, err := f.Fetch(ctx, offload.Ref{URI: e.RawPayloadOffloadURI, Size: e.PayloadSize, SHA256: e.PayloadSHA256})
 		if err != nil {
@@ -65,7 +64,7 @@ func (e *Envelope) restoreGeometry(ctx context.Context, f Fetcher) ([]byte, erro
 			Detail: "raw_payload, byte_size and payload_size disagree"}
 	}
 	if f == nil {
-		return nil, errors.New("envelope: restore: geometry is offloaded and no Fetcher was given")
+		return nil, fmt.Errorf("envelope: restore: geometry is offloaded: %w", ErrNoFetcher)
 	}
 	geom, err := f.Fetch(ctx, offload.Ref{URI: g.OffloadURI, Size: g.ByteSize, SHA256: g.ContentSHA256})
 	if err != nil {

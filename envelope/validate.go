@@ -18,6 +18,9 @@ var (
 	ErrInvalid = errors.New("envelope: invalid envelope")
 	// ErrUnsupportedVersion is wrapped by every [*VersionError].
 	ErrUnsupportedVersion = errors.New("envelope: unsupported schema version")
+	// ErrNoFetcher is wrapped by [Envelope.Restore] when the envelope's
+	// geometry or payload is offloaded and no Fetcher was given.
+	ErrNoFetcher = errors.New("envelope: restore needs a Fetcher: the envelope refers to an offloaded blob")
 )
 
 // Violation is one broken rule of an envelope.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/offload/offloadtest"
 )
@@ -135,7 +136,7 @@ func TestMaxSize(t *testing.T) {
 	o, err := offload.New(offload.NewMemStore(), &offload.Options{MaxSize: 4})
 	require.NoError(t, err)
 	_, err = o.Put(ctx, []byte("12345"), offload.ExtJSON)
-	require.ErrorIs(t, err, offload.ErrTooLarge)
+	require.ErrorIs(t, err, classify.ErrTooLarge)
 	ref, err := o.Put(ctx, []byte("1234"), offload.ExtJSON)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -146,7 +147,7 @@ func TestMaxSize(t *testing.T) {
 		bad.Size = tc.size
 		_, err = o.Fetch(ctx, bad)
 		require.ErrorIs(t, err, offload.ErrIntegrity, "size %d", tc.size)
-		require.Equal(t, tc.tooLarge, errors.Is(err, offload.ErrTooLarge), "size %d: %v", tc.size, err)
+		require.Equal(t, tc.tooLarge, errors.Is(err, classify.ErrTooLarge), "size %d: %v", tc.size, err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+
+	"github.com/geodlq/geodlq/classify"
 )
 
 // DefaultThreshold is the default size above which a geometry is offloaded
@@ -228,7 +230,7 @@ func (o *Offloader) Put(ctx context.Context, data []byte, ext string) (Ref, erro
 		return Ref{}, err
 	}
 	if int64(len(data)) > o.maxSize {
-		return Ref{}, fmt.Errorf("offload: put: %d bytes: %w (%d)", len(data), ErrTooLarge, o.maxSize)
+		return Ref{}, fmt.Errorf("offload: put: %w", &classify.TooLargeError{What: "blob", Size: len(data), Limit: int(o.maxSize), Hint: "Options.MaxSize"})
 	}
 	return o.putSum(ctx, data, sha256Hex(data), ext)
 }
@@ -257,7 +259,7 @@ func (o *Offloader) putSum(ctx context.Context, data []byte, hexsum, ext string)
 // an error wrapping [ErrNotFound]; one that is truncated, extended or
 // altered, an [*IntegrityError]; a reference claiming more than MaxSize
 // bytes, an [*IntegrityError] (ProblemBadRef) that also matches
-// [ErrTooLarge], before the store is asked.
+// [classify.ErrTooLarge], before the store is asked.
 //
 // ref.Size comes from an envelope and is not trusted: Fetch never
 // allocates from it alone. It allocates once for the smaller of ref.Size
@@ -516,7 +518,7 @@ type IntegrityError struct {
 	// Detail explains a ProblemBadRef.
 	Detail string
 	// Limit is the Offloader's MaxSize when the reference claims more
-	// (WantSize > Limit); the error then also matches [ErrTooLarge].
+	// (WantSize > Limit); the error then also matches [classify.ErrTooLarge].
 	// Zero otherwise.
 	Limit int64
 }
@@ -545,10 +547,10 @@ func (e *IntegrityError) Error() string {
 // Unwrap returns [ErrIntegrity].
 func (e *IntegrityError) Unwrap() error { return ErrIntegrity }
 
-// Is reports whether the error matches target: [ErrTooLarge] when the
-// reference claims more than Limit bytes.
+// Is reports whether the error matches target: [classify.ErrTooLarge]
+// when the reference claims more than Limit bytes.
 func (e *IntegrityError) Is(target error) bool {
-	return target == ErrTooLarge && e.Limit > 0 && e.WantSize > e.Limit
+	return target == classify.ErrTooLarge && e.Limit > 0 && e.WantSize > e.Limit
 }
 
 // hashChunk bounds one call into the hash's assembly, which cannot be

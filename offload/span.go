@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash"
 	"sync/atomic"
+
+	"github.com/geodlq/geodlq/classify"
 )
 
 // SpanPut is an [Offloader.Put] of data[start:end] begun before end is
@@ -114,7 +116,7 @@ func (p *SpanPut) Finish(ctx context.Context, end int) (Ref, error) {
 	blob := p.data[p.start:end]
 	if int64(len(blob)) > p.o.maxSize {
 		p.Cancel()
-		return Ref{}, fmt.Errorf("offload: put: %d bytes: %w (%d)", len(blob), ErrTooLarge, p.o.maxSize)
+		return Ref{}, fmt.Errorf("offload: put: %w", &classify.TooLargeError{What: "blob", Size: len(blob), Limit: int(p.o.maxSize), Hint: "Options.MaxSize"})
 	}
 	if !p.end.CompareAndSwap(spanOpen, int64(end)) {
 		return Ref{}, errors.New("offload: span put: Finish after Finish or Cancel")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/offload/offloadtest"
 )
@@ -103,7 +104,7 @@ func TestSpanPutMisuse(t *testing.T) {
 	p, err = o.NewSpanPut(data, 0, offload.ExtGeoJSON)
 	require.NoError(t, err)
 	_, err = p.Finish(ctx, 21)
-	require.ErrorIs(t, err, offload.ErrTooLarge)
+	require.ErrorIs(t, err, classify.ErrTooLarge)
 
 	p, err = o.NewSpanPut(data, 12, offload.ExtGeoJSON)
 	require.NoError(t, err)

@@ -47,10 +47,6 @@ var (
 	// Nothing is read, written or removed through such a link. Get and
 	// Delete wrap [ErrNotFound] too.
 	ErrOutsideStore = errors.New("offload: path leads outside the store")
-	// ErrTooLarge is wrapped by the errors [Offloader.Put] and
-	// [Offloader.Fetch] return for an object larger than Options.MaxSize
-	// (for Fetch: a reference claiming such a size).
-	ErrTooLarge = errors.New("offload: object exceeds MaxSize")
 )
 
 // Store holds immutable blobs under slash-separated keys. It is the small

@@ -64,6 +64,11 @@ func (f RepairFunc) Repair(ctx context.Context, env *envelope.Envelope, payload 
 // ErrNotRepairable is wrapped by repairers that cannot repair an event.
 var ErrNotRepairable = errors.New("replay: event not repairable")
 
+// ErrNoRepair is the error of an [Item] left in place because its class is
+// deterministic and no Repairer is configured for it (or, for
+// schema_violation and resource_exhausted, none may be).
+var ErrNoRepair = errors.New("no repair is configured")
+
 // Options configures a [Replayer].
 type Options struct {
 	// Source is the dead-letter store to read. Required.
@@ -407,7 +412,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 		}
 		if repairer == nil {
 			it.Outcome = OutcomeSkipped
-			it.Err = fmt.Errorf("replay: %s is deterministic and no repair is configured for it", env.FailureClass)
+			it.Err = fmt.Errorf("replay: %s is deterministic and %w for it", env.FailureClass, ErrNoRepair)
 			return it
 		}
 	}

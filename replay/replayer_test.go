@@ -381,3 +381,23 @@ func TestReportSummary(t *testing.T) {
 	}}
 	require.Equal(t, "replayed=3 skipped=2 ack_failed=1", rep.Summary(), "Outcomes order, zero counts left out")
 }
+
+func TestNoRepairIsMatchable(t *testing.T) {
+	b := memory.New(nil)
+	ctx := context.Background()
+	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b,
+		Destination: func(*broker.Message, classify.Route) string { return "dlq" }})
+	require.NoError(t, err)
+	_, err = proc.Process(ctx, &broker.Message{Body: schema}, func(context.Context, *broker.Message) error {
+		return classify.SchemaViolation(errors.New("not json"))
+	})
+	require.NoError(t, err)
+	r, err := replay.New(replay.Options{Source: b, Target: b})
+	require.NoError(t, err)
+	rep, err := r.Run(ctx, replay.Request{Destination: "dlq"})
+	require.NoError(t, err)
+	require.Len(t, rep.Items, 1)
+	require.Equal(t, replay.OutcomeSkipped, rep.Items[0].Outcome)
+	require.ErrorIs(t, rep.Items[0].Err, replay.ErrNoRepair)
+	require.EqualError(t, rep.Items[0].Err, "replay: schema_violation is deterministic and no repair is configured for it")
+}

@@ -132,7 +132,7 @@ func newCRSResolver() (*crsResolver, error) {
 	buf := make([]byte, 4096)
 	if C.gdlq_authorities(p, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf))) != 0 {
 		C.gdlq_proj_free(p)
-		return nil, errors.New("spatial: cannot read PROJ's database (is proj.db installed?)")
+		return nil, ErrNoProjDB
 	}
 	auths := map[string]bool{}
 	for a := range strings.SplitSeq(C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), "\n") {

@@ -14,6 +14,11 @@ import (
 	"unsafe"
 )
 
+// ErrNoProjDB is wrapped by [NewChecker] when PROJ cannot read its
+// database, proj.db (Debian's proj-data package; PROJ_DATA names its
+// directory).
+var ErrNoProjDB = errors.New("spatial: cannot read PROJ's database (is proj.db installed?)")
+
 // ErrUnknownEPSG is wrapped by [PROJJSON] for a code PROJ has no CRS for.
 var ErrUnknownEPSG = errors.New("spatial: no CRS for this EPSG code")
 

@@ -2,7 +2,10 @@ package spatial_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +56,21 @@ func ExamplePROJJSON() {
 	_ = json.Unmarshal(raw, &crs)
 	fmt.Println(crs.Name)
 	// Output: WGS 84
+}
+
+// TestMissingProjDB runs NewChecker in a child process whose PROJ looks for
+// its database in an empty directory.
+func TestMissingProjDB(t *testing.T) {
+	if os.Getenv("GEODLQ_TEST_NO_PROJ_DB") == "1" {
+		_, err := spatial.NewChecker(nil)
+		if !errors.Is(err, spatial.ErrNoProjDB) {
+			fmt.Printf("got %v\n", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMissingProjDB$")
+	cmd.Env = append(os.Environ(), "GEODLQ_TEST_NO_PROJ_DB=1", "PROJ_DATA="+t.TempDir(), "PROJ_LIB="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "NewChecker without proj.db must fail with ErrNoProjDB: %s", out)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -388,7 +389,7 @@ func testClaimedSize(t *testing.T, h Harness, s offload.Store) {
 			bad := ref
 			bad.Size = 2<<30 + 1
 			_, err = o.Fetch(ctx, bad)
-			require.ErrorIs(t, err, offload.ErrTooLarge)
+			require.ErrorIs(t, err, classify.ErrTooLarge)
 			require.ErrorIs(t, err, offload.ErrIntegrity)
 			require.Equal(t, gets, cs.Gets(), "a size past MaxSize must not reach the store")
 
@@ -400,7 +401,7 @@ func testClaimedSize(t *testing.T, h Harness, s offload.Store) {
 	small, err := offload.New(s, &offload.Options{BaseURI: h.Capabilities().BaseURI, Prefix: "conformance/geom", MaxSize: 1024})
 	require.NoError(t, err)
 	_, err = small.Put(ctx, geom, offload.ExtGeoJSON)
-	require.ErrorIs(t, err, offload.ErrTooLarge, "Offloader.Put past MaxSize")
+	require.ErrorIs(t, err, classify.ErrTooLarge, "Offloader.Put past MaxSize")
 }
 
 // stallingStore wraps a store: its readers deliver the first n bytes of

@@ -39,7 +39,7 @@
 //     after allocating far less than the claim (under 64 MiB), whether or
 //     not the store's reader reports the object's size; a claim one byte
 //     short or long is extended or truncated; a claim past MaxSize is
-//     [offload.ErrTooLarge] (and an IntegrityError) without a Get, and
+//     [classify.ErrTooLarge] (and an IntegrityError) without a Get, and
 //     Offloader.Put past MaxSize is ErrTooLarge.
 //   - A Fetch whose read blocks returns when its context ends (deadline or
 //     cancel) with the context's error, even when the store's reader
