@@ -378,3 +378,42 @@ func testConsumerShutdown(t *testing.T, h ConsumerHarness) {
 	require.Zero(t, memory.Len(dlq, "dlq"), "a shutdown is not a failure: nothing is dead-lettered")
 	require.Empty(t, quiet(t, h, proc).calls, "everything completed was acknowledged")
 }
+
+// StoreConsumerHarness returns the [ConsumerHarness] of a store adapter
+// whose consumer reads one of the store's own destinations (its
+// NewConsumer is [broker.NewStoreConsumer]): Send publishes to destination
+// of s, MakeConsumer calls newConsumer, and Close closes s. redelivery is
+// the store's LeaseTTL: a record not acknowledged is delivered again once
+// its lease runs out. A store source does not hold back a key's later
+// records while an earlier one waits for redelivery, so it does not
+// declare Ordered.
+func StoreConsumerHarness(s *broker.Store, destination string, redelivery time.Duration,
+	newConsumer func(s *broker.Store, destination string, proc *broker.Processor) (*broker.Consumer, error)) ConsumerHarness {
+	return &storeConsumerHarness{s: s, dest: destination, redelivery: redelivery, newConsumer: newConsumer}
+}
+
+type storeConsumerHarness struct {
+	s           *broker.Store
+	dest        string
+	redelivery  time.Duration
+	newConsumer func(*broker.Store, string, *broker.Processor) (*broker.Consumer, error)
+}
+
+func (h *storeConsumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
+	for _, m := range msgs {
+		if err := h.s.Publish(ctx, h.dest, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *storeConsumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
+	return h.newConsumer(h.s, h.dest, proc)
+}
+
+func (h *storeConsumerHarness) ConsumerCapabilities() ConsumerCapabilities {
+	return ConsumerCapabilities{DeliveryCount: true, Redelivery: h.redelivery}
+}
+
+func (h *storeConsumerHarness) Close() { _ = h.s.Close() }

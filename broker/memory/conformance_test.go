@@ -31,35 +31,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-type consumerHarness struct {
-	s    *broker.Store
-	dest string
-}
-
-func (h *consumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
-	for _, m := range msgs {
-		if err := h.s.Publish(ctx, h.dest, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
-	return memory.NewConsumer(h.s, h.dest, proc, &memory.ConsumerOptions{PollInterval: 10 * time.Millisecond,
-		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
-}
-
-func (h *consumerHarness) ConsumerCapabilities() brokertest.ConsumerCapabilities {
-	// A store source does not hold back a key's later records while an
-	// earlier one waits for redelivery, so it does not promise order.
-	return brokertest.ConsumerCapabilities{DeliveryCount: true, Redelivery: 200 * time.Millisecond}
-}
-
-func (h *consumerHarness) Close() {}
-
 func TestConsumerConformance(t *testing.T) {
 	brokertest.RunConsumerTests(t, func(context.Context, *testing.T) (brokertest.ConsumerHarness, error) {
-		return &consumerHarness{s: memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 200 * time.Millisecond}}), dest: "source"}, nil
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 200 * time.Millisecond}})
+		return brokertest.StoreConsumerHarness(s, "source", 200*time.Millisecond, func(s *broker.Store, d string, proc *broker.Processor) (*broker.Consumer, error) {
+			return memory.NewConsumer(s, d, proc, &memory.ConsumerOptions{PollInterval: 10 * time.Millisecond,
+				ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+		}), nil
 	})
 }

@@ -56,33 +56,6 @@ func TestConformance(t *testing.T) {
 	brokertest.RunConformanceTests(t, newHarness)
 }
 
-type consumerHarness struct {
-	s    *broker.Store
-	dest string
-}
-
-func (h *consumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
-	for _, m := range msgs {
-		if err := h.s.Publish(ctx, h.dest, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
-	return mysql.NewConsumer(h.s, h.dest, proc, &mysql.ConsumerOptions{PollInterval: 20 * time.Millisecond,
-		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
-}
-
-func (h *consumerHarness) ConsumerCapabilities() brokertest.ConsumerCapabilities {
-	// A store source does not hold back a key's later records while an
-	// earlier one waits for redelivery, so it does not promise order.
-	return brokertest.ConsumerCapabilities{DeliveryCount: true, Redelivery: testLease}
-}
-
-func (h *consumerHarness) Close() {}
-
 func TestConsumerConformance(t *testing.T) {
 	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
 		db := mysqltest.NewDB(t)
@@ -90,7 +63,9 @@ func TestConsumerConformance(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		t.Cleanup(func() { _ = s.Close() })
-		return &consumerHarness{s: s, dest: "source"}, nil
+		return brokertest.StoreConsumerHarness(s, "source", testLease, func(s *broker.Store, d string, proc *broker.Processor) (*broker.Consumer, error) {
+			return mysql.NewConsumer(s, d, proc, &mysql.ConsumerOptions{PollInterval: 20 * time.Millisecond,
+				ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+		}), nil
 	})
 }

@@ -47,35 +47,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// consumerHarness sends to a destination of the table and consumes it
-// with NewConsumer.
-type consumerHarness struct {
-	s    *broker.Store
-	dest string
-}
-
-func (h *consumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
-	for _, m := range msgs {
-		if err := h.s.Publish(ctx, h.dest, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
-	return postgis.NewConsumer(h.s, h.dest, proc, &postgis.ConsumerOptions{PollInterval: 20 * time.Millisecond,
-		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
-}
-
-func (h *consumerHarness) ConsumerCapabilities() brokertest.ConsumerCapabilities {
-	// A store source does not hold back a key's later records while an
-	// earlier one waits for redelivery, so it does not promise order.
-	return brokertest.ConsumerCapabilities{DeliveryCount: true, Redelivery: time.Second}
-}
-
-func (h *consumerHarness) Close() { _ = h.s.Close() }
-
 func TestConsumerConformance(t *testing.T) {
 	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
 		s, err := postgis.New(ctx, pgtest.NewPool(t, 8), &postgis.Options{Schema: pgtest.Schema(t), Migrate: true,
@@ -83,7 +54,10 @@ func TestConsumerConformance(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &consumerHarness{s: s, dest: "source"}, nil
+		return brokertest.StoreConsumerHarness(s, "source", time.Second, func(s *broker.Store, d string, proc *broker.Processor) (*broker.Consumer, error) {
+			return postgis.NewConsumer(s, d, proc, &postgis.ConsumerOptions{PollInterval: 20 * time.Millisecond,
+				ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+		}), nil
 	})
 }
 

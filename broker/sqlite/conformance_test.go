@@ -49,33 +49,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-type consumerHarness struct {
-	s    *broker.Store
-	dest string
-}
-
-func (h *consumerHarness) Send(ctx context.Context, msgs []*broker.Message) error {
-	for _, m := range msgs {
-		if err := h.s.Publish(ctx, h.dest, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor) (*broker.Consumer, error) {
-	return sqlite.NewConsumer(h.s, h.dest, proc, &sqlite.ConsumerOptions{PollInterval: 10 * time.Millisecond,
-		ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
-}
-
-func (h *consumerHarness) ConsumerCapabilities() brokertest.ConsumerCapabilities {
-	// A store source does not hold back a key's later records while an
-	// earlier one waits for redelivery, so it does not promise order.
-	return brokertest.ConsumerCapabilities{DeliveryCount: true, Redelivery: opts.LeaseTTL}
-}
-
-func (h *consumerHarness) Close() { _ = h.s.Close() }
-
 func TestConsumerConformance(t *testing.T) {
 	t.Parallel()
 	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
@@ -83,6 +56,9 @@ func TestConsumerConformance(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &consumerHarness{s: s, dest: "source"}, nil
+		return brokertest.StoreConsumerHarness(s, "source", opts.LeaseTTL, func(s *broker.Store, d string, proc *broker.Processor) (*broker.Consumer, error) {
+			return sqlite.NewConsumer(s, d, proc, &sqlite.ConsumerOptions{PollInterval: 10 * time.Millisecond,
+				ConsumerOptions: broker.ConsumerOptions{Concurrency: 4}})
+		}), nil
 	})
 }
