@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,14 +93,14 @@ whatever producers put in payloads (personal data, customer geometries).`,
 			for _, c := range classes {
 				cl, err := classify.ParseClass(c)
 				if err != nil {
-					return usagef("--class %q: want one of %v", c, classNames())
+					return usageFor(cmd, "--class %q: want one of %s", c, strings.Join(classNames(), ", "))
 				}
 				f.Classes = append(f.Classes, cl)
 			}
 			for _, st := range stages {
 				sg, err := classify.ParseStage(st)
 				if err != nil {
-					return usagef("--stage %q: unknown stage", st)
+					return usageFor(cmd, "--stage %q: want one of %s", st, strings.Join(stageNames(), ", "))
 				}
 				f.Stages = append(f.Stages, sg)
 			}
@@ -183,7 +184,7 @@ func newWarehouseStatusCmd(a *app) *cobra.Command {
 			}
 			wm, err := warehouse.ReadWatermark(args[0])
 			if errors.Is(err, os.ErrNotExist) {
-				return usagef("%s: not a geodlq warehouse dataset (no %s/%s)", args[0], warehouse.MetaDir, warehouse.WatermarkFile)
+				return usageFor(cmd, "%s: not a geodlq warehouse dataset (no %s/%s)", args[0], warehouse.MetaDir, warehouse.WatermarkFile)
 			}
 			if err != nil {
 				return err
