@@ -788,6 +788,10 @@ func (p *parser) array(t Type, depth int) *Error {
 		var err *Error
 		switch {
 		case depth == 2:
+			if n := p.fastPositions(); n > 0 {
+				count += n - 1 // and one below
+				break
+			}
 			err = p.position(t)
 		case rings && count > p.lim.MaxHoles:
 			p.ws()
@@ -825,6 +829,9 @@ func (p *parser) nesting(t Type) *Error {
 
 // position parses [x, y] or [x, y, z, ...] and appends it.
 func (p *parser) position(t Type) *Error {
+	if p.fastPosition() {
+		return nil
+	}
 	if p.ws() != '[' {
 		if t == Point {
 			return p.malformed("Point coordinates must be a position [x, y], found %s", p.describe())
@@ -891,6 +898,71 @@ func (p *parser) position(t Type) *Error {
 		p.zs = append(p.zs, z)
 	}
 	return nil
+}
+
+// fastPositions reads as many positions of a run as fastPosition can,
+// with the commas between them, and returns how many. It stops just
+// after a position, before the ',' or ']' that follows it, so that array
+// goes on as if it had read them one by one.
+func (p *parser) fastPositions() int {
+	if !p.fastPosition() {
+		return 0
+	}
+	n := 1
+	for {
+		save := p.pos
+		i := spaces(p.data, p.pos)
+		if i >= len(p.data) || p.data[i] != ',' {
+			return n
+		}
+		p.pos = i + 1
+		if !p.fastPosition() {
+			p.pos = save
+			return n
+		}
+		n++
+	}
+}
+
+// fastPosition reads the common position, [x,y] (white space allowed) with two
+// numbers fastNumber reads, when appending it can neither exceed a limit
+// nor grow the position array, and reports whether it did. Everything
+// else (the first position, a third ordinate, NaN, errors) is left to
+// position.
+func (p *parser) fastPosition() bool {
+	if p.zs != nil || len(p.pts) >= min(cap(p.pts), p.lim.MaxVertices) || p.maxNumber < fastNumberRoom {
+		return false
+	}
+	d, i := p.data, spaces(p.data, p.pos)
+	if i >= len(d) || d[i] != '[' {
+		return false
+	}
+	x, i, ok := fastNumber(d, spaces(d, i+1))
+	if !ok {
+		return false
+	}
+	if i = spaces(d, i); i >= len(d) || d[i] != ',' {
+		return false
+	}
+	y, i, ok := fastNumber(d, spaces(d, i+1))
+	if !ok {
+		return false
+	}
+	if i = spaces(d, i); i >= len(d) || d[i] != ']' {
+		return false
+	}
+	p.pts = append(p.pts, orb.Point{x, y})
+	p.pos = i + 1
+	return true
+}
+
+// spaces returns the offset of the first byte at or after i that is not
+// white space.
+func spaces(d []byte, i int) int {
+	for i < len(d) && d[i] <= ' ' && (d[i] == ' ' || d[i] == '\n' || d[i] == '\r' || d[i] == '\t') {
+		i++
+	}
+	return i
 }
 
 // finish builds the orb geometry for n once every position has been read.

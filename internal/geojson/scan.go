@@ -3,7 +3,6 @@ package geojson
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -295,9 +294,10 @@ func (s *scanner) numberSpan() ([]byte, bool) {
 // coordinate reads one coordinate value: a JSON number, or one of the bare
 // tokens NaN, Infinity and -Infinity that Python's json module emits. A
 // number too large for a float64 reads as ±Inf, which validation reports
-// as an invalid coordinate. On failure it returns why ("invalid number",
-// or that the number is longer than maxNumber bytes, checked before it is
-// converted) and leaves the position at the number.
+// as an invalid coordinate. Numbers are read by [readNumber], exactly
+// rounded. On failure it returns why ("invalid number", or that the
+// number is longer than maxNumber bytes, checked before it is converted
+// beyond its first 19 digits) and leaves the position at the number.
 func (s *scanner) coordinate() (float64, string) {
 	if s.pos < len(s.data) {
 		switch s.data[s.pos] {
@@ -323,23 +323,14 @@ func (s *scanner) coordinate() (float64, string) {
 		}
 	}
 	at := s.pos
-	b, ok := s.numberSpan()
-	if !ok {
+	v, end, st := readNumber(s.data, at, s.maxNumber)
+	switch st {
+	case numInvalid:
 		return 0, "invalid number"
+	case numTooLong:
+		return 0, fmt.Sprintf("number of %d bytes (longer than %d)", end-at, s.maxNumber)
 	}
-	if len(b) > s.maxNumber {
-		s.pos = at
-		return 0, fmt.Sprintf("number of %d bytes (longer than %d)", len(b), s.maxNumber)
-	}
-	// string(b) does not escape, so short numbers convert without
-	// allocating. ParseFloat's range error still yields ±Inf or a
-	// denormal, which is what we want.
-	v, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
-			return 0, "invalid number"
-		}
-	}
+	s.pos = end
 	return v, ""
 }
 
