@@ -56,6 +56,11 @@ const (
 	HeaderRepaired = "dlq-repaired"
 	// HeaderRepair describes the repair ("make_valid:structure 5->7 vertices").
 	HeaderRepair = "dlq-repair"
+	// HeaderQuarantinedFrom carries, on a message that triage moved to a
+	// quarantine destination, the dead-letter destination it came from. A
+	// record carrying it is already in quarantine: triage never moves it
+	// again.
+	HeaderQuarantinedFrom = "dlq-quarantined-from"
 )
 
 // Message is a message as a broker carries it.

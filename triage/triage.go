@@ -240,6 +240,13 @@ func (p *Policy) quarantine(ctx context.Context, dest string, filter broker.Filt
 			}
 			seen[rec.ID] = true
 			fresh++
+			if rec.Message != nil && rec.Message.Header(broker.HeaderQuarantinedFrom) != "" {
+				// Already quarantined (dest is a quarantine destination,
+				// or the record was copied back by hand): it waits for a
+				// human, not for another move.
+				held = append(held, rec)
+				continue
+			}
 			if err := p.move(ctx, rec, dest, qdest); err != nil {
 				rep.QuarantineFailed++
 				rep.Errors = append(rep.Errors, err)
@@ -254,8 +261,9 @@ func (p *Policy) quarantine(ctx context.Context, dest string, filter broker.Filt
 	}
 }
 
-// move alerts, copies the envelope to quarantine, then acknowledges it in
-// dest. A failure before the copy leaves the record where it was.
+// move alerts, copies the envelope (byte for byte, its headers plus
+// HeaderQuarantinedFrom) to quarantine, then acknowledges it in dest. A
+// failure before the copy leaves the record where it was.
 func (p *Policy) move(ctx context.Context, rec *broker.Record, from, to string) error {
 	env := rec.Envelope
 	if env == nil {
@@ -276,7 +284,12 @@ func (p *Policy) move(ctx context.Context, rec *broker.Record, from, to string) 
 	if err := p.opts.Alerter.Alert(ctx, a); err != nil {
 		return fmt.Errorf("triage: alert for %s: %w", env.EventID, err)
 	}
-	if err := p.opts.Target.Publish(ctx, to, rec.Message); err != nil {
+	msg := rec.Message.Clone()
+	if msg.Headers == nil {
+		msg.Headers = map[string]string{}
+	}
+	msg.Headers[broker.HeaderQuarantinedFrom] = from
+	if err := p.opts.Target.Publish(ctx, to, msg); err != nil {
 		return fmt.Errorf("triage: quarantining %s: %w", env.EventID, err)
 	}
 	if err := p.opts.Source.Ack(ctx, rec); err != nil {

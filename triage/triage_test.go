@@ -108,6 +108,16 @@ func TestTriageRoutesByClass(t *testing.T) {
 	require.Equal(t, 3, a.VertexCount)
 	require.Equal(t, "s3://provider-b/continent.geojson", a.SourceURI)
 	require.Equal(t, topic+".quarantine.dlt", a.Quarantine)
+	require.Equal(t, topic+".poison.dlt", q[0].Header(broker.HeaderQuarantinedFrom))
+
+	// Triaging the quarantine destination (as "triage every destination"
+	// does on the next run) leaves the quarantined record where it is.
+	again, err := p.Run(ctx, topic+".quarantine.dlt", broker.Filter{}, false)
+	require.NoError(t, err)
+	require.Zero(t, again.Quarantined, "a quarantined record is never moved again")
+	require.Len(t, memory.Messages(b, topic+".quarantine.dlt"), 1)
+	require.Zero(t, memory.Len(b, topic+".quarantine.dlt.quarantine"))
+	require.Len(t, rec.alerts, 1, "nor alerted again")
 
 	// The repaired event was re-enqueued, tagged.
 	re := memory.Messages(b, topic)
