@@ -78,7 +78,10 @@ func main() {
 		os.Exit(exitInterrupted)
 	}()
 	code := run(ctx, os.Args[1:], newStdio())
-	signal.Stop(sigs)
+	// The signals stay handled until the process exits: with
+	// signal.Stop here, a Ctrl-C between the end of the work and the exit
+	// would kill the process (exit 130) after the work was done, telling
+	// a script that a completed export or replay was interrupted.
 	cancel()
 	os.Exit(code)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,6 +83,13 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 	p, err := a.plan(ctx, cmd, s, sel, nil)
 	if err != nil {
 		return err
+	}
+	if len(a.dests) == 0 {
+		// Quarantined records wait for a human: "triage everything" does
+		// not triage the quarantine destinations it fills (triage itself
+		// never moves a quarantined record again, see
+		// broker.HeaderQuarantinedFrom).
+		p.dests = slices.DeleteFunc(p.dests, isQuarantine)
 	}
 	off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 	if err != nil {
@@ -199,4 +208,10 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		return &problemsError{}
 	}
 	return nil
+}
+
+// isQuarantine reports whether dest is named as triage.DefaultQuarantine
+// names a quarantine destination.
+func isQuarantine(dest string) bool {
+	return strings.HasSuffix(dest, ".quarantine.dlt") || strings.HasSuffix(dest, ".quarantine")
 }
