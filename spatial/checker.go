@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/twpayne/go-proj/v11"
@@ -95,6 +96,8 @@ type Checker struct {
 	opts     Options
 	lim      geojson.Limits
 	geos     geosPool
+	handles  *geosHandles
+	programs sync.Pool // of *geosProgram
 	crs      *crsResolver
 	crsCache *clockCache[string, crsEntry]
 	proj     *proj.Context
@@ -152,14 +155,18 @@ func NewChecker(opts *Options) (*Checker, error) {
 		opts:     o,
 		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles},
 		geos:     newGEOSPool(runtime.GOMAXPROCS(0)),
+		handles:  newGEOSHandles(runtime.GOMAXPROCS(0)),
+		programs: sync.Pool{New: func() any { return new(geosProgram) }},
 		crs:      r,
 		crsCache: newClockCache[string, crsEntry](o.CRSCacheSize),
 		proj:     proj.NewContext(),
 		xforms:   newClockCache[[2]int, *proj.PJ](o.TransformCacheSize),
 		tel:      telemetry.New(o.MeterProvider, o.TracerProvider),
 	}
-	// Free the C resolver even if the caller forgets Close.
+	// Free the C resolver and GEOS handles even if the caller forgets
+	// Close.
 	runtime.AddCleanup(c, func(r *crsResolver) { r.close() }, r)
+	runtime.AddCleanup(c, func(h *geosHandles) { h.close() }, c.handles)
 	return c, nil
 }
 
@@ -177,6 +184,7 @@ func (c *Checker) Close() error {
 	c.crsCache.clear()
 	c.xforms.clear()
 	c.geos.drain()
+	c.handles.close()
 	return nil
 }
 

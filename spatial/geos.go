@@ -142,34 +142,42 @@ func wkbSize(g orb.Geometry) int {
 }
 
 // topology runs GEOS's validity check on a geometry that passed
-// geojson.Validate (so GEOS can build it without error or silent repair).
+// geojson.Validate (so GEOS can build it without error or silent repair):
+// one cgo call builds it from the parser's positions and checks it
+// (geosbuild.go).
 func (c *Checker) topology(g geojson.Geometry) *classify.Error {
-	var reason string
-	err := c.withGEOS(classify.StageTopologyValidation, func(ctx *geos.Context) *classify.Error {
-		geom, err := newGeom(ctx, g.Geom)
-		if err != nil {
-			return &classify.Error{
-				Class: classify.ClassInvalidGeometry,
-				Stage: classify.StageTopologyValidation,
-				Geometry: &classify.GeometryDetail{
-					Reason: err.Error(),
-					Kind:   kindOf(err.Error()),
-				},
-				Err: fmt.Errorf("spatial: GEOS refused the geometry: %w", err),
-			}
-		}
-		defer geom.Destroy()
-		reason = geom.IsValidReason()
-		return nil
-	})
+	h, err := c.handles.get()
 	if err != nil {
-		fillDetail(err, g)
-		return err
+		e := geosFailure(classify.StageTopologyValidation, err)
+		fillDetail(e, g)
+		return e
 	}
-	if reason == geosValid {
+	p := c.programs.Get().(*geosProgram)
+	p.set(g.Geom, g.Points)
+	code, msg := geosCheck(h, p)
+	p.release(&c.programs)
+	c.handles.put(h)
+	switch code {
+	case geosIsValid:
 		return nil
+	case geosIsInvalid:
+		return invalidFromReason(g, msg)
+	case geosBuildFailed:
+		e := &classify.Error{
+			Class: classify.ClassInvalidGeometry,
+			Stage: classify.StageTopologyValidation,
+			Geometry: &classify.GeometryDetail{
+				Reason: msg,
+				Kind:   kindOf(msg),
+			},
+			Err: fmt.Errorf("spatial: GEOS refused the geometry: %s", msg),
+		}
+		fillDetail(e, g)
+		return e
 	}
-	return invalidFromReason(g, reason)
+	e := geosFailure(classify.StageTopologyValidation, msg)
+	fillDetail(e, g)
+	return e
 }
 
 // invalidFromReason builds the error for a GEOS validity reason, locating
