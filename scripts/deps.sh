@@ -2,11 +2,14 @@
 # Installs the Debian packages geodlq's build and tests need, when missing.
 # Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ), rsvg-convert for `geodlq render --png`,
 #                          # python3 and python3-jsonschema for contrib/python's reader (internal/contracttest runs it)
+#        scripts/deps.sh PKG…  # and these packages too
 # (scripts/services.sh installs and starts the integration-test servers.)
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin python3 python3-jsonschema)
+# Extra packages a make target needs (make bench-corpus: npm python3-shapely).
+want+=("$@")
 
 missing=()
 for p in "${want[@]}"; do

@@ -1,0 +1,155 @@
+package spatial
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/geodlq/geodlq/internal/benchcorpus"
+	"github.com/geodlq/geodlq/internal/geojson"
+)
+
+// loadCorpus loads the benchmark corpus (internal/benchcorpus).
+func loadCorpus(b *testing.B) (path string, events [][]byte, size int64) {
+	b.Helper()
+	path = benchcorpus.Ensure(b)
+	events = benchcorpus.Load(b, path)
+	for _, e := range events {
+		size += int64(len(e))
+	}
+	return path, events, size
+}
+
+// BenchmarkCorpus is issue 13's comparison, from event bytes to verdict,
+// over the Natural Earth corpus of internal/benchcorpus (one op = every
+// event once), all in one run so that the machine's load falls on every
+// side alike (with -count, the sub-benchmarks take turns):
+//
+//   - python: scripts/shapely-baseline.py, json.loads + shape() +
+//     is_valid + explain_validity when invalid, timed by the script over
+//     events already in memory (Debian's python3-shapely, same GEOS);
+//   - checkevent-1core: CheckEvent on each event in turn, GOMAXPROCS=1;
+//   - checkevent-allcores: CheckEvent on every core (one goroutine per
+//     CPU taking the next event), GOMAXPROCS=NumCPU;
+//   - geos-isvalid: the floor: GEOSisValid_r alone, on one core, on the
+//     geometries CheckEvent hands to GEOS, built beforehand (events that
+//     fail before GEOS — NaN, unclosed rings, a wrong CRS — cost the floor
+//     nothing).
+func BenchmarkCorpus(b *testing.B) {
+	path, events, size := loadCorpus(b)
+	c := newChecker(b, nil)
+
+	b.Run("python", func(b *testing.B) {
+		b.SetBytes(size)
+		elapsed, _ := benchcorpus.PythonPasses(b, path, b.N)
+		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N), "ns/op")
+		b.ReportMetric(float64(len(events))*float64(b.N)/elapsed.Seconds(), "events/s")
+	})
+	b.Run("checkevent-1core", func(b *testing.B) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		b.SetBytes(size)
+		start := time.Now()
+		for b.Loop() {
+			for _, e := range events {
+				_, _ = c.CheckEvent(e)
+			}
+		}
+		b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
+	})
+	b.Run("checkevent-allcores", func(b *testing.B) {
+		n := runtime.NumCPU()
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+		b.SetBytes(size)
+		start := time.Now()
+		for b.Loop() {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() {
+					for {
+						i := int(next.Add(1)) - 1
+						if i >= len(events) {
+							return
+						}
+						_, _ = c.CheckEvent(events[i])
+					}
+				})
+			}
+			wg.Wait()
+		}
+		b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
+	})
+	b.Run("geos-isvalid", func(b *testing.B) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		floor := newFloor(b, c, events)
+		defer floor.close()
+		b.SetBytes(size)
+		start := time.Now()
+		for b.Loop() {
+			floor.run()
+		}
+		b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
+	})
+}
+
+// geometries returns the geometry CheckEvent hands to GEOS for payload,
+// or false when it fails before: the steps of checkEvent before topology.
+func geosInput(c *Checker, payload []byte) (geojson.Geometry, bool) {
+	ev, err := geojson.ParseEvent(payload, c.lim)
+	if err != nil || ev.CRS.Form == geojson.CRSLinked {
+		return geojson.Geometry{}, false
+	}
+	crs := ev.CRS.Name
+	if crs == "" {
+		crs = defaultCRS
+	}
+	info, cerr := c.checkCRS(crs, c.opts.ExpectedEPSG)
+	if cerr != nil {
+		return geojson.Geometry{}, false
+	}
+	g := ev.Geometry
+	if info.Geographic && geojson.CheckRange(g) != nil {
+		return geojson.Geometry{}, false
+	}
+	if geojson.Validate(g) != nil {
+		return geojson.Geometry{}, false
+	}
+	return g, true
+}
+
+// floor holds the geometries of the GEOS floor, built beforehand.
+type floor struct {
+	geoms []*geosPrebuilt
+}
+
+func newFloor(b testing.TB, c *Checker, events [][]byte) *floor {
+	f := &floor{}
+	var p geosProgram
+	for _, e := range events {
+		g, ok := geosInput(c, e)
+		if !ok {
+			continue
+		}
+		p.set(g.Geom, g.Points)
+		geom, err := prebuild(&p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.geoms = append(f.geoms, geom)
+	}
+	return f
+}
+
+func (f *floor) run() {
+	for _, g := range f.geoms {
+		_ = g.isValid()
+	}
+}
+
+func (f *floor) close() {
+	for _, g := range f.geoms {
+		g.destroy()
+	}
+}
