@@ -39,17 +39,62 @@ const (
 // control characters are written as six-byte \u escapes, so a payload of
 // NUL bytes would otherwise travel at six times its size (and cost that
 // much to store and decode), where base64 costs a third more.
+//
+// A document nested deeper than [MaxEmbedDepth] levels also travels as a
+// string: embedded in an envelope (and the envelope in a CloudEvent) it
+// would exceed the 10,000 levels that Decode and every common JSON reader
+// accept.
 func ChooseEncoding(b []byte) string {
 	if !utf8.Valid(b) {
 		return EncodingBase64
 	}
-	if len(b) > 0 && !isWS(b[0]) && !isWS(b[len(b)-1]) && json.Valid(b) {
+	if isJSON(b) && !deeperThan(b, MaxEmbedDepth) {
 		return EncodingJSON
 	}
 	if stringLen(b) > 2*len(b) {
 		return EncodingBase64
 	}
 	return EncodingString
+}
+
+// isJSON reports whether b is one JSON document with no surrounding white
+// space, which restores byte for byte when embedded.
+func isJSON(b []byte) bool {
+	return len(b) > 0 && !isWS(b[0]) && !isWS(b[len(b)-1]) && json.Valid(b)
+}
+
+// MaxEmbedDepth is the deepest nesting of a payload or geometry that an
+// envelope embeds as JSON. Decode accepts envelopes nested up to 10,000
+// levels (encoding/json's limit); geometry.inline sits two levels down and
+// a CloudEvent's data one more, so embedded documents stop well short.
+const MaxEmbedDepth = 9990
+
+// deeperThan reports whether the valid JSON document b nests arrays and
+// objects more than limit levels deep. Such a document has more than
+// 2*limit bytes, so shorter ones are not scanned.
+func deeperThan(b []byte, limit int) bool {
+	if len(b) <= 2*limit {
+		return false
+	}
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '[', '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case ']', '}':
+			depth--
+		case '"':
+			// Skip the string; b is valid JSON, so it is terminated.
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return false
 }
 
 // stringLen is the length of valid UTF-8 b written by appendString,
@@ -78,7 +123,10 @@ func applicable(enc string, b []byte) bool {
 	case EncodingString:
 		return utf8.Valid(b)
 	case EncodingJSON:
-		return ChooseEncoding(b) == EncodingJSON
+		// Depth is Decode's own limit to enforce: an envelope embedding a
+		// document deeper than MaxEmbedDepth as JSON, and still within
+		// 10,000 levels, is valid (ChooseEncoding just never writes one).
+		return utf8.Valid(b) && isJSON(b)
 	}
 	return false
 }

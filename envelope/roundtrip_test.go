@@ -207,3 +207,53 @@ func TestSourceRoundTrip(t *testing.T) {
 		require.Equal(t, string(data), string(again))
 	}
 }
+
+// TestDeepPayloadsStayDecodable: a payload nested as deep as JSON readers
+// accept (10,000 levels) cannot be embedded as JSON one level further
+// down; it travels as a string, so the envelope, and the CloudEvent
+// around it, decode and restore it byte for byte.
+func TestDeepPayloadsStayDecodable(t *testing.T) {
+	ctx := context.Background()
+	nested := func(depth int, open, close string) []byte {
+		return []byte(strings.Repeat(open, depth) + strings.Repeat(close, depth))
+	}
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		want    string
+	}{
+		{"arrays at the embed limit", nested(envelope.MaxEmbedDepth, "[", "]"), envelope.EncodingJSON},
+		{"arrays one past it", nested(envelope.MaxEmbedDepth+1, "[", "]"), envelope.EncodingString},
+		{"arrays at the reader limit", nested(10000, "[", "]"), envelope.EncodingString},
+		{"objects at the reader limit", []byte(strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000)), envelope.EncodingString},
+		{"brackets in strings do not count", []byte(`["` + strings.Repeat("[{", 20000) + `"]`), envelope.EncodingJSON},
+		{"escaped quotes do not end a string", []byte(`["\"` + strings.Repeat("[", 20000) + `"]`), envelope.EncodingJSON},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, envelope.ChooseEncoding(tc.payload))
+			env, data, err := newBuilder(t, nil).Build(ctx, envelope.Input{Payload: tc.payload, IdempotencyKey: "k",
+				Err: classify.SchemaViolation(errors.New("too deep"))})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, orJSON(env.RawPayloadEncoding))
+			got, err := envelope.Decode(data)
+			require.NoError(t, err, "an envelope the Builder wrote decodes")
+			restored, err := got.Restore(ctx, nil)
+			require.NoError(t, err)
+			require.Equal(t, tc.payload, restored)
+			ce, err := envelope.ToCloudEvent(env, nil)
+			require.NoError(t, err)
+			back, err := envelope.FromCloudEvent(ce)
+			require.NoError(t, err, "and so does its CloudEvent")
+			restored, err = back.Restore(ctx, nil)
+			require.NoError(t, err)
+			require.Equal(t, tc.payload, restored)
+		})
+	}
+}
+
+func orJSON(enc string) string {
+	if enc == "" {
+		return envelope.EncodingJSON
+	}
+	return enc
+}
