@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -188,7 +190,7 @@ func rowOf(ss []string) table.Row {
 	for i, s := range ss {
 		// A cell is one line: newlines and tabs of error messages would
 		// break the table.
-		r[i] = strings.Join(strings.Fields(s), " ")
+		r[i] = terminalSafe(strings.Join(strings.Fields(s), " "), false)
 		if s == "" {
 			r[i] = ""
 		}
@@ -213,4 +215,58 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// terminalSafe returns s with everything a terminal would act on instead
+// of print written as a Go escape: C0 controls (but newlines and tabs when
+// keepLines), DEL, C1 controls (U+0080–U+009F, which include the 8-bit
+// CSI), the bidirectional overrides and isolates that reorder what is
+// shown (U+202A–U+202E, U+2066–U+2069), and bytes that are not UTF-8.
+// Records are hostile input: an event id or a reason may carry an escape
+// sequence that retitles the window, rewrites the screen or writes to the
+// clipboard (OSC 52).
+func terminalSafe(s string, keepLines bool) string {
+	clean := true
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unsafeRune(r, n, keepLines) {
+			clean = false
+			break
+		}
+		i += n
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r, n, keepLines) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r, n, keepLines):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune, n int, keepLines bool) bool {
+	switch {
+	case r == utf8.RuneError && n == 1:
+		return true
+	case r == '\n' || r == '\t':
+		return !keepLines
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }

@@ -140,7 +140,7 @@ func (a *app) showText(it item, payload []byte, perr error) {
 	w := a.stdout
 	line := func(k, val string) {
 		if val != "" {
-			fmt.Fprintf(w, "%-13s %s\n", k, val)
+			fmt.Fprintf(w, "%-13s %s\n", k, terminalSafe(val, false))
 		}
 	}
 	status := v.Status
@@ -159,7 +159,7 @@ func (a *app) showText(it item, payload []byte, perr error) {
 		for _, k := range keys {
 			line("header", k+": "+v.Headers[k])
 		}
-		fmt.Fprintf(w, "\nbody (%d bytes, not an envelope):\n%s\n", len(payload), payload)
+		fmt.Fprintf(w, "\nbody (%d bytes, not an envelope):\n%s\n", len(payload), printable(payload))
 		return
 	}
 	e := it.env
@@ -196,7 +196,7 @@ func (a *app) showText(it item, payload []byte, perr error) {
 		line("source", strings.TrimSpace(e.Source.System+" "+e.Source.Topic+" "+e.Source.MessageID))
 	}
 	line("source_uri", v.SourceURI)
-	fmt.Fprintf(w, "\nenvelope:\n%s\n", memberPerLine(it.Record.Message.Body))
+	fmt.Fprintf(w, "\nenvelope:\n%s\n", terminalSafe(string(memberPerLine(it.Record.Message.Body)), true))
 	switch {
 	case perr != nil:
 		fmt.Fprintf(w, "\npayload: NOT RESTORED: %v\n", perr)
@@ -217,7 +217,8 @@ func printable(p []byte) string {
 		return printable(p[:cut]) + fmt.Sprintf("… (%d more bytes; use --raw)", len(p)-cut)
 	}
 	if utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 {
-		return string(p)
+		// Text, but hostile text: escape sequences are shown, not run.
+		return terminalSafe(string(p), true)
 	}
 	return fmt.Sprintf("(%d bytes that are not UTF-8 text; use --raw)", len(p))
 }
