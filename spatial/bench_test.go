@@ -51,6 +51,27 @@ func BenchmarkCheckEvent(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckEventParallel checks every corpus event from as many
+// goroutines as -cpu says, sharing one Checker: run with -cpu 1,2 (or
+// more) to see how it scales with cores.
+func BenchmarkCheckEventParallel(b *testing.B) {
+	c := newChecker(b, nil)
+	items := corpus.All()
+	var size int64
+	for _, it := range items {
+		size += int64(len(it.Payload))
+	}
+	b.ReportAllocs()
+	b.SetBytes(size / int64(len(items)))
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			_, _ = c.CheckEvent(items[i%len(items)].Payload)
+			i++
+		}
+	})
+}
+
 // BenchmarkCheckEventLarge checks a valid multi-megabyte MultiPolygon
 // event; -benchtime=1x is enough.
 func BenchmarkCheckEventLarge(b *testing.B) {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 
@@ -23,6 +23,7 @@ type checkOptions struct {
 	expectedEPSG int
 	maxVertices  int
 	deadLetter   string
+	jobs         int
 	out          *output
 }
 
@@ -38,6 +39,11 @@ one verdict per event (class, stage, reason, location, part/ring/vertex, EPSG)
 and a summary by class. A FeatureCollection's own "crs" member is given to
 features that have none.
 
+Events are checked --jobs at a time (default: the number of CPUs) and
+reported in input order. JSON lines are streamed: check holds about 2×jobs
+events in memory at once, however long the input; a FeatureCollection (or any
+document spread over several lines) is read whole first.
+
 Exit code 1 when any event would be dead-lettered.
 
 With --dead-letter TOPIC, failing events are also dead-lettered into --store
@@ -49,6 +55,7 @@ consumer uses, as if consumed from TOPIC: to <TOPIC>.poison.dlt (or .retry.dlt).
 	cmd.Flags().IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code of the CRS the pipeline works in")
 	cmd.Flags().IntVar(&o.maxVertices, "max-vertices", spatial.DefaultMaxVertices, "most positions a geometry may have (resource_exhausted above)")
 	cmd.Flags().StringVar(&o.deadLetter, "dead-letter", "", "dead-letter failing events into --store as if consumed from this topic")
+	cmd.Flags().IntVar(&o.jobs, "jobs", runtime.NumCPU(), "events checked at once, each on a goroutine of its own (verdicts keep the input's order)")
 	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON, fmtJSONL)
 	return cmd
 }
@@ -99,13 +106,16 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		defer f.Close()
 		in = f
 	}
-	data, err := io.ReadAll(in)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", name, err)
+	if o.jobs < 1 {
+		return usageFor(cmd, "--jobs must be at least 1, got %d", o.jobs)
 	}
-	events, err := splitEvents(data)
+	src, err := openEvents(in)
 	if err != nil {
-		return usageFor(cmd, "%s: %v", name, err)
+		var ie *inputError
+		if errors.As(err, &ie) {
+			return usageFor(cmd, "%s: %v", name, err)
+		}
+		return fmt.Errorf("reading %s: %w", name, err)
 	}
 	checker, err := newChecker(o.expectedEPSG, o.maxVertices)
 	if err != nil {
@@ -139,76 +149,67 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		}
 	}
 
+	// Events are checked on o.jobs goroutines and reported in input order
+	// (check_stream.go); only the verdicts of the table stay in memory.
 	sum := checkSummary{ByClass: map[string]int{}}
-	var verdicts []verdict
-	for _, ev := range events {
-		if err := ctx.Err(); err != nil {
-			return err
+	var rows [][]string
+	var doc *jsonVerdicts
+	if o.out.json() {
+		doc = newJSONVerdicts(a.stdout)
+	}
+	work := func(ctx context.Context, ev event) checked {
+		r := checkOne(ctx, checker, ev)
+		if r.cerr == nil || proc == nil {
+			r.ev.payload = nil // not needed any more
 		}
-		res, cerr := checker.CheckEventContext(ctx, ev.payload)
-		v := verdict{Input: ev.where, EventID: eventIDOf(ev.payload), OK: cerr == nil, EPSG: res.EPSG,
-			GeometryType: res.GeometryType, VertexCount: res.VertexCount}
+		return r
+	}
+	emit := func(r checked) error {
+		v := r.v
 		sum.Events++
-		if cerr == nil {
+		if r.cerr == nil {
 			sum.OK++
-			verdicts = append(verdicts, v)
-			continue
-		}
-		sum.DeadLettered++
-		v.FailureClass, v.FailedStage = classify.Classify(cerr).String(), classify.StageOf(cerr).String()
-		v.Reason = cerr.Error()
-		if d := classify.DetailOf(cerr); d != nil {
-			if d.Reason != "" {
-				v.Reason = d.Reason
-			}
-			v.ReasonKind = string(d.Kind)
-			if d.Location != nil {
-				v.Location = []float64{d.Location[0], d.Location[1]}
-			}
-			v.Fault = d.Fault
-			if d.EPSG != 0 {
-				v.EPSG = d.EPSG
+		} else {
+			sum.DeadLettered++
+			sum.ByClass[v.FailureClass]++
+			if proc != nil {
+				cerr := r.cerr
+				msg := &broker.Message{Body: r.ev.payload, Source: &envelope.Source{System: "geodlq-check", Topic: o.deadLetter}}
+				out, perr := proc.Process(ctx, msg, func(context.Context, *broker.Message) error { return cerr })
+				if perr != nil {
+					return perr
+				}
+				v.DeadLetteredTo = out.Destination
 			}
 		}
-		sum.ByClass[v.FailureClass]++
-		if proc != nil {
-			msg := &broker.Message{Body: ev.payload, Source: &envelope.Source{System: "geodlq-check", Topic: o.deadLetter}}
-			out, perr := proc.Process(ctx, msg, func(context.Context, *broker.Message) error { return cerr })
-			if perr != nil {
-				return perr
-			}
-			v.DeadLetteredTo = out.Destination
+		switch {
+		case doc != nil:
+			return doc.add(v)
+		case o.out.jsonl():
+			return writeJSONLine(a.stdout, v)
 		}
-		verdicts = append(verdicts, v)
+		verdictCol, stage, reason, at := "ok", "-", "-", "-"
+		if !v.OK {
+			verdictCol, stage, reason, at = v.FailureClass, v.FailedStage, v.Reason, where(v.Location, v.Fault)
+		}
+		geom := "-"
+		if v.GeometryType != "" {
+			geom = fmt.Sprintf("%s/%d", v.GeometryType, v.VertexCount)
+		}
+		rows = append(rows, []string{v.Input, orDash(v.EventID), verdictCol, stage, reason, at, epsgLabel(v.EPSG), geom})
+		return nil
+	}
+	if _, err := checkEvents(ctx, src, o.jobs, work, emit); err != nil {
+		return err
 	}
 
 	switch {
-	case o.out.json():
-		if err := writeJSON(a.stdout, struct {
-			Events  []verdict    `json:"events"`
-			Summary checkSummary `json:"summary"`
-		}{verdicts, sum}); err != nil {
+	case doc != nil:
+		if err := doc.finish(sum); err != nil {
 			return err
 		}
 	case o.out.jsonl():
-		for _, v := range verdicts {
-			if err := writeJSONLine(a.stdout, v); err != nil {
-				return err
-			}
-		}
 	default:
-		rows := make([][]string, 0, len(verdicts))
-		for _, v := range verdicts {
-			verdictCol, stage, reason, at := "ok", "-", "-", "-"
-			if !v.OK {
-				verdictCol, stage, reason, at = v.FailureClass, v.FailedStage, v.Reason, where(v.Location, v.Fault)
-			}
-			geom := "-"
-			if v.GeometryType != "" {
-				geom = fmt.Sprintf("%s/%d", v.GeometryType, v.VertexCount)
-			}
-			rows = append(rows, []string{v.Input, orDash(v.EventID), verdictCol, stage, reason, at, epsgLabel(v.EPSG), geom})
-		}
 		if err := a.table(o.out, []string{"INPUT", "EVENT", "VERDICT", "STAGE", "REASON", "AT", "EPSG", "GEOMETRY"}, rows, 4, 5, 1); err != nil {
 			return err
 		}
@@ -237,6 +238,33 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		return &problemsError{}
 	}
 	return nil
+}
+
+// checkOne checks one event and fills its verdict (all but where it was
+// dead-lettered to).
+func checkOne(ctx context.Context, checker *spatial.Checker, ev event) checked {
+	res, cerr := checker.CheckEventContext(ctx, ev.payload)
+	v := verdict{Input: ev.where, EventID: eventIDOf(ev.payload), OK: cerr == nil, EPSG: res.EPSG,
+		GeometryType: res.GeometryType, VertexCount: res.VertexCount}
+	if cerr == nil {
+		return checked{ev: ev, v: v}
+	}
+	v.FailureClass, v.FailedStage = classify.Classify(cerr).String(), classify.StageOf(cerr).String()
+	v.Reason = cerr.Error()
+	if d := classify.DetailOf(cerr); d != nil {
+		if d.Reason != "" {
+			v.Reason = d.Reason
+		}
+		v.ReasonKind = string(d.Kind)
+		if d.Location != nil {
+			v.Location = []float64{d.Location[0], d.Location[1]}
+		}
+		v.Fault = d.Fault
+		if d.EPSG != 0 {
+			v.EPSG = d.EPSG
+		}
+	}
+	return checked{ev: ev, v: v, cerr: cerr}
 }
 
 // splitEvents splits the input into events: the features of a
