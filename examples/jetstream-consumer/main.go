@@ -51,6 +51,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -71,6 +72,7 @@ import (
 )
 
 type config struct {
+	concurrency int // events processed at once
 	natsURL     string
 	stream      string // source stream
 	subject     string // source subject
@@ -95,6 +97,7 @@ type config struct {
 
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.natsURL, "nats", nats.DefaultURL, "NATS server URL (JetStream enabled)")
+	fs.IntVar(&c.concurrency, "concurrency", runtime.GOMAXPROCS(0), "events processed at once (one pull fetches as many; each message is acknowledged on its own)")
 	fs.StringVar(&c.stream, "stream", "SPATIAL", "source stream (created when missing, capturing -subject)")
 	fs.StringVar(&c.subject, "subject", "spatial.events", "source subject")
 	fs.StringVar(&c.durable, "durable", "spatial-app", "durable pull consumer on the source stream")
@@ -242,7 +245,7 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 		Policy:      classify.Policy{MaxAttempts: c.maxAttempts, BaseDelay: c.retryDelay},
 		Logger:      log,
 	}
-	p.copts = jetstream.ConsumerOptions{FetchWait: c.fetchWait, ConsumerOptions: broker.ConsumerOptions{Logger: log}}
+	p.copts = jetstream.ConsumerOptions{FetchWait: c.fetchWait, ConsumerOptions: broker.ConsumerOptions{Logger: log, Concurrency: c.concurrency}}
 	return p, nil
 }
 

@@ -159,7 +159,8 @@ func TestCommandLine(t *testing.T) {
 	claimsPrefix := redistest.Prefix(t, "jetstream-consumer")
 	claimsURL := "redis://" + testenv.Redis(t) + "/0?geodlq_prefix=" + url.QueryEscape(claimsPrefix)
 	flags := []string{"-nats", c.natsURL, "-stream", c.stream, "-subject", c.subject, "-kv", c.kv, "-dlq-stream", c.dlqStream,
-		"-dlq-prefix", c.dlqPrefix, "-claims", claimsURL, "-offload-dir", c.offloadDir, "-fetch-wait", "200ms", "-retry-delay", "5ms"}
+		"-dlq-prefix", c.dlqPrefix, "-claims", claimsURL, "-offload-dir", c.offloadDir, "-fetch-wait", "200ms", "-retry-delay", "5ms",
+		"-concurrency", "1"} // one event at a time: the walkthrough checks outputs and dead letters in order, behind sentinels
 
 	dlqMsgs := func() uint64 {
 		s, err := js.Stream(ctx, c.dlqStream)

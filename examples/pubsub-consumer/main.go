@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ import (
 )
 
 type config struct {
+	concurrency                            int // events processed at once
 	project, subscription, deadLetterTopic string
 	maxDeliveryAttempts                    int
 	offloadDir                             string
@@ -53,6 +55,7 @@ func main() {
 	flag.StringVar(&c.subscription, "subscription", "geo-vector-sub", "source subscription")
 	flag.StringVar(&c.deadLetterTopic, "dead-letter-topic", "vector-dlq", "dead-letter topic (geodlq's envelopes, and the subscription's dead-letter policy)")
 	flag.IntVar(&c.maxDeliveryAttempts, "max-delivery-attempts", 5, "dead-letter policy maxDeliveryAttempts (5-100)")
+	flag.IntVar(&c.concurrency, "concurrency", runtime.GOMAXPROCS(0), "messages processed at once (Pub/Sub delivers without order unless ordering keys are on)")
 	flag.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -109,7 +112,7 @@ func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cons, err := geopubsub.NewConsumer(ctx, client, c.subscription, proc, &geopubsub.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{Logger: log}})
+	cons, err := geopubsub.NewConsumer(ctx, client, c.subscription, proc, &geopubsub.ConsumerOptions{ConsumerOptions: broker.ConsumerOptions{Logger: log, Concurrency: c.concurrency}})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

@@ -49,6 +49,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +70,7 @@ import (
 )
 
 type config struct {
+	concurrency   int // events processed at once
 	amqpURL       string
 	queue         string // source queue
 	deliveryLimit int
@@ -89,9 +91,10 @@ type config struct {
 
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.amqpURL, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+	fs.IntVar(&c.concurrency, "concurrency", runtime.GOMAXPROCS(0), "deliveries processed at once (at most --prefetch; each is acknowledged on its own)")
 	fs.StringVar(&c.queue, "queue", "spatial.events", "source queue (a quorum queue, declared when missing)")
 	fs.IntVar(&c.deliveryLimit, "delivery-limit", 20, "the source queue's x-delivery-limit: past it RabbitMQ parks the message in <queue>.parked")
-	fs.IntVar(&c.prefetch, "prefetch", 1, "deliveries in flight (they are handled one after another)")
+	fs.IntVar(&c.prefetch, "prefetch", 2*runtime.GOMAXPROCS(0), "deliveries in flight (at least --concurrency, so that every worker has one)")
 	fs.StringVar(&c.out, "out", "spatial.parcels", "output queue the validated events are published to (declared when missing)")
 	fs.StringVar(&c.exchange, "exchange", rabbitmq.DefaultExchange, "the dead-letter store's exchange")
 	fs.StringVar(&c.queuePrefix, "queue-prefix", "", "prefix of the dead-letter queues' names")
@@ -235,7 +238,7 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 		Policy:      classify.Policy{MaxAttempts: c.maxAttempts, BaseDelay: c.retryDelay},
 		Logger:      log,
 	}
-	p.copts = rabbitmq.ConsumerOptions{Prefetch: c.prefetch, ConsumerOptions: broker.ConsumerOptions{Logger: log}}
+	p.copts = rabbitmq.ConsumerOptions{Prefetch: c.prefetch, ConsumerOptions: broker.ConsumerOptions{Logger: log, Concurrency: c.concurrency}}
 	return p, nil
 }
 

@@ -153,7 +153,8 @@ func TestCommandLine(t *testing.T) {
 	q.Set("geodlq_schema", schema)
 	u.RawQuery = q.Encode()
 	flags := []string{"-amqp", c.amqpURL, "-queue", c.queue, "-out", c.out, "-exchange", c.exchange,
-		"-claims", u.String(), "-offload-dir", c.offloadDir, "-retry-delay", "5ms"}
+		"-claims", u.String(), "-offload-dir", c.offloadDir, "-retry-delay", "5ms",
+		"-concurrency", "1"} // one event at a time: the walkthrough checks outputs and dead letters in order, behind sentinels
 	poison := destinations(c.queue)[1]
 
 	pubCh, err := conn.Channel()

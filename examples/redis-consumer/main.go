@@ -50,6 +50,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -67,6 +68,7 @@ import (
 )
 
 type config struct {
+	concurrency  int // events processed at once
 	redisURL     string
 	stream       string // source stream
 	group        string
@@ -99,6 +101,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.claimsPrefix, "claims-prefix", redisclaims.DefaultPrefix, "key prefix of the idempotency claims")
 	fs.DurationVar(&c.claimIdle, "claim-idle", time.Minute, "take over source entries left unacknowledged this long (a crashed consumer's); longer than an event takes")
 	fs.DurationVar(&c.poll, "poll", time.Second, "wait after a read that found nothing")
+	fs.IntVar(&c.concurrency, "concurrency", runtime.GOMAXPROCS(0), "events processed at once (entries of one stream then finish out of order; each is acknowledged on its own)")
 	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long replay leases a dead-letter entry")
 	fs.StringVar(&c.offloadDir, "offload-dir", filepath.Join(os.TempDir(), "geodlq-offload"), "directory for offloaded geometries (replay reads them back)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 4, "attempts per event before a transient failure is dead-lettered")
@@ -238,7 +241,7 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return fail(err)
 	}
-	p.copts = redisstream.ConsumerOptions{PollInterval: c.poll, ConsumerOptions: broker.ConsumerOptions{Logger: log}}
+	p.copts = redisstream.ConsumerOptions{PollInterval: c.poll, ConsumerOptions: broker.ConsumerOptions{Logger: log, Concurrency: c.concurrency}}
 	return p, nil
 }
 

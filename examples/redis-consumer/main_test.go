@@ -181,7 +181,8 @@ func TestCommandLine(t *testing.T) {
 	prefix := redistest.Prefix(t, "redis-consumer")
 	c := testConfig(t, prefix)
 	flags := []string{"-redis", c.redisURL, "-stream", c.stream, "-group", c.group, "-out", c.out, "-prefix", c.prefix,
-		"-claims-prefix", c.claimsPrefix, "-offload-dir", c.offloadDir, "-claim-idle", "100ms", "-poll", "50ms", "-retry-delay", "5ms"}
+		"-claims-prefix", c.claimsPrefix, "-offload-dir", c.offloadDir, "-claim-idle", "100ms", "-poll", "50ms", "-retry-delay", "5ms",
+		"-concurrency", "1"} // one event at a time: the walkthrough checks outputs and dead letters in order, behind sentinels
 	poisonKey := prefix + ":dlq:" + destinations(c.stream)[1]
 	bowtieBody := `{"event_id":"evt-bowtie","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`
 	okBody := `{"event_id":"evt-ok","geometry":{"type":"Point","coordinates":[12.49,41.89]}}`
