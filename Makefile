@@ -17,7 +17,7 @@ PKGS := github.com/geodlq/geodlq/...
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters fuzz fmt tidy tidy-check ui bench-console
+.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
 
 all: test
 
@@ -50,6 +50,22 @@ importrule:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./spatial ./ingress ./internal/jsonscan
 
+# Issue 13's check-path comparison (docs/benchmarks.md), all in one run:
+# the corpus generated from npm world-atlas at the lockfile's pin
+# (scripts/bench-corpus.sh; never committed), the Python + shapely
+# baseline (Debian's python3-shapely), CheckEvent on one core and on
+# every core, the GEOS floor; then the whole `geodlq check` process
+# against the baseline's (time and peak RSS); then the offload build
+# against crypto/sha256. Feed the first part to benchstat.
+bench-corpus: deps
+	@command -v npm >/dev/null || scripts/deps.sh npm
+	@scripts/deps.sh python3-shapely
+	@scripts/bench-corpus.sh >/dev/null
+	$(GO) test -run '^$$' -bench 'BenchmarkCorpus' -benchtime 3x -count 6 -timeout 60m ./spatial
+	$(GO) test -run '^$$' -bench 'BenchmarkCheckEventParallel' -cpu 1,2 -count 6 ./spatial
+	@ROUNDS=3 scripts/bench-check.sh
+	$(GO) test -run '^$$' -bench 'Offload40MB|SHA256_40MB' -cpu 2 -count 6 ./envelope
+
 # Every dead-letter store's write and replay throughput, and its bare
 # client's write (the ceiling), with 2 KiB envelopes against the test
 # servers (docs/benchmarks.md). Five rounds, each running every adapter's
@@ -71,6 +87,9 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzSchemaAgreesWithDecode -fuzztime 60s ./internal/contracttest
 	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime 60s ./internal/jsonscan
 	$(GO) test -run '^$$' -fuzz FuzzParseGeometry -fuzztime 60s ./internal/geojson
+	$(GO) test -run '^$$' -fuzz '^FuzzReadNumber$$' -fuzztime 60s ./internal/geojson
+	$(GO) test -run '^$$' -fuzz FuzzReadNumberParts -fuzztime 60s ./internal/geojson
+	$(GO) test -run '^$$' -fuzz FuzzCoordinatesMatchEncodingJSON -fuzztime 60s ./internal/geojson
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 60s ./ingress
 	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
 	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial

@@ -19,7 +19,7 @@ Two modes:
   shapely-baseline.py --verdicts CORPUS
       the whole process a user would run: reads CORPUS line by line and
       writes one JSON verdict per event to standard output, like
-      `geodlq check -o jsonl`. cmd/geodlq's BenchmarkCheckCorpus times it.
+      `geodlq check -o jsonl`. scripts/bench-check.sh times it.
 """
 
 import json

@@ -81,7 +81,7 @@ func Python(tb testing.TB) string {
 	}
 	out, err := exec.Command(py, "-c", "import shapely.geometry, shapely.validation, shapely.geos; print(shapely.__version__, shapely.geos.geos_version_string)").CombinedOutput()
 	if err != nil {
-		tb.Fatalf("%s cannot import shapely (apt-get install python3-shapely, or make bench-check, which installs it): %v\n%s", py, err, out)
+		tb.Fatalf("%s cannot import shapely (apt-get install python3-shapely, or make bench-corpus, which installs it): %v\n%s", py, err, out)
 	}
 	return py
 }
