@@ -200,6 +200,12 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		return nil
 	}
 	if _, err := checkEvents(ctx, src, o.jobs, work, emit); err != nil {
+		if doc != nil && doc.n > 0 {
+			// A document cut short is still JSON, with the summary of
+			// the events reported (as replay and triage do when
+			// interrupted); the error decides the exit code.
+			_ = doc.finish(sum)
+		}
 		return err
 	}
 

@@ -205,6 +205,44 @@ func TestCheckStreamsBoundedInput(t *testing.T) {
 	require.LessOrEqual(t, out.lead, int64(2*jobs+2+(256<<10)/size+2), "events read ahead of the verdicts")
 }
 
+// TestCheckJSONInterrupted: a check cancelled half-way through still
+// writes a whole -o json document, with the summary of what it reported.
+func TestCheckJSONInterrupted(t *testing.T) {
+	in := &generated{n: 100000, size: 200}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelAfter{lines: 200, cancel: cancel}
+	var stderr bytes.Buffer
+	code := run(ctx, []string{"--store", "sqlite://unused.db", "check", "-o", "json", "--jobs", "2"},
+		stdio{stdin: in, stdout: out, stderr: &stderr})
+	require.Equal(t, exitInterrupted, code, stderr.String())
+	var doc struct {
+		Events  []verdict    `json:"events"`
+		Summary checkSummary `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal(out.buf.Bytes(), &doc))
+	require.NotEmpty(t, doc.Events)
+	require.Less(t, len(doc.Events), in.n)
+	require.Equal(t, len(doc.Events), doc.Summary.Events)
+	for i, v := range doc.Events {
+		require.Equal(t, fmt.Sprintf("line %d", i+1), v.Input)
+	}
+}
+
+// cancelAfter cancels once lines lines have been written to it.
+type cancelAfter struct {
+	lines  int
+	cancel context.CancelFunc
+	buf    bytes.Buffer
+}
+
+func (w *cancelAfter) Write(p []byte) (int, error) {
+	if w.lines -= bytes.Count(p, []byte("\n")); w.lines <= 0 {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
 // TestJSONVerdictsStreamed: the -o json document written verdict by
 // verdict is byte for byte the one writeJSON writes at once.
 func TestJSONVerdictsStreamed(t *testing.T) {
