@@ -143,7 +143,11 @@ func (s *lineEvents) next() (event, error) {
 }
 
 // readLine returns the next line of r, its '\n' included, in a new
-// buffer; io.EOF when none is left. The last line needs no '\n'.
+// buffer of its own; io.EOF when none is left. The last line needs
+// no '\n'. A line longer than r's buffer is gathered in chunks and
+// copied once, so that reading it never holds more than twice its size
+// (growing one slice would hold up to 2.25 times it and leave four times
+// it to the collector).
 func readLine(r *bufio.Reader) ([]byte, error) {
 	b, err := r.ReadSlice('\n')
 	if err == nil || (err == io.EOF && len(b) > 0) {
@@ -152,17 +156,25 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	if err != bufio.ErrBufferFull {
 		return nil, err
 	}
-	line := bytes.Clone(b)
+	chunks := [][]byte{bytes.Clone(b)}
+	n := len(b)
 	for {
 		b, err = r.ReadSlice('\n')
-		line = append(line, b...)
-		switch {
-		case err == nil || err == io.EOF:
-			return line, nil
-		case err != bufio.ErrBufferFull:
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 			return nil, err
 		}
+		chunks = append(chunks, bytes.Clone(b))
+		n += len(b)
+		if err != bufio.ErrBufferFull {
+			break
+		}
 	}
+	line := make([]byte, 0, n)
+	for i, c := range chunks {
+		line = append(line, c...)
+		chunks[i] = nil
+	}
+	return line, nil
 }
 
 // sliceEvents yields events already split.

@@ -243,6 +243,37 @@ func (w *cancelAfter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
+// TestReadLine reads lines shorter and longer than the reader's buffer,
+// with and without a final newline.
+func TestReadLine(t *testing.T) {
+	long := strings.Repeat("0123456789", 10)
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"empty", "", nil},
+		{"short lines", "a\nbc\n\nd", []string{"a\n", "bc\n", "\n", "d"}},
+		{"buffer-sized", long[:16] + "\n" + long[:15] + "\n", []string{long[:16] + "\n", long[:15] + "\n"}},
+		{"longer than the buffer", long + "\r\n" + long[:33], []string{long + "\r\n", long[:33]}},
+		{"exact multiple, no newline", long[:32], []string{long[:32]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := bufio.NewReaderSize(strings.NewReader(tt.in), 16)
+			var got []string
+			for {
+				line, err := readLine(r)
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				got = append(got, string(line))
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
 // TestJSONVerdictsStreamed: the -o json document written verdict by
 // verdict is byte for byte the one writeJSON writes at once.
 func TestJSONVerdictsStreamed(t *testing.T) {
