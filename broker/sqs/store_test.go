@@ -98,7 +98,13 @@ func TestMessageMapping(t *testing.T) {
 			for _, a := range tc.wantAttr {
 				require.Contains(t, raw.Messages[0].MessageAttributes, a)
 			}
-			recs := drainAll(t, s, dest, broker.Filter{})
+			// Made visible again just now: a receive in the same
+			// millisecond may not see it yet, so poll for it.
+			var recs []*broker.Record
+			require.Eventually(t, func() bool {
+				recs = append(recs, drainAll(t, s, dest, broker.Filter{})...)
+				return len(recs) > 0
+			}, 10*time.Second, 50*time.Millisecond)
 			require.Len(t, recs, 1)
 			got := recs[0].Message
 			require.Equal(t, tc.msg.Body, got.Body, "body restored byte for byte")
