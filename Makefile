@@ -80,19 +80,50 @@ bench-adapters: test-deps
 	  done; \
 	done
 
+# Every fuzz target of every module, FUZZTIME each (go test -fuzz takes
+# one target of one package at a time).
+FUZZTIME ?= 60s
+FUZZ_TARGETS := \
+	./broker/jetstream:FuzzParseURL \
+	./broker/jetstream:FuzzSubjectToken \
+	./broker/kafka:FuzzCursor \
+	./broker/kafka:FuzzSpans \
+	./broker/mysql:FuzzHeaders \
+	./broker/mysql:FuzzParseURL \
+	./broker/pubsub/pubsubpush:FuzzDecode \
+	./broker/rabbitmq:FuzzParseURL \
+	./broker/rabbitmq:FuzzXDeath \
+	./broker/redisstream:FuzzCursor \
+	./broker/redisstream:FuzzMessage \
+	./broker/sqs/sqslambda:FuzzIngress \
+	./cmd/geodlq/internal/console:FuzzDisplay \
+	./cmd/geodlq/internal/console:FuzzQuery \
+	./envelope:FuzzBuild \
+	./envelope:FuzzDecode \
+	./envelope:FuzzFromCloudEvent \
+	./envelope:FuzzLocateMember \
+	./envelope:FuzzWireTime \
+	./ingress:FuzzValidate \
+	./internal/contracttest:FuzzSchemaAgreesWithDecode \
+	./internal/geojson:FuzzCoordinatesMatchEncodingJSON \
+	./internal/geojson:FuzzNesting \
+	./internal/geojson:FuzzParseGeometry \
+	./internal/geojson:FuzzReadNumber \
+	./internal/geojson:FuzzReadNumberParts \
+	./internal/jsonscan:FuzzFind \
+	./internal/jsonscan:FuzzUnquote \
+	./offload:FuzzFetchRef \
+	./offload:FuzzKeyFor \
+	./spatial:FuzzCheckEvent \
+	./spatial:FuzzCheckEventNesting \
+	./spatial:FuzzCheckGeometry \
+	./warehouse:FuzzWriter
+
 fuzz: deps
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./envelope
-	$(GO) test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./envelope
-	$(GO) test -run '^$$' -fuzz FuzzFromCloudEvent -fuzztime 60s ./envelope
-	$(GO) test -run '^$$' -fuzz FuzzSchemaAgreesWithDecode -fuzztime 60s ./internal/contracttest
-	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime 60s ./internal/jsonscan
-	$(GO) test -run '^$$' -fuzz FuzzParseGeometry -fuzztime 60s ./internal/geojson
-	$(GO) test -run '^$$' -fuzz '^FuzzReadNumber$$' -fuzztime 60s ./internal/geojson
-	$(GO) test -run '^$$' -fuzz FuzzReadNumberParts -fuzztime 60s ./internal/geojson
-	$(GO) test -run '^$$' -fuzz FuzzCoordinatesMatchEncodingJSON -fuzztime 60s ./internal/geojson
-	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 60s ./ingress
-	$(GO) test -run '^$$' -fuzz FuzzCheckGeometry -fuzztime 60s ./spatial
-	$(GO) test -run '^$$' -fuzz FuzzCheckEvent -fuzztime 60s ./spatial
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz: $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 # The operator console's page (geodlq serve): built from its sources with
 # the lockfile's npm packages (esbuild, Leaflet, the Natural Earth basemap
