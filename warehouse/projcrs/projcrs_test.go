@@ -3,52 +3,52 @@ package projcrs_test
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/spatial"
 	"github.com/geodlq/geodlq/warehouse"
 	"github.com/geodlq/geodlq/warehouse/projcrs"
 )
 
+// TestResolve checks what the Resolver adds to spatial.PROJJSON (whose
+// own tests check PROJ's answers): the same bytes, remembered, errors
+// that wrap ErrUnknownCode, and codes out of range refused before PROJ.
 func TestResolve(t *testing.T) {
 	r := projcrs.New()
-	for _, tc := range []struct {
-		code int
-		typ  string
-		name string
-	}{
-		{4326, "GeographicCRS", "WGS 84"},
-		{3857, "ProjectedCRS", "WGS 84 / Pseudo-Mercator"},
-		{27700, "ProjectedCRS", "OSGB36 / British National Grid"},
-		{25832, "ProjectedCRS", "ETRS89 / UTM zone 32N"},
-	} {
-		v, err := r.Resolve(tc.code)
-		require.NoError(t, err, tc.code)
-		var crs struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			ID   struct {
-				Authority string `json:"authority"`
-				Code      int    `json:"code"`
-			} `json:"id"`
-		}
-		require.NoError(t, json.Unmarshal(v, &crs))
-		require.Equal(t, tc.typ, crs.Type)
-		require.Equal(t, tc.name, crs.Name)
-		require.Equal(t, "EPSG", crs.ID.Authority)
-		require.Equal(t, tc.code, crs.ID.Code)
-		again, err := r.Resolve(tc.code)
+	var wg sync.WaitGroup
+	for _, code := range []int{4326, 3857, 25832} {
+		want, err := spatial.PROJJSON(code)
 		require.NoError(t, err)
-		require.Equal(t, v, again)
+		for range 4 { // concurrent first lookups of one code (go test -race)
+			wg.Go(func() {
+				got, err := r.Resolve(code)
+				if assert.NoError(t, err, code) {
+					assert.Equal(t, string(want), string(got), code)
+				}
+			})
+		}
 	}
-	for _, code := range []int{0, -1, 1, 99999, 1_000_000, 1 << 40} {
+	wg.Wait()
+	a, err := r.Resolve(25832)
+	require.NoError(t, err)
+	b, err := r.Resolve(25832)
+	require.NoError(t, err)
+	require.Same(t, &a[0], &b[0], "remembered, not asked again")
+
+	for _, code := range []int{0, -1, 1_000_000, 1 << 40} {
 		_, err := r.Resolve(code)
 		require.ErrorIs(t, err, projcrs.ErrUnknownCode, code)
+		require.NotErrorIs(t, err, spatial.ErrUnknownEPSG, "%d is refused before PROJ", code)
 	}
-	// A datum is not a CRS.
-	_, err := r.Resolve(6326)
-	require.ErrorIs(t, err, projcrs.ErrUnknownCode)
+	for _, code := range []int{1, 99999, 6326 /* a datum, not a CRS */} {
+		_, err := r.Resolve(code)
+		require.ErrorIs(t, err, projcrs.ErrUnknownCode, code)
+		require.ErrorIs(t, err, spatial.ErrUnknownEPSG, "PROJ's own answer is kept: %d", code)
+	}
 }
 
 // The built-in table is PROJ's own output.
