@@ -303,7 +303,26 @@ func TestConsumerRebalance(t *testing.T) {
 	_, done2 := start(2) // joins: the group rebalances while the first member processes
 	require.Eventually(t, func() bool { return distinct() >= n/2 }, 30*time.Second, 10*time.Millisecond)
 	_, done3 := start(3)
-	require.Eventually(t, func() bool { return distinct() == n }, 30*time.Second, 10*time.Millisecond)
+	// The first two may finish the first batch before the group has given
+	// the third any partition: keep producing, a few records at a time,
+	// until the third has processed some.
+	total := n
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		got := per[3]
+		mu.Unlock()
+		if got > 0 {
+			return true
+		}
+		var more []*kgo.Record
+		for i := total; i < total+12; i++ {
+			more = append(more, &kgo.Record{Topic: src, Key: []byte("entity-" + strconv.Itoa(i%23)), Value: []byte(`{"seq":` + strconv.Itoa(i) + `}`)})
+		}
+		c.produce(more...)
+		total += len(more)
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "the third consumer is given partitions")
+	require.Eventually(t, func() bool { return distinct() == total }, 30*time.Second, 10*time.Millisecond)
 	cancel()
 	for _, d := range []chan error{done1, done2, done3} {
 		require.ErrorIs(t, <-d, context.Canceled)
