@@ -87,13 +87,21 @@ func (g *gen) geometry(depth int) orb.Geometry {
 	case 0, 1, 2:
 		return g.polygon()
 	case 3, 4:
+		if g.r.n(3) == 0 {
+			return g.concentric()
+		}
 		mp := make(orb.MultiPolygon, 1+g.r.n(maxParts))
+		boxes := g.r.n(2) == 0
 		for i := range mp {
-			if g.r.n(16) == 0 {
+			switch {
+			case g.r.n(16) == 0:
 				mp[i] = orb.Polygon{}
-				continue
+			case boxes:
+				// Boxes on the grid: side by side, touching, nested.
+				mp[i] = orb.Polygon{g.box()}
+			default:
+				mp[i] = g.polygon()
 			}
-			mp[i] = g.polygon()
 		}
 		return mp
 	case 5:
@@ -122,10 +130,153 @@ func (g *gen) geometry(depth int) orb.Geometry {
 
 func (g *gen) polygon() orb.Polygon {
 	p := make(orb.Polygon, 1+g.r.n(maxRings))
-	for i := range p {
-		p[i] = orb.Ring(g.points(3+g.r.n(maxPoints-2), true))
+	if g.r.n(2) == 0 {
+		for i := range p {
+			p[i] = g.ring()
+		}
+		return p
+	}
+	if g.r.n(2) == 0 {
+		return g.cells(len(p) - 1)
+	}
+	// A box shell with holes drawn inside its extent (on the grid, so
+	// they touch it, each other, nest or overlap often).
+	x0, y0 := g.r.n(g.grid), g.r.n(g.grid)
+	x1, y1 := x0+2+g.r.n(2*g.grid), y0+2+g.r.n(2*g.grid)
+	p[0] = g.boxAt(x0, y0, x1, y1)
+	for i := 1; i < len(p); i++ {
+		hx0, hy0 := x0+g.r.n(x1-x0), y0+g.r.n(y1-y0)
+		hx1, hy1 := hx0+1+g.r.n(x1-hx0), hy0+1+g.r.n(y1-hy0)
+		if g.r.n(4) == 0 {
+			p[i] = g.convexAt(float64(hx0+hx1)/2, float64(hy0+hy1)/2, float64(min(hx1-hx0, hy1-hy0))/2)
+			continue
+		}
+		p[i] = g.boxAt(hx0, hy0, hx1, hy1)
 	}
 	return p
+}
+
+// cells is a box shell cut into a grid of cells, four units a side, with
+// holes in some cells: the cell itself (holes in neighbouring cells share
+// edges), the cell shrunk by a unit on some sides, or a diamond touching
+// the cell's edges at their midpoints (diamonds in neighbouring cells touch
+// each other at a point, and a ring of them cuts the interior in two).
+func (g *gen) cells(holes int) orb.Polygon {
+	m := 2 + g.r.n(3)
+	ox, oy := g.r.n(g.grid), g.r.n(g.grid)
+	p := orb.Polygon{g.boxAt(ox, oy, ox+4*m, oy+4*m)}
+	for range holes + g.r.n(4) {
+		cx, cy := ox+4*g.r.n(m), oy+4*g.r.n(m)
+		switch g.r.n(3) {
+		case 0:
+			p = append(p, g.boxAt(cx, cy, cx+4, cy+4))
+		case 1:
+			p = append(p, g.boxAt(cx+g.r.n(2), cy+g.r.n(2), cx+4-g.r.n(2), cy+4-g.r.n(2)))
+		default:
+			d := orb.Ring{g.at(float64(cx+2), float64(cy)), g.at(float64(cx+4), float64(cy+2)), g.at(float64(cx+2), float64(cy+4)), g.at(float64(cx), float64(cy+2))}
+			if g.r.n(2) == 0 {
+				d[1], d[3] = d[3], d[1]
+			}
+			p = append(p, append(d, d[0]))
+		}
+	}
+	return p
+}
+
+// concentric is islands in lakes: boxes inside each other, each part a box
+// with (usually) the next box inside as its hole, in either order; a part
+// without its hole holds the next part as a nested shell.
+func (g *gen) concentric() orb.MultiPolygon {
+	n := 2 + g.r.n(3)
+	ox, oy := g.r.n(g.grid), g.r.n(g.grid)
+	size := 4*n + 2
+	var mp orb.MultiPolygon
+	for k := range n {
+		a := 2 * k
+		p := orb.Polygon{g.boxAt(ox+a, oy+a, ox+size-a, oy+size-a)}
+		if g.r.n(4) != 0 {
+			b := a + 1 - g.r.n(4)/3 // sometimes the hole touches the shell
+			p = append(p, g.boxAt(ox+b, oy+b, ox+size-b, oy+size-b))
+		}
+		mp = append(mp, p)
+	}
+	if g.r.n(2) == 0 {
+		for i, j := 0, len(mp)-1; i < j; i, j = i+1, j-1 {
+			mp[i], mp[j] = mp[j], mp[i]
+		}
+	}
+	return mp
+}
+
+// ring makes a ring: random positions (mostly self-intersecting), an
+// axis-parallel box (touching, nested, overlapping others on the grid), or
+// a convex polygon around a grid point.
+func (g *gen) ring() orb.Ring {
+	switch g.r.n(4) {
+	case 0:
+		return orb.Ring(g.points(3+g.r.n(maxPoints-2), true))
+	case 1, 2:
+		return g.box()
+	}
+	return g.convex()
+}
+
+// box is a rectangle on the grid, either way round, sometimes with extra
+// vertices on its edges and a start at another corner.
+func (g *gen) box() orb.Ring {
+	x0, y0 := g.r.n(g.grid), g.r.n(g.grid)
+	return g.boxAt(x0, y0, x0+1+g.r.n(g.grid), y0+1+g.r.n(g.grid))
+}
+
+// boxAt is a box with corners (x0, y0) and (x1, y1) on the grid.
+func (g *gen) boxAt(x0, y0, x1, y1 int) orb.Ring {
+	c := []orb.Point{g.at(float64(x0), float64(y0)), g.at(float64(x1), float64(y0)), g.at(float64(x1), float64(y1)), g.at(float64(x0), float64(y1))}
+	if g.r.n(2) == 0 {
+		c[1], c[3] = c[3], c[1]
+	}
+	start := g.r.n(4)
+	ring := make(orb.Ring, 0, 10)
+	for k := range 4 {
+		a, b := c[(start+k)%4], c[(start+k+1)%4]
+		ring = append(ring, a)
+		if g.r.n(4) == 0 {
+			ring = append(ring, orb.Point{a[0]/2 + b[0]/2, a[1]/2 + b[1]/2})
+		}
+	}
+	return append(ring, ring[0])
+}
+
+// convex is a polygon of 3 to 8 vertices on a circle around a grid point.
+func (g *gen) convex() orb.Ring {
+	return g.convexAt(float64(g.r.n(g.grid)), float64(g.r.n(g.grid)), 0.5+float64(g.r.n(4)))
+}
+
+// convexAt is a polygon of 3 to 8 vertices on a circle.
+func (g *gen) convexAt(cx, cy, rad float64) orb.Ring {
+	n := 3 + g.r.n(6)
+	dir := 1.0
+	if g.r.n(2) == 0 {
+		dir = -1
+	}
+	ring := make(orb.Ring, 0, n+1)
+	for k := range n {
+		a := dir * 2 * math.Pi * float64(k) / float64(n)
+		ring = append(ring, g.at(cx+rad*math.Cos(a), cy+rad*math.Sin(a)))
+	}
+	return append(ring, ring[0])
+}
+
+// at scales and offsets a grid position.
+func (g *gen) at(x, y float64) orb.Point {
+	return orb.Point{clamp(x*g.scale + g.offset[0]), clamp(y*g.scale + g.offset[1])}
+}
+
+// clamp keeps v finite.
+func clamp(v float64) float64 {
+	if math.IsInf(v, 0) {
+		return math.Copysign(math.MaxFloat64, v)
+	}
+	return v
 }
 
 // points makes n positions, closed into a ring when ring is set.
@@ -151,8 +302,8 @@ func (g *gen) points(n int, ring bool) []orb.Point {
 
 // point is a grid point, scaled and offset, sometimes nudged a few ulps.
 func (g *gen) point() orb.Point {
-	x := float64(g.r.n(g.grid))*g.scale + g.offset[0]
-	y := float64(g.r.n(g.grid))*g.scale + g.offset[1]
+	p := g.at(float64(g.r.n(g.grid)), float64(g.r.n(g.grid)))
+	x, y := p[0], p[1]
 	if g.r.n(8) == 0 {
 		x = nudge(x, g.r.n(5)-2)
 		y = nudge(y, g.r.n(5)-2)
@@ -164,7 +315,7 @@ func (g *gen) point() orb.Point {
 // or before them), then moved a few ulps.
 func (g *gen) nearCollinear(a, b orb.Point) orb.Point {
 	t := []float64{0.5, 2, -1, 1.0 / 3, 0.25, 1e-7}[g.r.n(6)]
-	p := orb.Point{a[0] + t*(b[0]-a[0]), a[1] + t*(b[1]-a[1])}
+	p := orb.Point{clamp(a[0] + t*(b[0]-a[0])), clamp(a[1] + t*(b[1]-a[1]))}
 	p[0] = nudge(p[0], g.r.n(7)-3)
 	p[1] = nudge(p[1], g.r.n(7)-3)
 	if !finite(p) {
