@@ -67,11 +67,9 @@ func AppendCoordinate(b []byte, v float64) []byte {
 // reused from one check to the next, so a Validator must not be used by
 // two goroutines at once; [Check] keeps a pool of them.
 type Validator struct {
-	a     analyzer
-	tree  strTree
-	rings []ringLoc
-	polys []polyLoc
-	buf   []int32
+	a    analyzer
+	tree strTree
+	buf  []int32
 }
 
 var pool = sync.Pool{New: func() any { return new(Validator) }}
@@ -118,8 +116,6 @@ func (v *Validator) release() {
 	clear(a.rings[:cap(a.rings)])
 	a.rings = a.rings[:0]
 	a.dedup = a.dedup[:0]
-	v.rings = nil
-	v.polys = nil
 }
 
 // Check returns GEOS 3.11's verdict on g (GEOSisValidReason_r): nil for a
