@@ -14,6 +14,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/mysql/internal/schema"
+	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/classify"
 )
 
@@ -279,15 +280,32 @@ var errNoChange = errors.New("no row changed")
 // COMMIT itself is not watched by the driver at all, so only a broken
 // connection (or a readTimeout shorter than a commit) can interrupt it.
 func (d *driver) certain(ctx context.Context, op string, exec func(context.Context, *sql.Tx) error, verify func(context.Context, *sql.Tx) (bool, error)) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	var cerr error // the COMMIT's error, once one failed in a way that leaves its outcome open
+	err := txretry.Do(ctx, schema.Kind, func(ctx context.Context, _ txretry.Attempt) error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return notWritten(op, err)
+		}
+		if err := exec(ctx, tx); err != nil {
+			_ = tx.Rollback()
+			if schema.Kind(err) == txretry.Conflict {
+				return err // rolled back: Do tries again
+			}
+			return notWritten(op, err)
+		}
+		err = tx.Commit()
+		if err != nil && schema.Kind(err) != txretry.Conflict {
+			cerr = err
+			return nil // checked below
+		}
+		return err // nil, or a COMMIT the server refused (rolled back): again
+	}, nil)
 	if err != nil {
-		return notWritten(op, err)
+		if schema.Kind(err) == txretry.Conflict {
+			return notWritten(op, err)
+		}
+		return err
 	}
-	if err := exec(ctx, tx); err != nil {
-		_ = tx.Rollback()
-		return notWritten(op, err)
-	}
-	cerr := tx.Commit()
 	if cerr == nil {
 		return nil
 	}
@@ -399,42 +417,22 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	return out, nil
 }
 
-// tx runs fn in a transaction at the given isolation level, retrying a
-// few times when InnoDB chose it as a deadlock victim.
+// tx runs fn in a transaction at the given isolation level, again
+// (with a bounded backoff that honours ctx) when InnoDB rolled it back to
+// resolve a conflict: a deadlock victim, a lock-wait timeout.
 func (d *driver) tx(ctx context.Context, level sql.IsolationLevel, fn func(*sql.Tx) error) error {
-	var err error
-	for attempt := range 4 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
-			}
-		}
-		var tx *sql.Tx
-		tx, err = d.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
+	return txretry.Do(ctx, schema.Kind, func(ctx context.Context, _ txretry.Attempt) error {
+		tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
 		if err != nil {
 			return err
 		}
-		if err = fn(tx); err != nil {
+		if err := fn(tx); err != nil {
 			_ = tx.Rollback()
-			if schema.IsCode(err, errDeadlock) {
-				continue
-			}
 			return err
 		}
-		if err = tx.Commit(); err != nil && schema.IsCode(err, errDeadlock) {
-			continue
-		}
-		return err
-	}
-	return err
+		return tx.Commit()
+	}, nil)
 }
-
-// MySQL error numbers.
-const (
-	errDeadlock = 1213 // ER_LOCK_DEADLOCK
-)
 
 const ackSQL = `UPDATE {t} SET acked_at = UTC_TIMESTAMP(6), lease_until = NULL
 WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
@@ -489,11 +487,21 @@ func (d *driver) Release(ctx context.Context, r *broker.Record) error {
 	if err != nil {
 		return err
 	}
-	res, err := d.db.ExecContext(ctx, d.releaseSQL, id, r.Destination, token)
+	var n int64
+	err = txretry.Do(ctx, schema.Kind, func(ctx context.Context, a txretry.Attempt) error {
+		res, err := d.db.ExecContext(ctx, d.releaseSQL, id, r.Destination, token)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err == nil && n == 0 && a.Uncertain {
+			n = 1 // the lost attempt released it, or the lease is gone: not held either way
+		}
+		return err
+	}, &txretry.Options{RetryUnknown: true})
 	if err != nil {
 		return fmt.Errorf("mysql: release %s/%s: %w", r.Destination, r.ID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	if n != 1 {
 		return fmt.Errorf("mysql: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	return nil

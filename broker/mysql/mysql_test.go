@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -400,4 +401,57 @@ func TestNewConsumerArguments(t *testing.T) {
 	c, err := mysql.NewConsumer(s, "src", proc, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
+}
+
+// TestConflictsAreRetried: Ack, Release and Purge that wait on a row
+// another transaction holds past innodb_lock_wait_timeout (error 1205)
+// are run again until the row is free, instead of failing.
+func TestConflictsAreRetried(t *testing.T) {
+	ctx := context.Background()
+	cfg := mysqltest.Database(t)
+	plain := mysqltest.Open(t, cfg)
+	sc := cfg.Clone()
+	if sc.Params == nil {
+		sc.Params = map[string]string{}
+	}
+	sc.Params["innodb_lock_wait_timeout"] = "1"
+	s, err := mysql.New(ctx, mysqltest.Open(t, sc), &mysql.Options{Create: true, Table: "dl"})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, m := range brokertest.Messages(t, brokertest.FilterInputs()[:3]) {
+		require.NoError(t, s.Publish(ctx, "locked", m))
+	}
+	recs, err := s.Fetch(ctx, "locked", broker.Filter{}, 3)
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+
+	// Each operation waits on a row lock held for 2.5s: two lock-wait
+	// timeouts, then success.
+	held := func(id string, op func() error) {
+		t.Helper()
+		tx, err := plain.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		var one int
+		require.NoError(t, tx.QueryRowContext(ctx, "SELECT 1 FROM `dl` WHERE id = ? FOR UPDATE", id).Scan(&one))
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		time.Sleep(2500 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("returned while the row was locked: %v", err)
+		default:
+		}
+		require.NoError(t, tx.Commit())
+		require.NoError(t, <-done, "retried its lock-wait timeouts until the row was free")
+	}
+	held(recs[0].ID, func() error { return s.Ack(ctx, recs[0]) })
+	held(recs[1].ID, func() error { return s.Release(ctx, recs[1]) })
+	held(recs[0].ID, func() error {
+		res, err := s.Purge(ctx, broker.PurgeRequest{Destination: "locked", Filter: broker.Filter{Until: time.Now().Add(time.Hour)}})
+		if err == nil && len(res.IDs) != 1 {
+			err = fmt.Errorf("purged %v, want the acknowledged record", res.IDs)
+		}
+		return err
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/mysql/internal/schema"
+	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/classify"
 )
 
@@ -289,6 +291,22 @@ func (d *driver) Purge(ctx context.Context, req broker.PurgeRequest) (broker.Pur
 	}
 	c.sql += w.sql
 	c.args = append(c.args, w.args...)
+	var res broker.PurgeResult
+	// A transaction InnoDB rolled back to resolve a conflict (a deadlock
+	// with a writer's locks, a lock-wait timeout) is run again.
+	err := txretry.Do(ctx, schema.Kind, func(ctx context.Context, _ txretry.Attempt) error {
+		var err error
+		res, err = d.purge(ctx, req, c)
+		return err
+	}, nil)
+	if err != nil {
+		return broker.PurgeResult{}, err
+	}
+	return res, nil
+}
+
+// purge is one attempt of [driver.Purge], in one transaction.
+func (d *driver) purge(ctx context.Context, req broker.PurgeRequest, c cond) (broker.PurgeResult, error) {
 	var res broker.PurgeResult
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {

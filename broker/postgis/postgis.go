@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/pgmigrate"
 )
@@ -243,7 +244,12 @@ func (d *driver) write(ctx context.Context, destination string, m *broker.Messag
 	}
 	var res writeResult
 	var inserted bool
-	if err := d.pool.QueryRow(ctx, d.insertSQL, r.args()...).Scan(&res.id, &inserted, &res.geomStatus, &res.geomError); err != nil {
+	// A statement the server rolled back to resolve a conflict (a
+	// deadlock or serialization failure between concurrent upserts of one
+	// key) is run again.
+	if err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
+		return d.pool.QueryRow(ctx, d.insertSQL, r.args()...).Scan(&res.id, &inserted, &res.geomStatus, &res.geomError)
+	}, nil); err != nil {
 		return writeResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
 	}
 	res.duplicate = !inserted
@@ -497,7 +503,25 @@ RETURNING d.id, d.msg_key, d.headers, d.binary_headers, d.body, d.deliveries, d.
 func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, n int) ([]*broker.Record, error) {
 	a := &sqlArgs{list: []any{destination, n, max(d.ttl.Microseconds(), 1)}}
 	q := strings.Replace(d.fetchSQL, "{filter}", where(f, a), 1)
-	rows, err := d.pool.Query(ctx, q, a.list...)
+	var out []*broker.Record
+	// A statement the server rolled back to resolve a conflict is run
+	// again; nothing was leased.
+	err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
+		var err error
+		out, err = d.fetch(ctx, destination, q, a.list)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING order is unspecified; restore id order.
+	slices.SortFunc(out, func(a, b *broker.Record) int { return cmpID(a.ID, b.ID) })
+	return out, nil
+}
+
+// fetch runs the leasing statement q once.
+func (d *driver) fetch(ctx context.Context, destination, q string, args []any) ([]*broker.Record, error) {
+	rows, err := d.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgis: fetch from %q: %w", destination, err)
 	}
@@ -529,8 +553,6 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgis: fetch from %q: %w", destination, err)
 	}
-	// RETURNING order is unspecified; restore id order.
-	slices.SortFunc(out, func(a, b *broker.Record) int { return cmpID(a.ID, b.ID) })
 	return out, nil
 }
 
@@ -583,7 +605,9 @@ func (d *driver) settle(ctx context.Context, r *broker.Record, q string) (string
 		return "", fmt.Errorf("postgis: record %s/%s was not leased from this store: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	var st string
-	err = d.pool.QueryRow(ctx, q, id, r.Destination, r.Lease).Scan(&st)
+	err = txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
+		return d.pool.QueryRow(ctx, q, id, r.Destination, r.Lease).Scan(&st)
+	}, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("postgis: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -1072,4 +1073,59 @@ func kindOf(e *envelope.Envelope) string {
 		return ""
 	}
 	return e.GeometryError.Kind
+}
+
+// TestConflictsAreRetried: a Publish, Ack, Release and Purge that wait on
+// a row another transaction holds past lock_timeout (SQLSTATE 55P03) are
+// run again until the row is free, instead of failing.
+func TestConflictsAreRetried(t *testing.T) {
+	ctx := context.Background()
+	schema := pgtest.Schema(t)
+	plain := newStore(t, &postgis.Options{Schema: schema})
+	cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema})
+	require.NoError(t, err)
+	defer s.Close()
+	msgs := brokertest.Messages(t, brokertest.FilterInputs()[:3])
+	publishAll(t, s, "locked", msgs)
+	recs, err := s.Fetch(ctx, "locked", broker.Filter{}, 3)
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+
+	// Each operation waits on a row lock held for 600ms: several lock
+	// timeouts, then success.
+	held := func(id string, op func() error) {
+		t.Helper()
+		tx, err := poolOf(t, plain).Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var one int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM `+postgis.Table(s)+` WHERE id = $1::bigint FOR UPDATE`, id).Scan(&one))
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		time.Sleep(600 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("returned while the row was locked: %v", err)
+		default:
+		}
+		require.NoError(t, tx.Commit(ctx))
+		require.NoError(t, <-done, "retried its lock timeouts until the row was free")
+	}
+	held(recs[0].ID, func() error { return s.Ack(ctx, recs[0]) })
+	held(recs[1].ID, func() error { return s.Release(ctx, recs[1]) })
+	// A duplicate of a leased record updates its row.
+	held(recs[2].ID, func() error { return s.Publish(ctx, "locked", msgs[2]) })
+	held(recs[0].ID, func() error {
+		res, err := s.Purge(ctx, broker.PurgeRequest{Destination: "locked", Filter: broker.Filter{Until: time.Now().Add(time.Hour)}})
+		if err == nil && len(res.IDs) != 1 {
+			err = fmt.Errorf("purged %v, want the acknowledged record", res.IDs)
+		}
+		return err
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/txretry"
 )
 
 // Purge implements [broker.Purger]. A purge is one transaction that first
@@ -26,6 +27,21 @@ import (
 // reference check looks them up among the remaining rows, replayed ones
 // included, by the indexes of migration 2.
 func (d *driver) Purge(ctx context.Context, req broker.PurgeRequest) (res broker.PurgeResult, err error) {
+	// A transaction the server rolled back to resolve a conflict (a
+	// deadlock with a writer, a serialization failure of the dry run's
+	// snapshot) is run again.
+	err = txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
+		res, err = d.purge(ctx, req)
+		return err
+	}, nil)
+	if err != nil {
+		return broker.PurgeResult{}, err
+	}
+	return res, nil
+}
+
+// purge is one attempt of [driver.Purge], in one transaction.
+func (d *driver) purge(ctx context.Context, req broker.PurgeRequest) (res broker.PurgeResult, err error) {
 	a := &sqlArgs{}
 	cond := `true`
 	if req.Destination != "" {

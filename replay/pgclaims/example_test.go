@@ -20,6 +20,7 @@ func ExampleMigrations() {
 	}
 	// Output:
 	// 1 claims table
+	// 2 token that completed a done key
 }
 
 // Every consumer process claims an event's idempotency key in PostgreSQL

@@ -39,6 +39,13 @@ CREATE TABLE {t} (
 COMMENT ON TABLE {t} IS 'geodlq idempotency claims (replay/pgclaims): one row per idempotency key';
 CREATE INDEX {n}_done ON {t} (done_at) WHERE done_at IS NOT NULL;
 `,
+}, {
+	Version: 2,
+	Name:    "token that completed a done key",
+	SQL: `
+ALTER TABLE {t} ADD COLUMN done_token text;
+COMMENT ON COLUMN {t}.done_token IS 'the token whose Complete made the key done: a Complete whose answer was lost recognises its own';
+`,
 }}
 
 func (c *Claims) migrationTarget() pgmigrate.Target {

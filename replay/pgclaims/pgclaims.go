@@ -7,6 +7,7 @@
 //
 //	key         bytea PRIMARY KEY  the key, byte for byte (any string)
 //	token       text               the live claim's fencing token, or NULL
+//	done_token  text               the token that completed the key, or NULL (since migration 2)
 //	lease_until timestamptz        when the live claim lapses
 //	done_at     timestamptz        when the key was completed, or NULL
 //	claims      integer            how many claims were granted
@@ -20,6 +21,15 @@
 // — workers need no synchronised clocks, and the row lock makes exactly one
 // of any number of concurrent claimants win. When it takes nothing, a
 // second read says whether the key is done or in progress.
+//
+// A statement the server rolled back to resolve a conflict (a
+// serialization failure, a deadlock, a lock timeout: SQLSTATE 40001,
+// 40P01, 55P03) is retried with a bounded backoff that honours ctx
+// (package broker/txretry), and so is one whose answer was lost. Complete
+// is retried until its outcome is known: a completion whose answer was
+// lost is found by a later attempt, because the done row keeps the token
+// that completed it (done_token) — so a side effect that ran is never
+// left unrecorded while the database can be reached before ctx ends.
 //
 // The token fences: Complete and Release change the row only while its
 // token is still the caller's, so a holder whose lease expired and was
@@ -65,6 +75,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/internal/pgmigrate"
 	"github.com/geodlq/geodlq/replay"
 )
@@ -98,7 +109,7 @@ type Claims struct {
 	name   string
 	table  string
 
-	claimSQL, stateSQL, completeSQL, releaseSQL string
+	claimSQL, stateSQL, completeSQL, doneSQL, releaseSQL string
 }
 
 var _ replay.Claims = (*Claims)(nil)
@@ -132,6 +143,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error
 	c.claimSQL = r.Replace(claimSQL)
 	c.stateSQL = r.Replace(stateSQL)
 	c.completeSQL = r.Replace(completeSQL)
+	c.doneSQL = r.Replace(doneSQL)
 	c.releaseSQL = r.Replace(releaseSQL)
 	if o.Migrate {
 		if err := c.Migrate(ctx); err != nil {
@@ -166,11 +178,16 @@ RETURNING lease_until`
 // stateSQL reads a key that Claim could not take: done, or under a live
 // lease, or (raced) free again.
 const stateSQL = `
-SELECT done_at IS NOT NULL, token IS NOT NULL AND lease_until > now() FROM {t} WHERE key = $1`
+SELECT done_at IS NOT NULL, token IS NOT NULL AND lease_until > now(), token IS NOT DISTINCT FROM $2,
+	COALESCE(lease_until, now()) FROM {t} WHERE key = $1`
 
+// completeSQL keeps the token in done_token, so that a Complete whose
+// answer was lost can tell, by doneSQL, that it was its own.
 const completeSQL = `
-UPDATE {t} SET done_at = now(), token = NULL, lease_until = NULL, updated_at = now()
+UPDATE {t} SET done_at = now(), done_token = token, token = NULL, lease_until = NULL, updated_at = now()
 WHERE key = $1 AND token = $2 AND done_at IS NULL`
+
+const doneSQL = `SELECT done_at IS NOT NULL AND done_token IS NOT DISTINCT FROM $2 FROM {t} WHERE key = $1`
 
 const releaseSQL = `
 UPDATE {t} SET token = NULL, lease_until = NULL, updated_at = now()
@@ -186,57 +203,117 @@ func (c *Claims) Claim(ctx context.Context, key string, ttl time.Duration) (repl
 		return replay.Lease{}, 0, fmt.Errorf("pgclaims: claim ttl must be positive, got %v: %w", ttl, broker.ErrInvalidArgument)
 	}
 	us := max(ttl.Microseconds(), 1)
-	// A key freed between the INSERT and the read is retried; a few rounds
-	// settle any race, and then it is reported in progress.
-	for range 3 {
-		token := newToken()
-		var until time.Time
-		err := c.pool.QueryRow(ctx, c.claimSQL, []byte(key), token, us).Scan(&until)
-		if err == nil {
-			return replay.Lease{Key: key, Token: token, ExpiresAt: until}, replay.StatusAcquired, nil
+	// One token for every attempt, so that an attempt after a lost
+	// answer reads its own claim back as mine.
+	token := newToken()
+	var (
+		lease  replay.Lease
+		status replay.Status
+	)
+	err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
+		// A key freed between the INSERT and the read is tried again; a
+		// few rounds settle any race, and then it is reported in
+		// progress.
+		for range 3 {
+			var until time.Time
+			err := c.pool.QueryRow(ctx, c.claimSQL, []byte(key), token, us).Scan(&until)
+			if err == nil {
+				lease, status = replay.Lease{Key: key, Token: token, ExpiresAt: until}, replay.StatusAcquired
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			var done, live, mine bool
+			err = c.pool.QueryRow(ctx, c.stateSQL, []byte(key), token).Scan(&done, &live, &mine, &until)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				continue // purged meanwhile
+			case err != nil:
+				return err
+			case done:
+				status = replay.StatusDone
+				return nil
+			case live && mine:
+				// An earlier attempt claimed it; only its answer was lost.
+				lease, status = replay.Lease{Key: key, Token: token, ExpiresAt: until}, replay.StatusAcquired
+				return nil
+			case live:
+				status = replay.StatusInProgress
+				return nil
+			}
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return replay.Lease{}, 0, fmt.Errorf("pgclaims: claiming %q: %w", key, err)
-		}
-		var done, live bool
-		err = c.pool.QueryRow(ctx, c.stateSQL, []byte(key)).Scan(&done, &live)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			continue // purged meanwhile
-		case err != nil:
-			return replay.Lease{}, 0, fmt.Errorf("pgclaims: claiming %q: %w", key, err)
-		case done:
-			return replay.Lease{}, replay.StatusDone, nil
-		case live:
-			return replay.Lease{}, replay.StatusInProgress, nil
-		}
+		status = replay.StatusInProgress
+		return nil
+	}, &txretry.Options{RetryUnknown: true})
+	if err != nil {
+		return replay.Lease{}, 0, fmt.Errorf("pgclaims: claiming %q: %w", key, err)
 	}
-	return replay.Lease{}, replay.StatusInProgress, nil
+	return lease, status, nil
 }
 
-// Complete implements [replay.Claims].
+// Complete implements [replay.Claims]. It is retried — deadlocks,
+// lock timeouts, serialization failures, a lost answer — until its
+// outcome is known or ctx ends: after an attempt whose answer was lost, a
+// later attempt that finds the key done under this lease's token knows
+// that the lost one completed it.
 func (c *Claims) Complete(ctx context.Context, l replay.Lease) error {
-	return c.settle(ctx, l, c.completeSQL, "completing")
+	return c.settle(ctx, l, c.completeSQL, "completing", true)
 }
 
-// Release implements [replay.Claims].
+// Release implements [replay.Claims]. Conflicts and a lost answer are
+// retried; after a lost answer, a lease no longer held counts as
+// released.
 func (c *Claims) Release(ctx context.Context, l replay.Lease) error {
-	return c.settle(ctx, l, c.releaseSQL, "releasing")
+	return c.settle(ctx, l, c.releaseSQL, "releasing", false)
 }
 
-func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string) error {
+// errNoChange: the settling statement matched no row.
+var errNoChange = errors.New("no row under this lease")
+
+func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string, complete bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if l.Token == "" {
 		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
 	}
-	tag, err := c.pool.Exec(ctx, q, []byte(l.Key), l.Token)
+	opts := &txretry.Options{RetryUnknown: true}
+	if complete {
+		opts.Attempts = -1 // until the outcome is known, or ctx ends
+	}
+	err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, a txretry.Attempt) error {
+		tag, err := c.pool.Exec(ctx, q, []byte(l.Key), l.Token)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		if !a.Uncertain {
+			return errNoChange
+		}
+		// An earlier attempt's answer was lost: find out what it did.
+		if !complete {
+			return nil // released, or taken over since: either way no longer held
+		}
+		var mine bool
+		err = c.pool.QueryRow(ctx, c.doneSQL, []byte(l.Key), l.Token).Scan(&mine)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return errNoChange
+		case err != nil:
+			return err
+		case mine:
+			return nil // the lost attempt completed the key
+		}
+		return errNoChange
+	}, opts)
+	if errors.Is(err, errNoChange) {
+		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("pgclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
 	}
 	return nil
 }

@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/internal/faultnet"
 	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/claimstest"
 	"github.com/geodlq/geodlq/replay/pgclaims"
@@ -149,4 +152,96 @@ func TestCanceledContext(t *testing.T) {
 	_, _, err := c.Claim(ctx, "idem:canceled", time.Minute)
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, c.Complete(ctx, replay.Lease{Key: "k", Token: "t"}), context.Canceled)
+}
+
+// faultyClaims returns a store over a pool whose connections lose, when
+// armed, the answer to a request the server received, and whose lock
+// waits time out after 100ms (lock_timeout: SQLSTATE 55P03); the schema
+// is migrated through a plain pool.
+func faultyClaims(t *testing.T) (*pgclaims.Claims, *faultnet.Loser, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	plain := pgtest.NewPool(t, 4)
+	schema := pgtest.Schema(t)
+	_, err := pgclaims.New(ctx, plain, &pgclaims.Options{Schema: schema, Migrate: true})
+	require.NoError(t, err)
+	cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
+	require.NoError(t, err)
+	loser := &faultnet.Loser{}
+	cfg.ConnConfig.DialFunc = loser.DialContext
+	// One message per statement, its text included, so that the armed
+	// pattern marks the statement itself.
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c, err := pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema})
+	require.NoError(t, err)
+	return c, loser, plain
+}
+
+// TestCompleteOutcomeKnown: a Complete whose answer is lost after the
+// server completed the key finds its own completion and succeeds — the
+// side effect is recorded, not reported "done but not recorded" — while
+// completing the same lease again is still refused.
+func TestCompleteOutcomeKnown(t *testing.T) {
+	ctx := context.Background()
+	c, loser, _ := faultyClaims(t)
+	l, st, err := c.Claim(ctx, "idem:lost-answer", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st)
+	loser.Arm("done_at = now()")
+	require.NoError(t, c.Complete(ctx, l), "the lost answer's completion is found")
+	require.Equal(t, 1, loser.Fired(), "the answer was lost")
+	_, st, err = c.Claim(ctx, "idem:lost-answer", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusDone, st)
+	require.ErrorIs(t, c.Complete(ctx, l), broker.ErrLeaseLost, "a second Complete of the lease is refused")
+
+	// A lost answer to a Claim: the retry reads the claim back as its own.
+	loser.Arm("ON CONFLICT (key)")
+	l2, st, err := c.Claim(ctx, "idem:lost-claim", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 2, loser.Fired())
+	require.Equal(t, replay.StatusAcquired, st, "the claim the lost answer took is the caller's")
+	require.NoError(t, c.Complete(ctx, l2))
+
+	// A lost answer to a Release: the lease is no longer held either way.
+	l3, _, err := c.Claim(ctx, "idem:lost-release", time.Minute)
+	require.NoError(t, err)
+	loser.Arm("SET token = NULL, lease_until = NULL, updated_at")
+	require.NoError(t, c.Release(ctx, l3))
+	require.Equal(t, 3, loser.Fired())
+	_, st, err = c.Claim(ctx, "idem:lost-release", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st, "released")
+}
+
+// TestConflictsAreRetried: a Complete and a Claim that wait on a row
+// another transaction holds past lock_timeout (55P03) are retried until
+// the row is free, instead of failing.
+func TestConflictsAreRetried(t *testing.T) {
+	ctx := context.Background()
+	c, _, plain := faultyClaims(t)
+	l, _, err := c.Claim(ctx, "idem:locked", time.Minute)
+	require.NoError(t, err)
+	tx, err := plain.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var one int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM `+c.Table()+` WHERE key = $1 FOR UPDATE`, []byte("idem:locked")).Scan(&one))
+	done := make(chan error, 1)
+	go func() { done <- c.Complete(ctx, l) }()
+	time.Sleep(600 * time.Millisecond) // several lock timeouts
+	select {
+	case err := <-done:
+		t.Fatalf("Complete returned while the row was locked: %v", err)
+	default:
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-done, "Complete retried its lock timeouts until the row was free")
+	_, st, err := c.Claim(ctx, "idem:locked", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusDone, st)
 }

@@ -10,7 +10,7 @@
 //
 //	key_hash    BINARY(32) PRIMARY KEY  SHA-256 of the key: keys of any length, compared byte for byte
 //	claim_key   MEDIUMBLOB              the key, verbatim (for your own queries)
-//	token       BINARY(16)              the live claim's fencing token, or NULL
+//	token       BINARY(16)              the live claim's fencing token (on a done key, the completing one), or NULL
 //	lease_until DATETIME(6)             when the live claim lapses (UTC, the database's clock)
 //	done_at     DATETIME(6)             when the key was completed, or NULL
 //	claims      INT UNSIGNED            how many claims were granted
@@ -24,8 +24,16 @@
 // a fresh random token and lease_until = UTC_TIMESTAMP(6) + ttl on the
 // database's clock, and a read says what happened. Workers need no
 // synchronised clocks, and InnoDB's row lock makes exactly one of any
-// number of concurrent claimants win (a claimant InnoDB picks as a
-// deadlock victim tries again).
+// number of concurrent claimants win.
+//
+// InnoDB resolves lock conflicts by rolling a transaction back (a deadlock
+// victim, 1213; a lock-wait timeout, 1205): every operation is retried
+// then, with a bounded backoff that honours ctx (package
+// broker/txretry). Complete is retried until its outcome is known: a
+// completion whose answer was lost (the connection broke after the
+// UPDATE was sent) is found by a later attempt, because the done row
+// keeps the token that completed it — so a side effect that ran is never
+// left unrecorded while the store can be reached before ctx ends.
 //
 // The token fences: Complete and Release change the row only while its
 // token is still the caller's, so a holder whose lease expired and was
@@ -63,6 +71,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/mysql/internal/schema"
+	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -88,7 +97,7 @@ type Claims struct {
 	db    *sql.DB
 	table string // quoted
 
-	insertSQL, claimSQL, readSQL, completeSQL, releaseSQL string
+	insertSQL, claimSQL, readSQL, completeSQL, doneSQL, releaseSQL string
 }
 
 var _ replay.Claims = (*Claims)(nil)
@@ -136,6 +145,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Claims, error) {
 	c.claimSQL = r.Replace(claimSQL)
 	c.readSQL = r.Replace(readSQL)
 	c.completeSQL = r.Replace(completeSQL)
+	c.doneSQL = r.Replace(doneSQL)
 	c.releaseSQL = r.Replace(releaseSQL)
 	return c, nil
 }
@@ -170,9 +180,13 @@ SELECT token <=> ?, done_at IS NOT NULL, COALESCE(lease_until > UTC_TIMESTAMP(6)
 	COALESCE(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', lease_until), 0)
 FROM {t} WHERE key_hash = ?`
 
+// completeSQL keeps the token on the done row, so that a Complete whose
+// answer was lost can tell, by doneSQL, that it was its own.
 const completeSQL = `
-UPDATE {t} SET done_at = UTC_TIMESTAMP(6), token = NULL, lease_until = NULL, updated_at = UTC_TIMESTAMP(6)
+UPDATE {t} SET done_at = UTC_TIMESTAMP(6), lease_until = NULL, updated_at = UTC_TIMESTAMP(6)
 WHERE key_hash = ? AND token = ? AND done_at IS NULL`
+
+const doneSQL = `SELECT done_at IS NOT NULL AND token <=> ? FROM {t} WHERE key_hash = ?`
 
 const releaseSQL = `
 UPDATE {t} SET token = NULL, lease_until = NULL, updated_at = UTC_TIMESTAMP(6)
@@ -194,16 +208,10 @@ func (c *Claims) Claim(ctx context.Context, key string, ttl time.Duration) (repl
 		mine, done, live bool
 		untilUS          int64
 	)
-	var err error
-	for attempt := range 10 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return replay.Lease{}, 0, ctx.Err()
-			case <-time.After(time.Duration(attempt*attempt) * 3 * time.Millisecond):
-			}
-		}
-		err = c.inTx(ctx, func(tx *sql.Tx) error {
+	// The token is the same on every attempt, so a retry after a lost
+	// COMMIT answer reads its own claim back as mine.
+	err := txretry.Do(ctx, schema.Kind, func(ctx context.Context, _ txretry.Attempt) error {
+		return c.inTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, c.insertSQL, h[:], []byte(key)); err != nil {
 				return err
 			}
@@ -212,14 +220,11 @@ func (c *Claims) Claim(ctx context.Context, key string, ttl time.Duration) (repl
 			}
 			return tx.QueryRowContext(ctx, c.readSQL, token[:], h[:]).Scan(&mine, &done, &live, &untilUS)
 		})
-		if err == nil || !schema.IsCode(err, 1213, 1205) { // deadlock victim, lock wait timeout: again
-			break
-		}
-	}
+	}, &txretry.Options{RetryUnknown: true})
 	switch {
 	case err != nil:
 		return replay.Lease{}, 0, fmt.Errorf("mysqlclaims: claiming %q: %w", key, err)
-	case mine:
+	case mine && !done:
 		return replay.Lease{Key: key, Token: hex.EncodeToString(token[:]), ExpiresAt: time.UnixMicro(untilUS).UTC()}, replay.StatusAcquired, nil
 	case done:
 		return replay.Lease{}, replay.StatusDone, nil
@@ -240,17 +245,26 @@ func (c *Claims) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// Complete implements [replay.Claims].
+// Complete implements [replay.Claims]. It is retried — deadlocks,
+// lock-wait timeouts, a lost answer — until its outcome is known or ctx
+// ends: after an attempt whose answer was lost, a later attempt that
+// finds the key done under this lease's token knows that the lost one
+// completed it.
 func (c *Claims) Complete(ctx context.Context, l replay.Lease) error {
-	return c.settle(ctx, l, c.completeSQL, "completing")
+	return c.settle(ctx, l, c.completeSQL, "completing", true)
 }
 
-// Release implements [replay.Claims].
+// Release implements [replay.Claims]. Deadlocks, lock-wait timeouts and a
+// lost answer are retried; after a lost answer, a lease no longer held
+// counts as released.
 func (c *Claims) Release(ctx context.Context, l replay.Lease) error {
-	return c.settle(ctx, l, c.releaseSQL, "releasing")
+	return c.settle(ctx, l, c.releaseSQL, "releasing", false)
 }
 
-func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string) error {
+// errNoChange: the settling statement matched no row.
+var errNoChange = errors.New("no row under this lease")
+
+func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string, complete bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -259,12 +273,46 @@ func (c *Claims) settle(ctx context.Context, l replay.Lease, q, op string) error
 		return fmt.Errorf("mysqlclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
 	}
 	h := sha256.Sum256([]byte(l.Key))
-	res, err := c.db.ExecContext(ctx, q, h[:], token)
+	opts := &txretry.Options{RetryUnknown: true}
+	if complete {
+		opts.Attempts = -1 // until the outcome is known, or ctx ends
+	}
+	err = txretry.Do(ctx, schema.Kind, func(ctx context.Context, a txretry.Attempt) error {
+		res, err := c.db.ExecContext(ctx, q, h[:], token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		if !a.Uncertain {
+			return errNoChange
+		}
+		// An earlier attempt's answer was lost: find out what it did.
+		if !complete {
+			return nil // released, or taken over since: either way no longer held
+		}
+		var mine bool
+		err = c.db.QueryRowContext(ctx, c.doneSQL, token, h[:]).Scan(&mine)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return errNoChange
+		case err != nil:
+			return err
+		case mine:
+			return nil // the lost attempt completed the key
+		}
+		return errNoChange
+	}, opts)
+	if errors.Is(err, errNoChange) {
+		return fmt.Errorf("mysqlclaims: %s %q: %w", op, l.Key, broker.ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("mysqlclaims: %s %q: %w", op, l.Key, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("mysqlclaims: %s %q: %w", op, l.Key, errors.Join(broker.ErrLeaseLost, err))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/mysql/internal/mysqltest"
 	"github.com/geodlq/geodlq/broker/mysql/mysqlclaims"
+	"github.com/geodlq/geodlq/internal/faultnet"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/claimstest"
 )
@@ -92,4 +93,94 @@ func TestPurgeDone(t *testing.T) {
 	_, _, err = c.Claim(ctx, "k", 0)
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)
 	require.ErrorIs(t, c.Complete(ctx, replay.Lease{Key: "k", Token: "not hex"}), broker.ErrLeaseLost)
+}
+
+// faultyClaims returns a store whose connections lose, when armed, the
+// answer to a request the server received, and whose lock waits time out
+// after a second (innodb_lock_wait_timeout: error 1205), with a plain
+// pool on the same database.
+func faultyClaims(t *testing.T) (*mysqlclaims.Claims, *faultnet.Loser, *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := mysqltest.Database(t)
+	plain := mysqltest.Open(t, cfg)
+	_, err := mysqlclaims.New(ctx, plain, &mysqlclaims.Options{Create: true})
+	require.NoError(t, err)
+	loser := &faultnet.Loser{}
+	fc := cfg.Clone()
+	fc.DialFunc = loser.DialContext
+	fc.InterpolateParams = true // one request per statement, its text included
+	if fc.Params == nil {
+		fc.Params = map[string]string{}
+	}
+	fc.Params["innodb_lock_wait_timeout"] = "1"
+	c, err := mysqlclaims.New(ctx, mysqltest.Open(t, fc), nil)
+	require.NoError(t, err)
+	return c, loser, plain
+}
+
+// TestCompleteOutcomeKnown: a Complete whose answer is lost after the
+// server completed the key finds its own completion and succeeds — the
+// side effect is recorded, not reported "done but not recorded" — while
+// completing the same lease again is still refused.
+func TestCompleteOutcomeKnown(t *testing.T) {
+	ctx := context.Background()
+	c, loser, _ := faultyClaims(t)
+	l, st, err := c.Claim(ctx, "idem:lost-answer", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st)
+	loser.Arm("SET done_at = UTC_TIMESTAMP(6)")
+	require.NoError(t, c.Complete(ctx, l), "the lost answer's completion is found")
+	require.Equal(t, 1, loser.Fired(), "the answer was lost")
+	_, st, err = c.Claim(ctx, "idem:lost-answer", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusDone, st)
+	require.ErrorIs(t, c.Complete(ctx, l), broker.ErrLeaseLost, "a second Complete of the lease is refused")
+
+	// A lost answer to a Claim's COMMIT: the retry reads the claim back
+	// as its own.
+	loser.Arm("COMMIT")
+	l2, st, err := c.Claim(ctx, "idem:lost-claim", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 2, loser.Fired())
+	require.Equal(t, replay.StatusAcquired, st, "the claim the lost answer took is the caller's")
+	require.NoError(t, c.Complete(ctx, l2))
+
+	// A lost answer to a Release: the lease is no longer held either way.
+	l3, _, err := c.Claim(ctx, "idem:lost-release", time.Minute)
+	require.NoError(t, err)
+	loser.Arm("SET token = NULL, lease_until = NULL")
+	require.NoError(t, c.Release(ctx, l3))
+	require.Equal(t, 3, loser.Fired())
+	_, st, err = c.Claim(ctx, "idem:lost-release", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusAcquired, st, "released")
+}
+
+// TestConflictsAreRetried: a Complete that waits on a row another
+// transaction holds past innodb_lock_wait_timeout (1205) is retried until
+// the row is free, instead of failing.
+func TestConflictsAreRetried(t *testing.T) {
+	ctx := context.Background()
+	c, _, plain := faultyClaims(t)
+	l, _, err := c.Claim(ctx, "idem:locked", time.Minute)
+	require.NoError(t, err)
+	tx, err := plain.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var one int
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT 1 FROM `"+mysqlclaims.DefaultTable+"` WHERE claim_key = ? FOR UPDATE", []byte("idem:locked")).Scan(&one))
+	done := make(chan error, 1)
+	go func() { done <- c.Complete(ctx, l) }()
+	time.Sleep(2500 * time.Millisecond) // two lock-wait timeouts
+	select {
+	case err := <-done:
+		t.Fatalf("Complete returned while the row was locked: %v", err)
+	default:
+	}
+	require.NoError(t, tx.Commit())
+	require.NoError(t, <-done, "Complete retried its lock-wait timeouts until the row was free")
+	_, st, err := c.Claim(ctx, "idem:locked", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, replay.StatusDone, st)
 }

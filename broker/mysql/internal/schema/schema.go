@@ -25,6 +25,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/txretry"
 )
 
 // LockName is the GET_LOCK name that serialises every geodlq MySQL
@@ -236,6 +237,39 @@ func refuse(t Target, table, mig, create bool) error {
 		return fmt.Errorf("%s: no table %q (open with Create to create it): %w", t.Prefix, t.Table, broker.ErrNoStore)
 	}
 	return nil
+}
+
+// Server error numbers of a transaction InnoDB rolled back (the whole
+// transaction, or the statement) to resolve a conflict.
+const (
+	// ErrDeadlock is ER_LOCK_DEADLOCK: chosen as a deadlock victim.
+	ErrDeadlock = 1213
+	// ErrLockWaitTimeout is ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout
+	// passed waiting for a row lock.
+	ErrLockWaitTimeout = 1205
+	// ErrCheckRead is ER_CHECKREAD, "Record has changed since last read":
+	// MariaDB's serialization failure under innodb_snapshot_isolation.
+	ErrCheckRead = 1020
+)
+
+// Kind classifies an error of the MySQL driver for [txretry.Do]: a server
+// error is [txretry.Conflict] for a deadlock, a lock-wait timeout or a
+// MariaDB snapshot-isolation failure, else [txretry.Final]; the driver's
+// ErrInvalidConn (the connection broke mid-call) is [txretry.Unknown];
+// anything else is classified by [txretry.Transport].
+func Kind(err error) txretry.Kind {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case ErrDeadlock, ErrLockWaitTimeout, ErrCheckRead:
+			return txretry.Conflict
+		}
+		return txretry.Final
+	}
+	if errors.Is(err, mysql.ErrInvalidConn) {
+		return txretry.Unknown
+	}
+	return txretry.Transport(err)
 }
 
 // IsCode reports whether err is a server error with one of the given

@@ -1,13 +1,17 @@
 package schema
 
 import (
+	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/txretry"
 )
 
 func TestCheckIdent(t *testing.T) {
@@ -48,6 +52,24 @@ func TestIsCode(t *testing.T) {
 	require.False(t, IsCode(deadlock, 1205))
 	require.False(t, IsCode(fmt.Errorf("plain"), 1213))
 	require.False(t, IsCode(nil, 1213))
+}
+
+func TestKind(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want txretry.Kind
+	}{
+		{fmt.Errorf("wrapped: %w", &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}), txretry.Conflict},
+		{&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}, txretry.Conflict},
+		{&mysql.MySQLError{Number: 1020, Message: "Record has changed since last read"}, txretry.Conflict},
+		{&mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, txretry.Final},
+		{fmt.Errorf("exec: %w", mysql.ErrInvalidConn), txretry.Unknown},
+		{io.ErrUnexpectedEOF, txretry.Unknown},
+		{driver.ErrBadConn, txretry.Conflict},
+		{errors.New("sql: no rows"), txretry.Final},
+	} {
+		require.Equal(t, tc.want, Kind(tc.err), "%v", tc.err)
+	}
 }
 
 func TestMigrateRefusesGaps(t *testing.T) {
