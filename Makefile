@@ -84,6 +84,7 @@ bench-adapters: test-deps
 # one target of one package at a time).
 FUZZTIME ?= 60s
 FUZZ_TARGETS := \
+	./broker:FuzzIndexOf \
 	./broker/jetstream:FuzzParseURL \
 	./broker/jetstream:FuzzSubjectToken \
 	./broker/kafka:FuzzCursor \

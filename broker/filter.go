@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paulmach/orb"
 
@@ -37,6 +39,24 @@ type Filter struct {
 	// BBox selects records whose geometry error location lies inside the
 	// bound, when set. Records without a location do not match.
 	BBox *orb.Bound
+	// Text selects records whose event id, geometry error reason, error
+	// message or event attributes (the event's members but its geometry:
+	// its properties, source, name… see [Indexed.Attrs]) contain Text,
+	// compared folded to lower case ([SearchFold]). At most
+	// [MaxSearchText] bytes.
+	Text string
+	// SourcePointer is the JSON pointer (RFC 6901) into the event that
+	// names its source: "/provider", "/properties/source". Default
+	// [DefaultSourcePointer]. It selects nothing by itself: it says where
+	// Sources and SourcePrefix look, and which value listings report as
+	// Summary.Source and Stats groups by (see [SourceValue]).
+	SourcePointer string
+	// Sources selects records whose source (the event's value at
+	// SourcePointer) is one of these.
+	Sources []string
+	// SourcePrefix selects records whose source starts with it
+	// ("s3://provider-b/").
+	SourcePrefix string
 }
 
 // MaxFilterValues bounds each list of a [Filter], so that a filter from
@@ -49,7 +69,7 @@ const MaxFilterValues = 1000
 // max. Errors wrap [ErrInvalidArgument].
 func (f Filter) Validate() error {
 	for name, n := range map[string]int{"IDs": len(f.IDs), "EventIDs": len(f.EventIDs), "Classes": len(f.Classes),
-		"Stages": len(f.Stages), "ReasonKinds": len(f.ReasonKinds), "EPSG": len(f.EPSG)} {
+		"Stages": len(f.Stages), "ReasonKinds": len(f.ReasonKinds), "EPSG": len(f.EPSG), "Sources": len(f.Sources)} {
 		if n > MaxFilterValues {
 			return fmt.Errorf("filter %s has %d values (limit %d): %w", name, n, MaxFilterValues, ErrInvalidArgument)
 		}
@@ -74,6 +94,17 @@ func (f Filter) Validate() error {
 			return fmt.Errorf("filter: EPSG code %d out of range: %w", e, ErrInvalidArgument)
 		}
 	}
+	if len(f.Text) > MaxSearchText || !utf8.ValidString(f.Text) {
+		return fmt.Errorf("filter: text must be at most %d bytes of UTF-8: %w", MaxSearchText, ErrInvalidArgument)
+	}
+	if err := ValidSourcePointer(f.SourcePointer); err != nil {
+		return fmt.Errorf("filter: %w", err)
+	}
+	for _, v := range append(slices.Clip(f.Sources), f.SourcePrefix) {
+		if len(v) > MaxSummaryText || !utf8.ValidString(v) {
+			return fmt.Errorf("filter: a source must be at most %d bytes of UTF-8: %w", MaxSummaryText, ErrInvalidArgument)
+		}
+	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
 		return fmt.Errorf("filter: until %s is before since %s: %w", f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339), ErrInvalidArgument)
 	}
@@ -90,10 +121,18 @@ func (f Filter) Validate() error {
 	return nil
 }
 
-// IsZero reports whether f matches every record.
+// IsZero reports whether f matches every record (SourcePointer alone
+// selects nothing).
 func (f Filter) IsZero() bool {
 	return len(f.IDs) == 0 && len(f.EventIDs) == 0 && len(f.Classes) == 0 && len(f.Stages) == 0 &&
-		len(f.ReasonKinds) == 0 && len(f.EPSG) == 0 && f.Since.IsZero() && f.Until.IsZero() && f.BBox == nil
+		len(f.ReasonKinds) == 0 && len(f.EPSG) == 0 && f.Since.IsZero() && f.Until.IsZero() && f.BBox == nil &&
+		f.Text == "" && len(f.Sources) == 0 && f.SourcePrefix == ""
+}
+
+// HasAttrFields reports whether f selects by text or source: fields a
+// store applies to the attributes and search text it keeps ([Indexed]).
+func (f Filter) HasAttrFields() bool {
+	return f.Text != "" || len(f.Sources) > 0 || f.SourcePrefix != ""
 }
 
 // envelopeFields reports whether f has a field other than IDs.
@@ -170,6 +209,34 @@ func (f Filter) Match(e *envelope.Envelope) bool {
 			return false
 		}
 		if !f.BBox.Contains(orb.Point{e.GeometryError.Location[0], e.GeometryError.Location[1]}) {
+			return false
+		}
+	}
+	if f.HasAttrFields() {
+		return f.MatchIndexed(IndexOfEnvelope(e, 0, nil))
+	}
+	return true
+}
+
+// MatchIndexed applies the text and source fields of f (see
+// [Filter.HasAttrFields]) to what a store keeps of a record; it is true
+// when f has none of them.
+func (f Filter) MatchIndexed(x Indexed) bool {
+	if !f.HasAttrFields() {
+		return true
+	}
+	if !x.Summary.Envelope {
+		return false
+	}
+	if f.Text != "" && !strings.Contains(x.Search, SearchFold(f.Text)) {
+		return false
+	}
+	if len(f.Sources) > 0 || f.SourcePrefix != "" {
+		src := SourceValue(x.Attrs, f.SourcePointer)
+		if len(f.Sources) > 0 && !slices.Contains(f.Sources, src) {
+			return false
+		}
+		if !strings.HasPrefix(src, f.SourcePrefix) {
 			return false
 		}
 	}

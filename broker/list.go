@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -33,6 +34,39 @@ const (
 	StatusReplayed Status = "replayed"
 )
 
+// DefaultListBytes is the most body bytes a page of [Store.List] holds
+// when ListOptions.MaxBytes is 0.
+const DefaultListBytes = 16 << 20
+
+// SortKey is an order of [Store.List] (ListOptions.Sort): records are
+// ordered by it across all pages, ties in the order they were written.
+// Records whose body is not a dlq.v1 envelope have no such value: they
+// come first, in the order they were written.
+type SortKey string
+
+// The orders of a listing.
+const (
+	// SortWritten is the order records were written: the default.
+	SortWritten SortKey = ""
+	// SortDeadLetteredAt orders by the envelope's dead_lettered_at.
+	SortDeadLetteredAt SortKey = "dead_lettered_at"
+	// SortVertexCount orders by the geometry's vertex count.
+	SortVertexCount SortKey = "vertex_count"
+	// SortGeometryBytes orders by the geometry's size in bytes.
+	SortGeometryBytes SortKey = "geometry_bytes"
+	// SortAttempts orders by the number of attempts before the event was
+	// dead-lettered.
+	SortAttempts SortKey = "attempts"
+)
+
+// SortKeys returns every order of a listing, the default first.
+func SortKeys() []SortKey {
+	return []SortKey{SortWritten, SortDeadLetteredAt, SortVertexCount, SortGeometryBytes, SortAttempts}
+}
+
+// Valid reports whether k is one of [SortKeys].
+func (k SortKey) Valid() bool { return slices.Contains(SortKeys(), k) }
+
 // ListOptions selects one page of records for [Store.List].
 type ListOptions struct {
 	// Destination lists one destination; "" lists every destination.
@@ -42,8 +76,12 @@ type ListOptions struct {
 	// IncludeReplayed lists acknowledged records too, in stores that keep
 	// them.
 	IncludeReplayed bool
-	// Newest lists newest first. Default oldest first.
-	Newest bool
+	// Sort orders the records across all pages (see [SortKey]). Default
+	// [SortWritten], the order records were written.
+	Sort SortKey
+	// Descending lists in descending order of Sort: newest first, or the
+	// largest first. Default ascending (oldest first).
+	Descending bool
 	// After is the cursor from the previous page's [Page.Next]; "" starts
 	// at the beginning. Cursors are opaque and belong to one store and one
 	// set of options.
@@ -51,6 +89,18 @@ type ListOptions struct {
 	// Limit is the page size. Default [DefaultListLimit], at most
 	// [MaxListLimit].
 	Limit int
+	// Summaries lists summaries only: each Entry's Summary is set and its
+	// Record has no Message, so that a page costs the same whatever the
+	// size of its records. Default false: entries carry the record's
+	// message (and no Summary).
+	Summaries bool
+	// MaxBytes ends a page early, with a cursor to go on, once its
+	// records' bodies hold this many bytes (a page holds at least one
+	// record). Default [DefaultListBytes]. Without Summaries only.
+	MaxBytes int
+	// Total asks for Page.Total, the number of records that match across
+	// all pages.
+	Total bool
 }
 
 // Entry is a record read without a lease.
@@ -65,6 +115,10 @@ type Entry struct {
 	PublishedAt time.Time
 	// ReplayedAt is when the record was acknowledged, or zero.
 	ReplayedAt time.Time
+	// Summary is the record's summary, set when ListOptions.Summaries is
+	// (with Summary.Source the record's source at the filter's
+	// SourcePointer).
+	Summary *Summary
 }
 
 // Page is one page of [Store.List].
@@ -74,6 +128,42 @@ type Page struct {
 	// Next is the cursor for ListOptions.After of the next page; "" when
 	// this is the last page.
 	Next string
+	// Total is, when ListOptions.Total is set, the number of records that
+	// match the options across all pages (After and Limit aside); 0
+	// otherwise.
+	Total int
+}
+
+// ListCapabilities says which parts of [ListOptions] a [Lister] applies
+// itself; the portable [Store] does the rest (see [ListCapabler]).
+type ListCapabilities struct {
+	// Sorts are the orders, besides SortWritten, the driver lists in
+	// across pages, ascending and descending.
+	Sorts []SortKey
+	// Summaries: with ListOptions.Summaries the driver sets each entry's
+	// Summary (Source included) without reading bodies, and applies every
+	// field of the filter itself.
+	Summaries bool
+	// Total: the driver sets Page.Total when ListOptions.Total is set.
+	Total bool
+	// MaxBytes: the driver ends its pages at ListOptions.MaxBytes.
+	MaxBytes bool
+	// Stats: the driver's [Statser] groups by source
+	// (StatsOptions.BySource) and applies the filter's text and source
+	// fields; without it the portable Store counts such requests by
+	// listing.
+	Stats bool
+}
+
+// ListCapabler is implemented by a [Lister] that applies more of
+// [ListOptions] than the options every Lister honours (Destination,
+// IncludeReplayed, Descending in the written order, After, Limit; Filter
+// as it can). For what a driver does not declare, the portable [Store]
+// steps in: it sorts by scanning every matching record (keeping a page's
+// worth, then reading their bodies by id), counts by scanning, computes
+// summaries from bodies, and filters what the driver returns.
+type ListCapabler interface {
+	ListCapabilities() ListCapabilities
 }
 
 // StatsOptions selects the records [Store.Stats] counts.
@@ -86,6 +176,12 @@ type StatsOptions struct {
 	// Bucket, when positive, also groups by dead_lettered_at truncated to
 	// a multiple of Bucket (since the Unix epoch, UTC): failures over time.
 	Bucket time.Duration
+	// BySource also groups by the event's source: its value at
+	// Filter.SourcePointer ([SourceValue]), cut to its first SourceDepth
+	// parts ([SourceGroup]; 0: whole).
+	BySource bool
+	// SourceDepth: see BySource. At most [MaxSourceDepth].
+	SourceDepth int
 }
 
 // Count is the number of records sharing one combination of fields.
@@ -100,6 +196,9 @@ type Count struct {
 	// Bucket is the start of the time bucket, when StatsOptions.Bucket is
 	// set.
 	Bucket time.Time
+	// Source is the event's source, cut to StatsOptions.SourceDepth parts,
+	// when StatsOptions.BySource is set ("" for none).
+	Source string
 	// Pending, Leased and Replayed count records by status (stores that
 	// cannot tell a leased record from a pending one count it pending).
 	Pending, Leased, Replayed int
@@ -181,7 +280,7 @@ func BucketOf(t time.Time, d time.Duration) time.Time {
 }
 
 // countByListing is [Store.Stats] for a driver that can list but not
-// count.
+// count: it reads every matching record's summary.
 func countByListing(ctx context.Context, l Lister, opts StatsOptions) ([]Count, error) {
 	type key struct {
 		dest   string
@@ -190,56 +289,53 @@ func countByListing(ctx context.Context, l Lister, opts StatsOptions) ([]Count, 
 		epsg   int
 		kind   classify.ReasonKind
 		bucket time.Time
+		source string
 	}
 	idx := map[key]int{}
 	var out []Count
-	lo := ListOptions{Destination: opts.Destination, Filter: opts.Filter, IncludeReplayed: true, Limit: MaxListLimit}
-	for {
-		p, err := l.List(ctx, lo)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range p.Entries {
-			if e.Record == nil || (!opts.Filter.IsZero() && !opts.Filter.MatchRecord(e.Record)) {
-				continue
+	lo := ListOptions{Destination: opts.Destination, Filter: opts.Filter, IncludeReplayed: true, MaxBytes: DefaultListBytes}
+	err := scanMatching(ctx, l, capabilitiesOf(l), lo, false, func(e Entry, sum *Summary) error {
+		k := key{dest: e.Record.Destination}
+		if sum.Envelope {
+			k.class, k.stage, k.epsg, k.kind = sum.Class, sum.Stage, sum.EPSG, sum.ReasonKind
+			if opts.Bucket > 0 {
+				k.bucket = BucketOf(sum.DeadLetteredAt, opts.Bucket)
 			}
-			k := key{dest: e.Record.Destination}
-			if env, err := EnvelopeOf(e.Record.Message); err == nil {
-				k.class, k.stage, k.epsg = env.FailureClass, env.FailedStage, EPSGOf(env)
-				if env.GeometryError != nil {
-					k.kind = classify.ReasonKind(env.GeometryError.Kind)
-				}
-				if opts.Bucket > 0 {
-					k.bucket = BucketOf(env.DeadLetteredAt, opts.Bucket)
-				}
-			} else if e.Record.Envelope != nil {
-				k.class, k.stage = e.Record.Envelope.FailureClass, e.Record.Envelope.FailedStage
-			}
-			i, ok := idx[k]
-			if !ok {
-				i = len(out)
-				idx[k] = i
-				out = append(out, Count{Destination: k.dest, Class: k.class, Stage: k.stage, EPSG: k.epsg, ReasonKind: k.kind, Bucket: k.bucket})
-			}
-			switch e.Status {
-			case StatusReplayed:
-				out[i].Replayed++
-			case StatusLeased:
-				out[i].Leased++
-			default:
-				out[i].Pending++
+			if opts.BySource {
+				k.source = SourceGroup(sum.Source, opts.SourceDepth)
 			}
 		}
-		if p.Next == "" {
-			break
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, Count{Destination: k.dest, Class: k.class, Stage: k.stage, EPSG: k.epsg, ReasonKind: k.kind,
+				Bucket: k.bucket, Source: k.source})
 		}
-		lo.After = p.Next
-	}
-	slices.SortFunc(out, func(a, b Count) int {
-		return strings.Compare(fmt.Sprint(a.Destination, a.Class, a.Stage, a.EPSG, a.ReasonKind, a.Bucket.UnixNano()),
-			fmt.Sprint(b.Destination, b.Class, b.Stage, b.EPSG, b.ReasonKind, b.Bucket.UnixNano()))
+		switch e.Status {
+		case StatusReplayed:
+			out[i].Replayed++
+		case StatusLeased:
+			out[i].Leased++
+		default:
+			out[i].Pending++
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, CompareCounts)
 	return out, nil
+}
+
+// CompareCounts orders counts by destination, class, stage, EPSG, reason
+// kind, bucket and source: the order [Store.Stats] returns them in.
+func CompareCounts(a, b Count) int {
+	return cmp.Or(strings.Compare(a.Destination, b.Destination), strings.Compare(string(a.Class), string(b.Class)),
+		strings.Compare(string(a.Stage), string(b.Stage)), cmp.Compare(a.EPSG, b.EPSG),
+		strings.Compare(string(a.ReasonKind), string(b.ReasonKind)), a.Bucket.Compare(b.Bucket),
+		strings.Compare(a.Source, b.Source))
 }
 
 // ScanAll calls fn for every entry [Store.List] returns for opts, page by

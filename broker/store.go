@@ -70,10 +70,12 @@ type Driver interface {
 type (
 	// Lister reads records without leasing them. List returns one page of
 	// records of opts.Destination (every destination for "") that match
-	// opts.Filter, oldest first (newest first with opts.Newest), after
-	// the opaque cursor opts.After; Page.Next is the cursor of the next
-	// page, "" after the last. Destinations returns the destinations that
-	// hold records, sorted.
+	// opts.Filter, oldest first (newest first with opts.Descending) or in
+	// the order of opts.Sort when the driver declares it, after the
+	// opaque cursor opts.After; Page.Next is the cursor of the next page,
+	// "" after the last. What else of [ListOptions] a driver applies it
+	// declares with [ListCapabler]. Destinations returns the destinations
+	// that hold records, sorted.
 	Lister interface {
 		List(ctx context.Context, opts ListOptions) (Page, error)
 		Destinations(ctx context.Context) ([]string, error)
@@ -480,9 +482,12 @@ func (s *Store) As(target any) bool {
 // for conformance tests. Users should not need it.
 func (s *Store) Driver() Driver { return s.drv }
 
-// List returns a page of records without leasing them (see [Lister]). The
-// page's records all match opts.Filter, whatever the driver filters
-// itself. It fails with an error wrapping [errors.ErrUnsupported] when
+// List returns a page of records without leasing them (see [Lister],
+// [ListOptions]). The page's records all match opts.Filter, whatever the
+// driver filters itself, in the order opts.Sort asks for across all
+// pages, as summaries with opts.Summaries, and with Page.Total with
+// opts.Total: what the driver does not do itself (see [ListCapabler]) the
+// Store does. It fails with an error wrapping [errors.ErrUnsupported] when
 // the adapter cannot list.
 func (s *Store) List(ctx context.Context, opts ListOptions) (p Page, err error) {
 	if err := s.enter(); err != nil {
@@ -501,10 +506,19 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (p Page, err error) 
 	if err := opts.Filter.Validate(); err != nil {
 		return Page{}, s.errorf("list", err)
 	}
+	if !opts.Sort.Valid() {
+		return Page{}, s.errorf("list", fmt.Errorf("unknown sort %q (known: %v): %w", opts.Sort, SortKeys(), ErrInvalidArgument))
+	}
+	if opts.MaxBytes < 0 {
+		return Page{}, s.errorf("list", fmt.Errorf("negative MaxBytes: %w", ErrInvalidArgument))
+	}
 	if opts.Limit <= 0 {
 		opts.Limit = DefaultListLimit
 	}
 	opts.Limit = min(opts.Limit, MaxListLimit)
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = DefaultListBytes
+	}
 	ctx, span := s.span(ctx, "list", opts.Destination)
 	defer func() {
 		span.SetAttributes(attribute.Int("geodlq.records", len(p.Entries)))
@@ -513,14 +527,58 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (p Page, err error) 
 	if err := ctx.Err(); err != nil {
 		return Page{}, err
 	}
-	p, err = l.List(ctx, opts)
+	return listWith(ctx, l, opts)
+}
+
+// capabilitiesOf returns what l applies of ListOptions itself.
+func capabilitiesOf(l Lister) ListCapabilities {
+	if c, ok := l.(ListCapabler); ok {
+		return c.ListCapabilities()
+	}
+	return ListCapabilities{}
+}
+
+// listWith is [Store.List] over l once opts are checked and defaulted.
+func listWith(ctx context.Context, l Lister, opts ListOptions) (Page, error) {
+	caps := capabilitiesOf(l)
+	if opts.Sort != SortWritten && !slices.Contains(caps.Sorts, opts.Sort) {
+		return listSorted(ctx, l, caps, opts)
+	}
+	dopts := opts
+	dopts.Summaries = opts.Summaries && caps.Summaries
+	dopts.Total = opts.Total && caps.Total
+	p, err := l.List(ctx, dopts)
 	if err != nil {
 		return Page{}, err
 	}
-	if !opts.Filter.IsZero() {
-		p.Entries = slices.DeleteFunc(p.Entries, func(e Entry) bool { return e.Record == nil || !opts.Filter.MatchRecord(e.Record) })
+	if !dopts.Summaries {
+		// The driver read bodies: filter what it may have let through, and
+		// summarise what it did not.
+		if !opts.Filter.IsZero() && !caps.Summaries {
+			p.Entries = slices.DeleteFunc(p.Entries, func(e Entry) bool { return e.Record == nil || !opts.Filter.MatchRecord(e.Record) })
+		}
+		if opts.Summaries {
+			for i := range p.Entries {
+				summarize(&p.Entries[i], opts.Filter.SourcePointer)
+			}
+		}
+	}
+	if opts.Total && !dopts.Total {
+		if p.Total, err = countMatching(ctx, l, caps, opts); err != nil {
+			return Page{}, err
+		}
 	}
 	return p, nil
+}
+
+// summarize sets e's Summary from its message, and drops the message.
+func summarize(e *Entry, pointer string) {
+	if e.Record == nil {
+		return
+	}
+	sum := SummaryOf(e.Record, pointer)
+	e.Summary = &sum
+	e.Record.Message, e.Record.Envelope = nil, nil
 }
 
 // Destinations returns the destinations that hold records, sorted (see
@@ -553,12 +611,15 @@ func (s *Store) Stats(ctx context.Context, opts StatsOptions) (counts []Count, e
 	if err := opts.Filter.Validate(); err != nil {
 		return nil, s.errorf("stats", err)
 	}
+	if opts.SourceDepth < 0 || opts.SourceDepth > MaxSourceDepth {
+		return nil, s.errorf("stats", fmt.Errorf("source depth %d out of range 0..%d: %w", opts.SourceDepth, MaxSourceDepth, ErrInvalidArgument))
+	}
 	ctx, span := s.span(ctx, "stats", opts.Destination)
 	defer func() { telemetry.End(span, err) }()
-	if st, ok := s.drv.(Statser); ok {
+	l, ok := s.drv.(Lister)
+	if st, isStatser := s.drv.(Statser); isStatser && (!ok || capabilitiesOf(l).Stats || (!opts.BySource && !opts.Filter.HasAttrFields())) {
 		return st.Stats(ctx, opts)
 	}
-	l, ok := s.drv.(Lister)
 	if !ok {
 		return nil, s.errorf("stats", errors.ErrUnsupported)
 	}

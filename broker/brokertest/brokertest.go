@@ -47,7 +47,13 @@
 //   - Listing (adapters with a [broker.Lister]): pages cover every record
 //     once in both orders, with any page size; List filters, by record id
 //     too, leases nothing, and still shows leased records; Stats counts
-//     every record.
+//     every record. Every sort orders every record across pages of any
+//     size, in both directions, ties in the written order where the
+//     adapter sorts natively; Total counts the matching records whatever
+//     the page; summaries carry no message and say what the body says;
+//     the text search finds properties, event ids, reasons and messages,
+//     the source filters and Stats' source grouping follow the source
+//     pointer; pages end at MaxBytes.
 //   - Purge (adapters with a [broker.Purger]): a purge without a bound is
 //     refused; a dry run deletes nothing; a leased record is never deleted;
 //     one record can be discarded by id; the blobs the deleted envelopes
@@ -169,6 +175,11 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"Closed", testClosed},
 		{"InterruptedPublish", testInterruptedPublish},
 		{"Listing", testListing},
+		{"ListSorted", testListSorted},
+		{"ListTotal", testListTotal},
+		{"ListSummaries", testListSummaries},
+		{"ListSearchAndSource", testListSearch},
+		{"ListMaxBytes", testListMaxBytes},
 		{"Purge", testPurge},
 		{"CrashSafety", testCrashSafety},
 	}
@@ -506,18 +517,25 @@ func testFilters(t *testing.T, h Harness) {
 	}
 	t0 := FilterBaseTime
 	filters := map[string]broker.Filter{
-		"class":        {Classes: []classify.Class{classify.ClassInvalidGeometry}},
-		"classes":      {Classes: []classify.Class{classify.ClassTransient, classify.ClassCRSMismatch}},
-		"stage":        {Stages: []classify.Stage{classify.StageCRSTransform}},
-		"epsg":         {EPSG: []int{3857}},
-		"since":        {Since: t0.Add(3 * time.Hour)},
-		"until":        {Until: t0.Add(3 * time.Hour)},
-		"window":       {Since: t0.Add(2 * time.Hour), Until: t0.Add(5 * time.Hour)},
-		"event-ids":    {EventIDs: []string{"evt-filter-1", "evt-filter-4"}},
-		"class+stage":  {Classes: []classify.Class{classify.ClassInvalidGeometry}, Stages: []classify.Stage{classify.StageTopologyValidation}},
-		"no-match":     {Classes: []classify.Class{classify.ClassResourceExhausted}},
-		"bbox":         {BBox: &orb.Bound{Min: orb.Point{0, 0}, Max: orb.Point{1, 1}}},
-		"class+window": {Classes: []classify.Class{classify.ClassInvalidGeometry}, Since: t0.Add(1 * time.Hour)},
+		"class":         {Classes: []classify.Class{classify.ClassInvalidGeometry}},
+		"classes":       {Classes: []classify.Class{classify.ClassTransient, classify.ClassCRSMismatch}},
+		"stage":         {Stages: []classify.Stage{classify.StageCRSTransform}},
+		"epsg":          {EPSG: []int{3857}},
+		"since":         {Since: t0.Add(3 * time.Hour)},
+		"until":         {Until: t0.Add(3 * time.Hour)},
+		"window":        {Since: t0.Add(2 * time.Hour), Until: t0.Add(5 * time.Hour)},
+		"event-ids":     {EventIDs: []string{"evt-filter-1", "evt-filter-4"}},
+		"class+stage":   {Classes: []classify.Class{classify.ClassInvalidGeometry}, Stages: []classify.Stage{classify.StageTopologyValidation}},
+		"no-match":      {Classes: []classify.Class{classify.ClassResourceExhausted}},
+		"bbox":          {BBox: &orb.Bound{Min: orb.Point{0, 0}, Max: orb.Point{1, 1}}},
+		"class+window":  {Classes: []classify.Class{classify.ClassInvalidGeometry}, Since: t0.Add(1 * time.Hour)},
+		"text-property": {Text: "SUDAN"},
+		"text-event-id": {Text: "filter-7"},
+		"text-reason":   {Text: "self-intersection"},
+		"text-none":     {Text: "atlantis"},
+		"source":        {SourcePointer: "/properties/provider", Sources: []string{"ign"}},
+		"source-prefix": {SourcePrefix: "s3://provider-b/"},
+		"source+text":   {SourcePointer: "/properties/provider", Sources: []string{"osm"}, Text: "chad"},
 	}
 	names := make([]string, 0, len(filters))
 	for n := range filters {

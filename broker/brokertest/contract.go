@@ -208,7 +208,7 @@ func testListing(t *testing.T, h Harness) {
 
 	page := func(newest bool, limit int) []string {
 		var ids []string
-		opts := broker.ListOptions{Destination: d, Newest: newest, Limit: limit}
+		opts := broker.ListOptions{Destination: d, Descending: newest, Limit: limit}
 		for range 1000 {
 			p, err := s.List(ctx, opts)
 			require.NoError(t, err)

@@ -29,6 +29,8 @@ type Input struct {
 	Source *envelope.Source
 	// At is the dead-letter time.
 	At time.Time
+	// Attempts is how many times the event was tried. Default 1.
+	Attempts int
 }
 
 // FilterBaseTime is the earliest dead-letter time among [FilterInputs].
@@ -78,9 +80,14 @@ func SampleInputs() []Input {
 	}
 }
 
+// FilterCountries are the properties.name of [FilterInputs], in turn.
+var FilterCountries = []string{"Sudan", "Chad", "Niger", "Canada"}
+
 // FilterInputs returns events spread over classes, stages, EPSG codes,
-// event ids, locations and dead-letter times (hours after
-// [FilterBaseTime]), for the filter tests.
+// event ids, locations, dead-letter times (hours after [FilterBaseTime]),
+// source URIs (s3://provider-a/… and s3://provider-b/… in turn) and
+// properties (a name from [FilterCountries] in turn, provider "ign" for
+// every third event and "osm" for the others), for the filter tests.
 func FilterInputs() []Input {
 	type spec struct {
 		class classify.Class
@@ -114,8 +121,14 @@ func FilterInputs() []Input {
 		default:
 			err = &classify.Error{Class: s.class, Stage: s.stage, Err: errors.New("failure " + id)}
 		}
+		provider, country := "osm", FilterCountries[i%len(FilterCountries)]
+		if i%3 == 0 {
+			provider = "ign"
+		}
 		out[i] = Input{
-			Payload:        []byte(`{"event_id":"` + id + `","crs":"` + crs + `","geometry":{"type":"Point","coordinates":[0.5,0.5]}}`),
+			Payload: []byte(`{"event_id":"` + id + `","crs":"` + crs + `","source_uri":"s3://provider-` + string(rune('a'+i%2)) +
+				`/2026/` + strconv.Itoa(i) + `.geojson","properties":{"name":"` + country + `","provider":"` + provider +
+				`"},"geometry":{"type":"Point","coordinates":[0.5,0.5]}}`),
 			IdempotencyKey: "idem:test:filter:" + strconv.Itoa(i),
 			Err:            err,
 			Source:         &envelope.Source{System: "memory", Topic: "spatial.events"},
@@ -137,7 +150,7 @@ func Message(t testing.TB, in Input) *broker.Message {
 	require.NoError(t, err)
 	env, body, err := b.Build(context.Background(), envelope.Input{
 		Payload: in.Payload, IdempotencyKey: in.IdempotencyKey, Err: in.Err,
-		Attempts: 1, FirstSeenAt: at.Add(-time.Second), Source: in.Source,
+		Attempts: max(in.Attempts, 1), FirstSeenAt: at.Add(-time.Second), Source: in.Source,
 	})
 	require.NoError(t, err)
 	return &broker.Message{Key: in.Key, Body: body, Headers: broker.Headers(env)}

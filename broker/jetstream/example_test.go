@@ -96,7 +96,7 @@ func Example_openStore() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	page, err := store.List(ctx, broker.ListOptions{Destination: "parcels.poison.dlt", Newest: true, Limit: 20})
+	page, err := store.List(ctx, broker.ListOptions{Destination: "parcels.poison.dlt", Descending: true, Limit: 20})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	}
 	ctx, cancel := d.withTimeout(ctx)
 	defer cancel()
-	if opts.Newest {
+	if opts.Descending {
 		return d.listBackward(ctx, subject, after, opts)
 	}
 	return d.listForward(ctx, subject, after, opts)

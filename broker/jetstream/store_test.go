@@ -441,7 +441,7 @@ func TestListAcrossDestinations(t *testing.T) {
 	require.Equal(t, want, got)
 
 	var back []string
-	err = s.ScanAll(ctx, broker.ListOptions{Destination: "a.poison.dlt", Newest: true, Limit: 2}, func(e broker.Entry) error {
+	err = s.ScanAll(ctx, broker.ListOptions{Destination: "a.poison.dlt", Descending: true, Limit: 2}, func(e broker.Entry) error {
 		back = append(back, string(e.Record.Message.Body))
 		return nil
 	})

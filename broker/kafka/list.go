@@ -365,7 +365,7 @@ func parseCursor(s string) (cursor, error) {
 // List implements [broker.Lister] with direct reads (see the package doc):
 // records of a topic in the order Fetch leases them — offset order within
 // a partition, merged across partitions by [HeaderPublishedAt] (else the
-// record timestamp) — or the reverse with opts.Newest; every destination
+// record timestamp) — or the reverse with opts.Descending; every destination
 // (opts.Destination "") one after another, by name. Records below the
 // replay group's committed offset, or listed in its commit metadata, are
 // replayed; records this store holds leases on are leased; others are
@@ -378,7 +378,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 		if err != nil {
 			return broker.Page{}, err
 		}
-		if c.newest != opts.Newest || (opts.Destination != "" && c.topic != opts.Destination) {
+		if c.newest != opts.Descending || (opts.Destination != "" && c.topic != opts.Destination) {
 			return broker.Page{}, fmt.Errorf("kafka: list cursor of other options: %w", broker.ErrInvalidArgument)
 		}
 		after = &c
@@ -401,13 +401,13 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	if err != nil {
 		return broker.Page{}, err
 	}
-	if opts.Newest {
+	if opts.Descending {
 		slices.Reverse(dests)
 	}
 	var page broker.Page
 	for _, t := range dests {
 		if after != nil {
-			if (!opts.Newest && t < after.topic) || (opts.Newest && t > after.topic) {
+			if (!opts.Descending && t < after.topic) || (opts.Descending && t > after.topic) {
 				continue
 			}
 			if t == after.topic && after.done {
@@ -431,7 +431,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 			page.Next = next.String()
 			return page, nil
 		}
-		page.Next = cursor{newest: opts.Newest, topic: t, done: true}.String()
+		page.Next = cursor{newest: opts.Descending, topic: t, done: true}.String()
 	}
 	page.Next = ""
 	return page, nil
@@ -454,7 +454,7 @@ func (d *driver) listTopic(ctx context.Context, topic string, opts broker.ListOp
 	l := &lister{d: d, ts: ts, opts: opts, leased: d.leasedIDs(topic)}
 	for _, ps := range ts.parts {
 		r := &partReader{ps: ps, low: ps.low(opts.IncludeReplayed)}
-		if opts.Newest {
+		if opts.Descending {
 			r.pos = ps.end
 		} else {
 			r.pos = r.low
@@ -466,7 +466,7 @@ func (d *driver) listTopic(ctx context.Context, topic string, opts broker.ListOp
 				r.pos = pos
 			}
 		}
-		if opts.Newest {
+		if opts.Descending {
 			r.pos = min(r.pos, ps.end)
 			r.lo = r.pos
 			r.win = int64(min(max(2*limit, 16), 1024))
@@ -523,7 +523,7 @@ func (l *lister) run(ctx context.Context, page *broker.Page, limit int) (*cursor
 		rec, at := best.queue[0].rec, best.queue[0].at
 		best.queue[0] = queued{}
 		best.queue = best.queue[1:]
-		if l.opts.Newest {
+		if l.opts.Descending {
 			best.pos = rec.Offset
 		} else {
 			best.pos = rec.Offset + 1
@@ -539,7 +539,7 @@ func (l *lister) run(ctx context.Context, page *broker.Page, limit int) (*cursor
 // before reports whether a's next record comes before b's in the listing.
 func (l *lister) before(a, b *partReader) bool {
 	qa, qb := a.queue[0], b.queue[0]
-	if l.opts.Newest {
+	if l.opts.Descending {
 		qa, qb, a, b = qb, qa, b, a
 	}
 	if qa.at != qb.at {
@@ -552,7 +552,7 @@ func (l *lister) before(a, b *partReader) bool {
 }
 
 func (l *lister) cursor() *cursor {
-	c := &cursor{newest: l.opts.Newest, topic: l.ts.name, pos: make(map[int32]int64, len(l.rs))}
+	c := &cursor{newest: l.opts.Descending, topic: l.ts.name, pos: make(map[int32]int64, len(l.rs))}
 	for _, r := range l.rs {
 		c.pos[r.ps.p] = r.pos
 	}
@@ -617,7 +617,7 @@ func (l *lister) fill(ctx context.Context) error {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			var err error
-			if l.opts.Newest {
+			if l.opts.Descending {
 				err = l.fillBackward(ctx, r)
 			} else {
 				err = l.fillForward(ctx, r)

@@ -160,7 +160,7 @@ func TestListPaging(t *testing.T) {
 	require.ElementsMatch(t, want, all, "every record listed once")
 	for _, limit := range []int{1, 3, 10} {
 		require.Equal(t, all, seqOf(ro, broker.ListOptions{Destination: d, Limit: limit}), "pages of %d", limit)
-		rev := seqOf(ro, broker.ListOptions{Destination: d, Limit: limit, Newest: true})
+		rev := seqOf(ro, broker.ListOptions{Destination: d, Limit: limit, Descending: true})
 		slices.Reverse(rev)
 		require.Equal(t, all, rev, "newest first, pages of %d", limit)
 	}
@@ -340,7 +340,7 @@ func TestListNewestLargeRecords(t *testing.T) {
 	}
 	order := func(newest bool, limit int) []string {
 		var out []string
-		require.NoError(t, s.ScanAll(ctx, broker.ListOptions{Destination: d, Newest: newest, Limit: limit}, func(e broker.Entry) error {
+		require.NoError(t, s.ScanAll(ctx, broker.ListOptions{Destination: d, Descending: newest, Limit: limit}, func(e broker.Entry) error {
 			out = append(out, string(e.Record.Message.Body[:3]))
 			return nil
 		}))

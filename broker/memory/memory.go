@@ -66,6 +66,7 @@ type entry struct {
 	leaseUntil time.Time
 	deliveries int
 	acked      bool
+	index      *broker.Indexed // computed on first use (see indexed)
 }
 
 var (
@@ -273,32 +274,65 @@ func Messages(s *broker.Store, destination string) []*broker.Message {
 	return out
 }
 
+// ListCapabilities implements [broker.ListCapabler]: the memory store
+// applies every list option itself.
+func (b *driver) ListCapabilities() broker.ListCapabilities {
+	return broker.ListCapabilities{Sorts: broker.SortKeys()[1:], Summaries: true, Total: true, MaxBytes: true}
+}
+
+// indexed returns what the store keeps of e beside its message, computed
+// on first use. The caller holds b.mu.
+func (e *entry) indexed() *broker.Indexed {
+	if e.index == nil {
+		if !e.decoded {
+			e.env, e.envErr = broker.EnvelopeOf(e.msg)
+			e.decoded = true
+		}
+		var x broker.Indexed
+		if e.envErr == nil {
+			x = broker.IndexOfEnvelope(e.env, int64(len(e.msg.Body)), e.msg.Headers)
+		} else {
+			x = broker.IndexOf(&broker.Message{Body: e.msg.Body, Headers: e.msg.Headers})
+		}
+		e.index = &x
+	}
+	return e.index
+}
+
 // List implements [broker.Lister]: unacknowledged records (the memory
 // store keeps no history, so IncludeReplayed adds nothing), ordered by
-// sequence number, then destination. The cursor is "seq:destination" of
-// the page's last record.
+// sequence number, then destination, or by opts.Sort and then so. The
+// cursor is "seq:destination" of the page's last record, preceded by its
+// sort value and ":" in a sorted listing.
 func (b *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
 	if err := ctx.Err(); err != nil {
 		return broker.Page{}, err
 	}
 	type pos struct {
+		key  int64
 		seq  uint64
 		dest string
 	}
 	cmpPos := func(x, y pos) int {
-		if c := cmp.Compare(x.seq, y.seq); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.dest, y.dest)
+		return cmp.Or(cmp.Compare(x.key, y.key), cmp.Compare(x.seq, y.seq), cmp.Compare(x.dest, y.dest))
 	}
 	var after pos
 	if opts.After != "" {
-		s, d, ok := strings.Cut(opts.After, ":")
+		c := opts.After
+		if opts.Sort != broker.SortWritten {
+			k, rest, ok := strings.Cut(c, ":")
+			v, err := strconv.ParseInt(k, 10, 64)
+			if !ok || err != nil {
+				return broker.Page{}, fmt.Errorf("memory: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
+			}
+			after.key, c = v, rest
+		}
+		s, d, ok := strings.Cut(c, ":")
 		v, err := strconv.ParseUint(s, 10, 64)
 		if !ok || err != nil {
 			return broker.Page{}, fmt.Errorf("memory: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
 		}
-		after = pos{v, d}
+		after.seq, after.dest = v, d
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -308,44 +342,91 @@ func (b *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 		e *entry
 	}
 	var all []item
+	total := 0
 	for name, q := range b.dests {
 		if opts.Destination != "" && name != opts.Destination {
 			continue
 		}
 		for _, e := range q.order {
-			p := pos{e.seq, name}
-			if e.acked || (opts.After != "" && ((!opts.Newest && cmpPos(p, after) <= 0) || (opts.Newest && cmpPos(p, after) >= 0))) {
+			if e.acked || !b.matches(e, name, opts.Filter) {
+				continue
+			}
+			total++
+			p := pos{seq: e.seq, dest: name}
+			if opts.Sort != broker.SortWritten {
+				p.key = broker.SortValue(&e.indexed().Summary, opts.Sort)
+			}
+			if opts.After != "" && ((!opts.Descending && cmpPos(p, after) <= 0) || (opts.Descending && cmpPos(p, after) >= 0)) {
 				continue
 			}
 			all = append(all, item{p, e})
 		}
 	}
 	slices.SortFunc(all, func(x, y item) int {
-		if opts.Newest {
+		if opts.Descending {
 			return cmpPos(y.p, x.p)
 		}
 		return cmpPos(x.p, y.p)
 	})
 	var page broker.Page
+	if opts.Total {
+		page.Total = total
+	}
+	bytes := 0
 	for i, it := range all {
-		if i == opts.Limit {
+		full := i == opts.Limit
+		if !opts.Summaries && i > 0 && opts.MaxBytes > 0 && bytes+len(it.e.msg.Body) > opts.MaxBytes {
+			full = true
+		}
+		if full {
 			last := all[i-1].p
 			page.Next = strconv.FormatUint(last.seq, 10) + ":" + last.dest
+			if opts.Sort != broker.SortWritten {
+				page.Next = strconv.FormatInt(last.key, 10) + ":" + page.Next
+			}
 			break
 		}
-		if !it.e.decoded {
-			it.e.env, it.e.envErr = broker.EnvelopeOf(it.e.msg)
-			it.e.decoded = true
-		}
+		bytes += len(it.e.msg.Body)
 		st := broker.StatusPending
 		if it.e.lease != "" && now.Before(it.e.leaseUntil) {
 			st = broker.StatusLeased
 		}
-		page.Entries = append(page.Entries, broker.Entry{Status: st, Record: &broker.Record{
-			ID: strconv.FormatUint(it.e.seq, 10), Destination: it.p.dest, Message: it.e.msg.Clone(),
-			Envelope: it.e.env, Deliveries: it.e.deliveries}})
+		r := &broker.Record{ID: strconv.FormatUint(it.e.seq, 10), Destination: it.p.dest, Deliveries: it.e.deliveries}
+		e := broker.Entry{Status: st, Record: r}
+		if opts.Summaries {
+			x := it.e.indexed()
+			sum := x.Summary
+			sum.Source = broker.SourceValue(x.Attrs, opts.Filter.SourcePointer)
+			e.Summary = &sum
+		} else {
+			it.e.indexed()
+			r.Message, r.Envelope = it.e.msg.Clone(), it.e.env
+		}
+		page.Entries = append(page.Entries, e)
 	}
 	return page, nil
+}
+
+// matches reports whether the entry e of destination dest matches f. The
+// caller holds b.mu.
+func (b *driver) matches(e *entry, dest string, f broker.Filter) bool {
+	if f.IsZero() {
+		return true
+	}
+	if len(f.IDs) > 0 && !slices.Contains(f.IDs, strconv.FormatUint(e.seq, 10)) {
+		return false
+	}
+	g := f
+	g.IDs = nil
+	if g.IsZero() {
+		return true
+	}
+	x := e.indexed()
+	if e.envErr != nil {
+		return false
+	}
+	g.Text, g.Sources, g.SourcePrefix = "", nil, "" // matched on x, computed once
+	return g.Match(e.env) && f.MatchIndexed(*x)
 }
 
 // Destinations implements [broker.Lister].

@@ -101,7 +101,7 @@ func usSQL(col string) string {
 }
 
 // List implements [broker.Lister]: records in id order (newest first with
-// opts.Newest) across destinations, every filter field in SQL. The cursor
+// opts.Descending) across destinations, every filter field in SQL. The cursor
 // is the last listed id.
 func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
 	w := where(opts.Filter)
@@ -118,7 +118,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	c.sql += w.sql
 	c.args = append(c.args, w.args...)
 	order := "ASC"
-	if opts.Newest {
+	if opts.Descending {
 		order = "DESC"
 	}
 	if opts.After != "" {
@@ -126,7 +126,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 		if err != nil {
 			return broker.Page{}, fmt.Errorf("mysql: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
 		}
-		if opts.Newest {
+		if opts.Descending {
 			c.add("id < ?", after)
 		} else {
 			c.add("id > ?", after)

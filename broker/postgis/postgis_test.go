@@ -810,13 +810,13 @@ func TestListPaging(t *testing.T) {
 		require.Equal(t, want, got, "oldest first, pages of %d", limit)
 		require.Equal(t, broker.StatusLeased, st["page.0/"+leased[0].ID])
 		require.Equal(t, broker.StatusReplayed, st["page.1/"+replayed[0].ID])
-		rev, _ := scan(broker.ListOptions{IncludeReplayed: true, Limit: limit, Newest: true})
+		rev, _ := scan(broker.ListOptions{IncludeReplayed: true, Limit: limit, Descending: true})
 		slices.Reverse(rev)
 		require.Equal(t, want, rev, "newest first, pages of %d", limit)
 	}
 	live, _ := scan(broker.ListOptions{Limit: 4})
 	require.Len(t, live, len(want)-1, "replayed records are left out by default")
-	one, _ := scan(broker.ListOptions{Destination: "page.2", Limit: 2, Newest: true})
+	one, _ := scan(broker.ListOptions{Destination: "page.2", Limit: 2, Descending: true})
 	require.Len(t, one, 4)
 	require.True(t, strings.HasPrefix(one[0], "page.2/"))
 

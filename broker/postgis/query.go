@@ -177,7 +177,7 @@ func ListIntersecting(ctx context.Context, s *broker.Store, opts broker.ListOpti
 }
 
 // List implements [broker.Lister]: rows in id order (ids increase with
-// every write, across destinations), newest first with opts.Newest. The
+// every write, across destinations), newest first with opts.Descending. The
 // cursor is the decimal id of the page's last row.
 func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
 	a := &sqlArgs{}
@@ -195,7 +195,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 			return broker.Page{}, fmt.Errorf("postgis: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
 		}
 		op := ">"
-		if opts.Newest {
+		if opts.Descending {
 			op = "<"
 		}
 		q += ` AND id ` + op + ` ` + a.add(after) + `::bigint`
@@ -212,7 +212,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 		q += ` AND geom && ` + box + ` AND CASE WHEN ST_SRID(geom) = ` + p + `::integer THEN ST_Intersects(geom, ` + box + `) ELSE false END`
 	}
 	order := ` ORDER BY id`
-	if opts.Newest {
+	if opts.Descending {
 		order += ` DESC`
 	}
 	q += order + ` LIMIT ` + a.add(opts.Limit+1) + `::bigint`

@@ -292,7 +292,7 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 		return broker.Page{}, err
 	}
 	less := func(a, b pos) bool { // a comes before b in the listing order
-		if opts.Newest {
+		if opts.Descending {
 			return cmpPos(a, b) > 0
 		}
 		return cmpPos(a, b) < 0
@@ -346,14 +346,14 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 func (d *driver) listOne(ctx context.Context, dest string, opts broker.ListOptions, after *pos) ([]broker.Entry, []pos, *pos, error) {
 	key := d.streamKey(dest)
 	start, end := "-", "+"
-	if opts.Newest {
+	if opts.Descending {
 		start, end = "+", "-"
 	}
 	if after != nil {
 		// Positions at the cursor's id come before or after it by
 		// destination name.
 		inclusive := dest > after.dest
-		if opts.Newest {
+		if opts.Descending {
 			inclusive = dest < after.dest
 		}
 		start = after.id()
@@ -378,7 +378,7 @@ func (d *driver) listOne(ctx context.Context, dest string, opts broker.ListOptio
 			stop = last // the budget ran out
 			break
 		}
-		batch, err := d.readRange(ctx, key, dest, start, end, int64(n), opts.Newest)
+		batch, err := d.readRange(ctx, key, dest, start, end, int64(n), opts.Descending)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -421,13 +421,13 @@ func (d *driver) listIDs(ctx context.Context, dest string, opts broker.ListOptio
 			continue
 		}
 		p := pos{ms, seq, dest}
-		if after != nil && (opts.Newest && cmpPos(p, *after) >= 0 || !opts.Newest && cmpPos(p, *after) <= 0) {
+		if after != nil && (opts.Descending && cmpPos(p, *after) >= 0 || !opts.Descending && cmpPos(p, *after) <= 0) {
 			continue
 		}
 		want = append(want, p)
 	}
 	slices.SortFunc(want, func(a, b pos) int {
-		if opts.Newest {
+		if opts.Descending {
 			return cmpPos(b, a)
 		}
 		return cmpPos(a, b)

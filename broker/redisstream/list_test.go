@@ -108,7 +108,7 @@ func TestListAcrossDestinations(t *testing.T) {
 
 	for _, limit := range []int{1, 2, 5, 13, 100} {
 		require.Equal(t, all, listAll(t, s, broker.ListOptions{Limit: limit}), "oldest first, %d a page", limit)
-		rev := listAll(t, s, broker.ListOptions{Limit: limit, Newest: true})
+		rev := listAll(t, s, broker.ListOptions{Limit: limit, Descending: true})
 		slices.Reverse(rev)
 		require.Equal(t, all, rev, "newest first, %d a page", limit)
 	}

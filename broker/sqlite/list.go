@@ -122,14 +122,14 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 	}
 	order := ` ORDER BY id`
 	if after > 0 {
-		if opts.Newest {
+		if opts.Descending {
 			q += ` AND id < ?`
 		} else {
 			q += ` AND id > ?`
 		}
 		args = append(args, after)
 	}
-	if opts.Newest {
+	if opts.Descending {
 		order += ` DESC`
 	}
 	cond, fargs := where(opts.Filter)

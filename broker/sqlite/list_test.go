@@ -105,9 +105,9 @@ func TestList(t *testing.T) {
 	rev := func(s []string) []string { s = slices.Clone(s); slices.Reverse(s); return s }
 	for _, limit := range []int{1, 2, 5, 100} {
 		require.Equal(t, seq(3, 11), page(broker.ListOptions{Destination: "a", Limit: limit}), "pending, oldest first, by %d", limit)
-		require.Equal(t, rev(seq(3, 11)), page(broker.ListOptions{Destination: "a", Limit: limit, Newest: true}), "newest first, by %d", limit)
+		require.Equal(t, rev(seq(3, 11)), page(broker.ListOptions{Destination: "a", Limit: limit, Descending: true}), "newest first, by %d", limit)
 		require.Equal(t, seq(1, 12), page(broker.ListOptions{IncludeReplayed: true, Limit: limit}), "replayed too, every destination")
-		require.Equal(t, rev(seq(1, 12)), page(broker.ListOptions{IncludeReplayed: true, Newest: true, Limit: limit}))
+		require.Equal(t, rev(seq(1, 12)), page(broker.ListOptions{IncludeReplayed: true, Descending: true, Limit: limit}))
 	}
 
 	p, err := lister.List(ctx, broker.ListOptions{IncludeReplayed: true, Limit: 100})

@@ -228,7 +228,7 @@ func (a *app) follow(ctx context.Context, s *broker.Store, sel selection, o list
 		}
 		var fresh []view
 		for _, d := range dests {
-			lo := broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Newest: true, Limit: 100}
+			lo := broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Descending: true, Limit: 100}
 			for {
 				p, err := s.List(ctx, lo)
 				if err != nil {

@@ -208,7 +208,7 @@ func BenchmarkConsole(b *testing.B) {
 
 	b.Run("store-list", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.List(ctx, broker.ListOptions{Newest: true, Limit: 100}); err != nil {
+			if _, err := s.List(ctx, broker.ListOptions{Descending: true, Limit: 100}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -232,7 +232,7 @@ func (ix *index) rebuild(ctx context.Context) error {
 func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
 	var fresh []*summary
 	var others []recKey
-	opts := broker.ListOptions{Newest: true, Limit: 200}
+	opts := broker.ListOptions{Descending: true, Limit: 200}
 	for range 500 { // at most 100,000 new records per look
 		p, err := ix.s.store.List(ctx, opts)
 		if err != nil {

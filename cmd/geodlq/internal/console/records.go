@@ -176,7 +176,7 @@ func (s *Server) list(ctx context.Context, sel selection, newest bool, limit int
 		}
 	}
 	lo := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, IncludeReplayed: sel.q.Replayed,
-		Newest: newest, After: cur.After, Limit: page}
+		Descending: newest, After: cur.After, Limit: page}
 	ans := listAnswer{Records: []row{}}
 	skip := cur.Skip
 	for {
