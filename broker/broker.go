@@ -16,6 +16,12 @@
 // envelope and waits for the write to be durable before it tells the caller
 // to acknowledge the source message. If the write fails, the caller is told
 // not to acknowledge, and the source redelivers.
+//
+// Each message's idempotency key is settled before its handler runs, by
+// [IdempotencyKeyOf]: the idempotency-key header, else the event's own key
+// in the body (an idempotency_key member by default), else one derived
+// from the source and the body and marked derived. The handler, the
+// envelope and a replay all use that one key.
 package broker
 
 import (
@@ -31,6 +37,13 @@ import (
 const (
 	// HeaderIdempotencyKey carries the event's idempotency key, verbatim.
 	HeaderIdempotencyKey = "idempotency-key"
+	// HeaderIdempotencyKeyDerived is "true" on a message whose
+	// idempotency-key header was derived (from its source and body) rather
+	// than assigned by its producer: set by an ingress that derived it,
+	// by the Processor on the message a handler sees, and by replay when
+	// the envelope says idempotency_key_derived, so that a second failure
+	// records the key as derived again.
+	HeaderIdempotencyKeyDerived = "dlq-idempotency-key-derived"
 	// HeaderEventID carries the event id.
 	HeaderEventID = "dlq-event-id"
 	// HeaderClass carries the failure class of a dead-lettered event.

@@ -43,3 +43,21 @@ func ExampleProcessor_Process() {
 	// ack: true dead-lettered to spatial.events.poison.dlt
 	// invalid_geometry topology_validation idem:v1:abc evt-9
 }
+
+// The key a message is processed under: its header, else the event's own
+// idempotency_key, else derived from the source and the body.
+func ExampleIdempotencyKeyOf() {
+	src := &envelope.Source{System: "kafka", Topic: "parcels"}
+	for _, m := range []*broker.Message{
+		{Body: []byte(`{"idempotency_key":"order-17"}`), Headers: map[string]string{broker.HeaderIdempotencyKey: "hdr-1"}, Source: src},
+		{Body: []byte(`{"idempotency_key":"order-17"}`), Source: src},
+		{Body: []byte(`{"id":3}`), Source: src},
+	} {
+		key, derived := broker.IdempotencyKeyOf(m, nil)
+		fmt.Println(key[:min(len(key), 8)], derived)
+	}
+	// Output:
+	// hdr-1 false
+	// order-17 false
+	// idem:v1: true
+}

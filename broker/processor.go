@@ -8,6 +8,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -41,9 +42,14 @@ type ProcessorOptions struct {
 	// Destination names the dead-letter destination for a message. Nil
 	// means [DefaultDestination].
 	Destination func(m *Message, r classify.Route) string
-	// IdempotencyKey returns the message's idempotency key. Nil means
-	// [DefaultIdempotencyKey]: the idempotency-key header, else a key
-	// derived once from the source and the exact body.
+	// IdempotencyKey returns the key assigned to the message at ingestion,
+	// or "" when it carries none. A non-empty result is used verbatim and
+	// recorded as assigned (idempotency_key_derived false, unless it is
+	// the idempotency-key header of a message that says its key was
+	// derived). Nil, or an empty result, means [IdempotencyKeyOf] with the
+	// Builder: the idempotency-key header, else the event's own key in
+	// the body, else a key derived once from the source and the exact
+	// body, recorded as derived.
 	IdempotencyKey func(m *Message) string
 	// Sleep waits between in-place retries. Nil sleeps on a timer and
 	// returns ctx.Err() if ctx ends first.
@@ -106,9 +112,6 @@ func NewProcessor(opts ProcessorOptions) (*Processor, error) {
 	if p.dest == nil {
 		p.dest = DefaultDestination
 	}
-	if p.key == nil {
-		p.key = DefaultIdempotencyKey
-	}
 	if p.sleep == nil {
 		p.sleep = sleepCtx
 	}
@@ -133,20 +136,60 @@ func DefaultDestination(m *Message, r classify.Route) string {
 	return topic + "." + r.String() + ".dlt"
 }
 
-// DefaultIdempotencyKey returns the idempotency-key header when present, so
-// a key assigned at ingestion (or carried by a replay) is used verbatim.
-// Otherwise it derives one, once, from the source system and topic and the
-// exact body bytes ("idem:v1:<hex>"): identical payloads on the same topic
-// share a key.
-func DefaultIdempotencyKey(m *Message) string {
+// IdempotencyKeyOf returns m's idempotency key, and whether it was derived
+// rather than assigned by the event's producer, by the rule every geodlq
+// path applies (consumers, the CLI's check, ingress gates):
+//
+//  1. the idempotency-key header, verbatim: a key given with the message
+//     wins. It counts as derived only when the
+//     [HeaderIdempotencyKeyDerived] header is "true" (an ingress derived
+//     it, or a replay re-injects a derived key);
+//  2. else the event's own key, read from the body by b
+//     ([envelope.Builder.IdempotencyKeyOf]: by default a top-level
+//     idempotency_key member); nil b reads the default member;
+//  3. else [DeriveIdempotencyKey], derived.
+func IdempotencyKeyOf(m *Message, b *envelope.Builder) (key string, derived bool) {
 	if k := m.Header(HeaderIdempotencyKey); k != "" {
-		return k
+		return k, m.Header(HeaderIdempotencyKeyDerived) == "true"
 	}
+	if b == nil {
+		b = defaultBuilder()
+	}
+	if k := b.IdempotencyKeyOf(m.Body); k != "" {
+		return k, false
+	}
+	return DeriveIdempotencyKey(m), true
+}
+
+// DeriveIdempotencyKey derives a key for a message that carries none, from
+// its source system and topic and its exact body bytes ("idem:v1:<hex>"):
+// identical payloads on the same topic share a key, and every redelivery
+// of a message gets the same one.
+func DeriveIdempotencyKey(m *Message) string {
 	var system, topic string
 	if m.Source != nil {
 		system, topic = m.Source.System, m.Source.Topic
 	}
 	return idemkey.Derive("geodlq.message", []byte(system), []byte(topic), m.Body)
+}
+
+// defaultBuilder is envelope.NewBuilder(nil), made once.
+var defaultBuilder = sync.OnceValue(func() *envelope.Builder {
+	b, err := envelope.NewBuilder(nil)
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return b
+})
+
+// keyOf is the key and derivation of m for this Processor.
+func (p *Processor) keyOf(m *Message) (string, bool) {
+	if p.key != nil {
+		if k := p.key(m); k != "" {
+			return k, k == m.Header(HeaderIdempotencyKey) && m.Header(HeaderIdempotencyKeyDerived) == "true"
+		}
+	}
+	return IdempotencyKeyOf(m, p.builder)
 }
 
 // Result reports what [Processor.Process] did.
@@ -171,6 +214,9 @@ type Result struct {
 	Attempts int
 	// IdempotencyKey is the key the handler saw.
 	IdempotencyKey string
+	// IdempotencyKeyDerived is true when the message carried no key and
+	// the Processor derived IdempotencyKey (see [IdempotencyKeyOf]).
+	IdempotencyKeyDerived bool
 	// Err is the handler's last error, or nil.
 	Err error
 }
@@ -244,9 +290,9 @@ func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Res
 		telemetry.End(span, err)
 	}()
 	start := p.now()
-	key := p.key(m)
-	hm := withKey(m, key)
-	out = Result{IdempotencyKey: key}
+	key, derived := p.keyOf(m)
+	hm := withKey(m, key, derived)
+	out = Result{IdempotencyKey: key, IdempotencyKeyDerived: derived}
 	attempt := max(1, m.DeliveryAttempt)
 	for {
 		out.Attempts = attempt
@@ -264,7 +310,7 @@ func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Res
 		d := p.policy.Decide(herr, attempt)
 		out.Decision = d
 		if d.Action == classify.ActionDeadLetter {
-			return p.deadLetter(ctx, m, key, herr, d, attempt, p.firstSeen(m, start), out)
+			return p.deadLetter(ctx, m, key, derived, herr, d, attempt, p.firstSeen(m, start), out)
 		}
 		p.tel.Retries.Add(ctx, 1, metric.WithAttributes(attribute.String("class", d.Class.String())))
 		if serr := p.sleep(ctx, d.Delay); serr != nil {
@@ -274,7 +320,7 @@ func (p *Processor) Process(ctx context.Context, m *Message, h Handler) (out Res
 	}
 }
 
-func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr error, d classify.Decision, attempt int, firstSeen time.Time, out Result) (Result, error) {
+func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, derived bool, herr error, d classify.Decision, attempt int, firstSeen time.Time, out Result) (Result, error) {
 	dest := p.dest(m, d.Route)
 	out.Destination = dest
 	limit := 0
@@ -283,15 +329,16 @@ func (p *Processor) deadLetter(ctx context.Context, m *Message, key string, herr
 	}
 	bctx, bspan := p.tel.Start(ctx, "geodlq.envelope.build", attribute.Int("geodlq.payload_bytes", len(m.Body)))
 	env, body, err := p.builder.Build(bctx, envelope.Input{
-		Payload:        m.Body,
-		IdempotencyKey: key,
-		EventID:        m.Header(HeaderEventID),
-		Err:            herr,
-		Class:          d.Class,
-		Attempts:       attempt,
-		FirstSeenAt:    firstSeen,
-		Source:         sourceOf(m),
-		MaxBytes:       limit,
+		Payload:               m.Body,
+		IdempotencyKey:        key,
+		IdempotencyKeyDerived: derived,
+		EventID:               m.Header(HeaderEventID),
+		Err:                   herr,
+		Class:                 d.Class,
+		Attempts:              attempt,
+		FirstSeenAt:           firstSeen,
+		Source:                sourceOf(m),
+		MaxBytes:              limit,
 	})
 	telemetry.End(bspan, err)
 	if err != nil {
@@ -380,16 +427,22 @@ func sourceOf(m *Message) *envelope.Source {
 	return &s
 }
 
-// withKey returns m with the idempotency-key header set to key, copying the
-// header map rather than changing the caller's.
-func withKey(m *Message, key string) *Message {
-	if m.Header(HeaderIdempotencyKey) == key {
+// withKey returns m with the idempotency-key header set to key, and
+// dlq-idempotency-key-derived to "true" when derived (absent otherwise),
+// copying the header map rather than changing the caller's.
+func withKey(m *Message, key string, derived bool) *Message {
+	mark, marked := m.Headers[HeaderIdempotencyKeyDerived]
+	if m.Header(HeaderIdempotencyKey) == key && marked == derived && (!derived || mark == "true") {
 		return m
 	}
 	c := *m
-	c.Headers = make(map[string]string, len(m.Headers)+1)
+	c.Headers = make(map[string]string, len(m.Headers)+2)
 	maps.Copy(c.Headers, m.Headers)
 	c.Headers[HeaderIdempotencyKey] = key
+	delete(c.Headers, HeaderIdempotencyKeyDerived)
+	if derived {
+		c.Headers[HeaderIdempotencyKeyDerived] = "true"
+	}
 	return &c
 }
 

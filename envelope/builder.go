@@ -22,6 +22,10 @@ import (
 // DefaultGeometryPath is where [Builder] looks for the geometry by default.
 const DefaultGeometryPath = "/geometry"
 
+// DefaultIdempotencyKeyPath is where [Builder] looks for the event's own
+// idempotency key by default: a top-level idempotency_key member.
+const DefaultIdempotencyKeyPath = "/idempotency_key"
+
 // MissingGeometry is the inline placeholder recorded when a payload has no
 // geometry (absent, null, or the payload is not JSON).
 const MissingGeometry = `{"type":"GeometryCollection","geometries":[]}`
@@ -58,6 +62,13 @@ type BuilderOptions struct {
 	// ("/geometry", "/feature/geometry", "/features/0/geometry"). Default
 	// [DefaultGeometryPath].
 	GeometryPath string
+	// IdempotencyKeyPath locates the event's own idempotency key in the
+	// payload, as a JSON pointer ("/idempotency_key",
+	// "/properties/idempotency_key"): the key the producer assigned at
+	// ingestion, which Build records verbatim when the caller gives none
+	// (see [Input].IdempotencyKey and [Builder.IdempotencyKeyOf]). Default
+	// [DefaultIdempotencyKeyPath].
+	IdempotencyKeyPath string
 	// ResolveEPSG maps the payload's CRS string to an EPSG code for
 	// source_epsg (and for a crs_mismatch whose error has no code). Its
 	// errors are not fatal: the code is then 0. Default [ParseEPSG]: pure
@@ -82,10 +93,19 @@ type Input struct {
 	// share its memory (RawPayload, Geometry.Inline), so do not modify it
 	// while the envelope is in use.
 	Payload []byte
-	// IdempotencyKey is the key assigned at ingestion, preserved verbatim.
-	// Empty: a key is derived from the payload (see PayloadKeyNamespace)
-	// and the envelope is marked idempotency_key_derived.
+	// IdempotencyKey is the key assigned at ingestion (an idempotency-key
+	// header), preserved verbatim; it wins over the payload's own key.
+	// Empty: the payload's own key ([Builder.IdempotencyKeyOf]) when it
+	// has one, else a key derived from the payload (see
+	// PayloadKeyNamespace), and the envelope is then marked
+	// idempotency_key_derived.
 	IdempotencyKey string
+	// IdempotencyKeyDerived says that IdempotencyKey was not assigned at
+	// ingestion but derived by the caller (broker.Processor derives one
+	// from the message's source and body when the message carries none):
+	// the envelope is marked idempotency_key_derived. Ignored when
+	// IdempotencyKey is empty.
+	IdempotencyKeyDerived bool
 	// EventID overrides the event id. Empty: the payload's event_id member,
 	// else its id member (string or number), else one derived from the
 	// idempotency key (see EventIDNamespace).
@@ -116,6 +136,7 @@ type Input struct {
 type Builder struct {
 	off          *offload.Offloader
 	paths        []jsonscan.Path
+	keyPath      jsonscan.Path
 	resolve      func(string) (int, error)
 	now          func() time.Time
 	classifier   *classify.Classifier
@@ -134,6 +155,7 @@ const (
 	pathID
 	pathCRS
 	pathCRSName
+	pathIdempotencyKey
 	numPaths
 )
 
@@ -153,6 +175,13 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 	if o.GeometryPath == "" || o.GeometryPath[0] != '/' {
 		return nil, fmt.Errorf("envelope: GeometryPath %q must name a member", o.GeometryPath)
 	}
+	if o.IdempotencyKeyPath == "" {
+		o.IdempotencyKeyPath = DefaultIdempotencyKeyPath
+	}
+	keyPath, err := jsonscan.Compile(o.IdempotencyKeyPath)
+	if err != nil || o.IdempotencyKeyPath[0] != '/' {
+		return nil, fmt.Errorf("envelope: IdempotencyKeyPath %q must name a member: %w", o.IdempotencyKeyPath, errors.Join(err, jsonscan.ErrBadPath))
+	}
 	if o.DefaultStage == "" {
 		o.DefaultStage = classify.StageSpatialJoin
 	}
@@ -167,6 +196,7 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 	}
 	paths := make([]jsonscan.Path, numPaths)
 	paths[pathGeometry] = geom
+	paths[pathIdempotencyKey] = keyPath
 	for i, p := range map[int]string{
 		pathGeometryType: o.GeometryPath + "/type",
 		pathEventID:      "/event_id",
@@ -179,6 +209,7 @@ func NewBuilder(opts *BuilderOptions) (*Builder, error) {
 	return &Builder{
 		off:          o.Offloader,
 		paths:        paths,
+		keyPath:      keyPath,
 		resolve:      o.ResolveEPSG,
 		now:          o.Now,
 		classifier:   o.Classifier,
@@ -388,7 +419,10 @@ func (b *Builder) build(ctx context.Context, in Input, payloadSum *[sha256.Size]
 	// Identity: needs the payload hash.
 	wg.Wait()
 	e.PayloadSHA256 = hex.EncodeToString(payloadSum[:])
-	e.IdempotencyKey = in.IdempotencyKey
+	e.IdempotencyKey, e.IdempotencyKeyDerived = in.IdempotencyKey, in.IdempotencyKeyDerived
+	if e.IdempotencyKey == "" {
+		e.IdempotencyKey, e.IdempotencyKeyDerived = payloadKey(value(pathIdempotencyKey)), false
+	}
 	if e.IdempotencyKey == "" {
 		e.IdempotencyKey = idemkey.Derive(PayloadKeyNamespace, payloadSum[:])
 		e.IdempotencyKeyDerived = true
@@ -425,6 +459,36 @@ func stringValue(v []byte, limit int) (string, bool) {
 	return s, true
 }
 
+// IdempotencyKeyOf returns the event's own idempotency key: the value at
+// the Builder's IdempotencyKeyPath in payload when it is a non-empty
+// string (decoded as encoding/json decodes it) or a number (as written),
+// of at most 65,536 bytes, in a JSON document ([Build] reads the same
+// value when the caller gives no key). It returns "" when the payload has
+// none, or is not JSON. It allocates only the key.
+func (b *Builder) IdempotencyKeyOf(payload []byte) string {
+	var sp [1]jsonscan.Span
+	if jsonscan.FindAll(payload, []jsonscan.Path{b.keyPath}, sp[:]) != nil || !sp[0].Found() {
+		return ""
+	}
+	return payloadKey(payload[sp[0].Start:sp[0].End])
+}
+
+// payloadKey reads an idempotency key member: a non-empty string, or a
+// number (recorded as written), that fits the envelope.
+func payloadKey(v []byte) string {
+	if len(v) == 0 {
+		return ""
+	}
+	if c := v[0]; c == '-' || c >= '0' && c <= '9' {
+		if len(v) > maxKeyLen || !isNumber(v) {
+			return ""
+		}
+		return string(v)
+	}
+	s, _ := stringValue(v, maxKeyLen)
+	return s
+}
+
 // eventID reads an event id member: a non-empty string, or a number
 // (recorded as written).
 func eventID(v []byte) string {
@@ -432,16 +496,24 @@ func eventID(v []byte) string {
 		return ""
 	}
 	if c := v[0]; c == '-' || c >= '0' && c <= '9' {
-		if len(v) > maxEventIDLen {
-			return ""
-		}
-		if _, err := strconv.ParseFloat(string(v), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+		if len(v) > maxEventIDLen || !isNumber(v) {
 			return ""
 		}
 		return string(v)
 	}
 	s, _ := stringValue(v, maxEventIDLen)
 	return s
+}
+
+// isNumber reports whether v, located as a value by the scanner, is a
+// JSON number: the scanner also accepts -Infinity there, and a JSON
+// number ends with a digit.
+func isNumber(v []byte) bool {
+	if c := v[len(v)-1]; c < '0' || c > '9' {
+		return false
+	}
+	_, err := strconv.ParseFloat(string(v), 64)
+	return err == nil || errors.Is(err, strconv.ErrRange)
 }
 
 // offloadGeometry stores the inline geometry of e (located in payload)

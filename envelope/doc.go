@@ -21,8 +21,9 @@
 //	field                      type     meaning
 //	schema_version             string   always "dlq.v1"
 //	event_id                   string   payload's event_id/id, or derived from the key
-//	idempotency_key            string   key assigned at ingestion, verbatim
-//	idempotency_key_derived    bool     optional; true when the key was derived from the payload
+//	idempotency_key            string   key assigned at ingestion (header, else the event's own
+//	                                    idempotency_key member), verbatim
+//	idempotency_key_derived    bool     optional; true when the event had no key and one was derived
 //	failure_class              string   transient | invalid_geometry | schema_violation |
 //	                                    crs_mismatch | resource_exhausted | unknown
 //	failed_stage               string   parse | crs_transform | topology_validation |

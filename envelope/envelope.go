@@ -27,13 +27,17 @@ type Envelope struct {
 	// EventID identifies the event: the payload's event_id (or id) member
 	// when it has one, else derived from the idempotency key.
 	EventID string `json:"event_id" validate:"required,max=1024"` // max: maxEventIDLen
-	// IdempotencyKey is the key assigned at ingestion, preserved verbatim.
-	// Replay re-injects with it and never re-derives it.
+	// IdempotencyKey is the key assigned at ingestion — an idempotency-key
+	// header, else the event's own key member (see
+	// [BuilderOptions].IdempotencyKeyPath) — preserved verbatim. Replay
+	// re-injects with it and never re-derives it.
 	IdempotencyKey string `json:"idempotency_key" validate:"required,max=65536"` // max: maxKeyLen
-	// IdempotencyKeyDerived is true when the failing pipeline supplied no
-	// key and [Builder.Build] derived one from the payload bytes with
-	// idemkey.Derive("geodlq/payload", payload). Replay then dedupes on
-	// content rather than on the producer's identity.
+	// IdempotencyKeyDerived is true when the event came with no key and
+	// one was derived: by [Builder.Build] from the payload bytes (see
+	// PayloadKeyNamespace), or by the caller (broker.Processor, from the
+	// message's source and body; see [Input].IdempotencyKeyDerived).
+	// Replay then dedupes on content rather than on the producer's
+	// identity.
 	IdempotencyKeyDerived bool `json:"idempotency_key_derived,omitempty"`
 	// FailureClass is the class the failure was given.
 	FailureClass classify.Class `json:"failure_class" validate:"required"`

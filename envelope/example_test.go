@@ -91,3 +91,24 @@ func ExampleDecode_errors() {
 	// true
 	// true true
 }
+
+// An event that carries its own idempotency key keeps it, verbatim; one
+// without gets a key derived from its bytes, marked derived. A key the
+// caller gives (an idempotency-key header) wins.
+func ExampleBuilder_IdempotencyKeyOf() {
+	b, _ := envelope.NewBuilder(nil) // IdempotencyKeyPath "/idempotency_key"
+	ctx := context.Background()
+	own := []byte(`{"idempotency_key":"order-17","geometry":null}`)
+	fmt.Println(b.IdempotencyKeyOf(own))
+	env, _, _ := b.Build(ctx, envelope.Input{Payload: own})
+	fmt.Println(env.IdempotencyKey, env.IdempotencyKeyDerived)
+	env, _, _ = b.Build(ctx, envelope.Input{Payload: own, IdempotencyKey: "from-header"})
+	fmt.Println(env.IdempotencyKey, env.IdempotencyKeyDerived)
+	env, _, _ = b.Build(ctx, envelope.Input{Payload: []byte(`{"geometry":null}`)})
+	fmt.Println(env.IdempotencyKey[:8], env.IdempotencyKeyDerived)
+	// Output:
+	// order-17
+	// order-17 false
+	// from-header false
+	// idem:v1: true
+}

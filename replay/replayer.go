@@ -482,6 +482,9 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 		broker.HeaderFirstSeenAt:    env.FirstSeenAt.UTC().Format(time.RFC3339Nano),
 		broker.HeaderReplayOf:       rec.Destination + "/" + rec.ID,
 	}}
+	if env.IdempotencyKeyDerived {
+		msg.Headers[broker.HeaderIdempotencyKeyDerived] = "true"
+	}
 	if env.Source != nil {
 		msg.Key = env.Source.Key
 	}

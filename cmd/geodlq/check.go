@@ -23,6 +23,7 @@ type checkOptions struct {
 	expectedEPSG int
 	maxVertices  int
 	deadLetter   string
+	keyPath      string
 	jobs         int
 	out          *output
 }
@@ -48,13 +49,18 @@ Exit code 1 when any event would be dead-lettered.
 
 With --dead-letter TOPIC, failing events are also dead-lettered into --store
 (and their large geometries offloaded to --blobs) through the same processor a
-consumer uses, as if consumed from TOPIC: to <TOPIC>.poison.dlt (or .retry.dlt).`,
+consumer uses, as if consumed from TOPIC: to <TOPIC>.poison.dlt (or .retry.dlt).
+Each envelope carries the event's own idempotency key, verbatim: the member
+--idempotency-key-path names (default /idempotency_key); an event without one
+gets the key a consumer of TOPIC derives from its exact bytes, marked
+idempotency_key_derived.`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.check(cmd, args, o) },
 	}
 	cmd.Flags().IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code of the CRS the pipeline works in")
 	cmd.Flags().IntVar(&o.maxVertices, "max-vertices", spatial.DefaultMaxVertices, "most positions a geometry may have (resource_exhausted above)")
 	cmd.Flags().StringVar(&o.deadLetter, "dead-letter", "", "dead-letter failing events into --store as if consumed from this topic")
+	cmd.Flags().StringVar(&o.keyPath, "idempotency-key-path", envelope.DefaultIdempotencyKeyPath, "with --dead-letter: JSON pointer to the event's own idempotency key")
 	cmd.Flags().IntVar(&o.jobs, "jobs", runtime.NumCPU(), "events checked at once, each on a goroutine of its own (verdicts keep the input's order)")
 	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON, fmtJSONL)
 	return cmd
@@ -128,6 +134,9 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		if err := broker.ValidDestination(o.deadLetter); err != nil {
 			return usageFor(cmd, "--dead-letter: %v", err)
 		}
+		if _, err := envelope.NewBuilder(&envelope.BuilderOptions{IdempotencyKeyPath: o.keyPath}); err != nil {
+			return usageFor(cmd, "--idempotency-key-path: %v", err) // before the store is created
+		}
 		s, err := a.openStore(ctx, create)
 		if err != nil {
 			return err
@@ -138,7 +147,7 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 			return err
 		}
 		defer closeBlobs()
-		b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off, ResolveEPSG: checker.ResolveEPSG})
+		b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off, ResolveEPSG: checker.ResolveEPSG, IdempotencyKeyPath: o.keyPath})
 		if err != nil {
 			return err
 		}

@@ -332,6 +332,7 @@ type view struct {
 	Envelope           bool              `json:"envelope"`
 	EventID            string            `json:"event_id,omitempty"`
 	IdempotencyKey     string            `json:"idempotency_key,omitempty"`
+	KeyDerived         bool              `json:"idempotency_key_derived,omitempty"`
 	FailureClass       string            `json:"failure_class,omitempty"`
 	FailedStage        string            `json:"failed_stage,omitempty"`
 	ErrorMessage       string            `json:"error_message,omitempty"`
@@ -380,10 +381,11 @@ func viewOf(it item) view {
 		if r.Message != nil {
 			v.EventID = r.Message.Header(broker.HeaderEventID)
 			v.IdempotencyKey = r.Message.Header(broker.HeaderIdempotencyKey)
+			v.KeyDerived = r.Message.Header(broker.HeaderIdempotencyKeyDerived) == "true"
 		}
 		return v
 	}
-	v.EventID, v.IdempotencyKey = e.EventID, e.IdempotencyKey
+	v.EventID, v.IdempotencyKey, v.KeyDerived = e.EventID, e.IdempotencyKey, e.IdempotencyKeyDerived
 	v.FailureClass, v.FailedStage, v.ErrorMessage = e.FailureClass.String(), e.FailedStage.String(), e.ErrorMessage
 	if ge := e.GeometryError; ge != nil {
 		v.Reason, v.ReasonKind, v.Location, v.Fault = ge.Reason, ge.Kind, ge.Location, ge.Fault

@@ -150,7 +150,7 @@ func (a *app) showText(it item, payload []byte, perr error) {
 	line("record", v.Destination+"/"+v.ID+"  ("+status+")")
 	if it.env == nil {
 		line("event", v.EventID)
-		line("key", v.IdempotencyKey)
+		line("key", keyText(v))
 		keys := make([]string, 0, len(v.Headers))
 		for k := range v.Headers {
 			keys = append(keys, k)
@@ -164,7 +164,7 @@ func (a *app) showText(it item, payload []byte, perr error) {
 	}
 	e := it.env
 	line("event", v.EventID)
-	line("key", v.IdempotencyKey)
+	line("key", keyText(v))
 	line("class", v.FailureClass+" at "+v.FailedStage+" (destination "+string(e.Route)+")")
 	if v.Reason != "" {
 		line("reason", v.Reason+" ("+orDash(v.ReasonKind)+")")
@@ -267,4 +267,13 @@ func memberPerLine(b []byte) []byte {
 		}
 		return b
 	}
+}
+
+// keyText is the idempotency key as show prints it: "(derived)" after a
+// key geodlq derived because the event came without one.
+func keyText(v view) string {
+	if v.KeyDerived && v.IdempotencyKey != "" {
+		return v.IdempotencyKey + " (derived)"
+	}
+	return v.IdempotencyKey
 }

@@ -19,8 +19,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -93,9 +91,11 @@ func newHandler(queue broker.Publisher, opts *ingress.Options, log *slog.Logger)
 	return mux
 }
 
-// enqueue publishes a validated event, byte for byte, with its idempotency
-// key: the producer's Idempotency-Key header, or one derived from the
-// body, so that a producer retrying the same event gets the same key.
+// enqueue publishes a validated event, byte for byte, with the idempotency
+// key assigned here, at ingestion: the producer's Idempotency-Key header,
+// else the event's own idempotency_key member, else one derived from the
+// body (so that a producer retrying the same event gets the same key),
+// marked derived so that a dead-letter envelope says so.
 func enqueue(queue broker.Publisher, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body) // the gate already read and checked it
@@ -103,12 +103,15 @@ func enqueue(queue broker.Publisher, log *slog.Logger) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		key := r.Header.Get("Idempotency-Key")
-		if key == "" {
-			sum := sha256.Sum256(body)
-			key = "sha256:" + hex.EncodeToString(sum[:])
+		msg := &broker.Message{Body: body, Headers: map[string]string{}}
+		if k := r.Header.Get("Idempotency-Key"); k != "" {
+			msg.Headers[broker.HeaderIdempotencyKey] = k
 		}
-		msg := &broker.Message{Body: body, Headers: map[string]string{broker.HeaderIdempotencyKey: key}}
+		key, derived := broker.IdempotencyKeyOf(msg, nil)
+		msg.Headers[broker.HeaderIdempotencyKey] = key
+		if derived {
+			msg.Headers[broker.HeaderIdempotencyKeyDerived] = "true"
+		}
 		if err := queue.Publish(r.Context(), topic, msg); err != nil {
 			status, title := http.StatusServiceUnavailable, "Queue unavailable"
 			if errors.Is(err, classify.ErrTooLarge) {
@@ -123,7 +126,7 @@ func enqueue(queue broker.Publisher, log *slog.Logger) http.Handler {
 			})
 			return
 		}
-		writeJSON(w, http.StatusAccepted, "application/json", map[string]any{"queued": true, "topic": topic, "idempotency_key": key})
+		writeJSON(w, http.StatusAccepted, "application/json", map[string]any{"queued": true, "topic": topic, "idempotency_key": key, "idempotency_key_derived": derived})
 	})
 }
 

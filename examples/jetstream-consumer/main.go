@@ -20,8 +20,9 @@
 //
 // The source stream (subjects: -subject) is created when missing, the
 // durable consumer created or updated. Producers should set the idempotency-key header
-// (replay.NewKey); without it one is derived once, from the subject and the
-// exact body.
+// (replay.NewKey) or put the key in the event's idempotency_key member;
+// without either, one is derived once, from the subject and the exact body,
+// and the envelope says idempotency_key_derived.
 //
 // The replay subcommand reads both dead-letter destinations, repairs
 // invalid geometries (GEOS MakeValid) and CRS mismatches (PROJ),

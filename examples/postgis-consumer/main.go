@@ -284,9 +284,11 @@ type loadStats struct {
 }
 
 // readLines feeds every non-blank line of r through the processor as one
-// event, and calls report with each outcome. The idempotency key is
-// derived here, once, from the topic and the exact line; the source
-// position (name:line) is recorded in the envelope.
+// event, and calls report with each outcome. The idempotency key is the
+// event's own idempotency_key member; the processor derives one, once,
+// from the topic and the exact line for an event without it (and the
+// envelope says idempotency_key_derived). The source position (name:line)
+// is recorded in the envelope.
 func (p *pipeline) readLines(ctx context.Context, r io.Reader, name string, report func(line int, out broker.Result)) (loadStats, error) {
 	var st loadStats
 	sc := bufio.NewScanner(r)
@@ -299,9 +301,8 @@ func (p *pipeline) readLines(ctx context.Context, r io.Reader, name string, repo
 		st.lines++
 		off := int64(line)
 		m := &broker.Message{
-			Body:    body,
-			Headers: map[string]string{broker.HeaderIdempotencyKey: replay.NewKey(p.c.topic, body)},
-			Source:  &envelope.Source{System: "file", Topic: p.c.topic, MessageID: fmt.Sprintf("%s:%d", name, line), Offset: &off},
+			Body:   body,
+			Source: &envelope.Source{System: "file", Topic: p.c.topic, MessageID: fmt.Sprintf("%s:%d", name, line), Offset: &off},
 		}
 		out, err := p.proc.Process(ctx, m, p.handle)
 		if err != nil {

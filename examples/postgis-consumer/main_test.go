@@ -77,10 +77,13 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, classify.StageTopologyValidation, bowtie.Envelope.FailedStage)
 	require.Equal(t, "Self-intersection[0.5 0.5]", bowtie.Envelope.GeometryError.Reason)
 	require.Equal(t, []float64{0.5, 0.5}, bowtie.Envelope.GeometryError.Location)
+	require.Equal(t, "xx-0002@2026-12-03", bowtie.Envelope.IdempotencyKey, "the event's own key")
+	require.False(t, bowtie.Envelope.IdempotencyKeyDerived)
 	badCRS := res.outcomes[3]
 	require.Equal(t, poisonDest, badCRS.Destination)
 	require.Equal(t, classify.ClassCRSMismatch, badCRS.Envelope.FailureClass)
 	require.Equal(t, 0, *badCRS.Envelope.GeometryError.EPSG)
+	require.True(t, badCRS.Envelope.IdempotencyKeyDerived, "an event without a key gets a derived one")
 	notJSON := res.outcomes[4]
 	require.Equal(t, poisonDest, notJSON.Destination)
 	require.Equal(t, classify.ClassSchemaViolation, notJSON.Envelope.FailureClass)

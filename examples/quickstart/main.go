@@ -206,7 +206,9 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 		}
 	}
 
-	// --- 1. Ingest. The idempotency key is derived once, here. -------------
+	// --- 1. Ingest. The idempotency key is assigned once, here: the event's
+	// own idempotency_key member, else one derived from the body (and the
+	// message says so, so that an envelope records it as derived). ----------
 	var bodies [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(sampleEvents))
 	for sc.Scan() {
@@ -215,9 +217,14 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 	bodies = append(bodies, largeMultiPolygon(3<<20))
 	names := map[string]string{}
 	for _, body := range bodies {
-		key := replay.NewKey("quickstart", body)
+		m := &broker.Message{Body: body, Source: &envelope.Source{System: "quickstart", Topic: topic}}
+		key, derived := broker.IdempotencyKeyOf(m, nil)
+		m.Headers = map[string]string{broker.HeaderIdempotencyKey: key}
+		if derived {
+			m.Headers[broker.HeaderIdempotencyKeyDerived] = "true"
+		}
 		names[key] = eventName(body)
-		if err := store.Publish(ctx, topic, &broker.Message{Body: body, Headers: map[string]string{broker.HeaderIdempotencyKey: key}}); err != nil {
+		if err := store.Publish(ctx, topic, m); err != nil {
 			return err
 		}
 	}

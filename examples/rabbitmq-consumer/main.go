@@ -20,8 +20,9 @@
 // only within one process; give -claims a redis://…[?geodlq_prefix=P] or
 // postgres://…[?geodlq_schema=S] URL to share them between processes and
 // restarts, as production needs. Producers should set the idempotency-key
-// header (replay.NewKey); without it one is derived once, from the queue
-// and the exact body.
+// header (replay.NewKey) or put the key in the event's idempotency_key
+// member; without either, one is derived once, from the queue and the
+// exact body, and the envelope says idempotency_key_derived.
 //
 // The replay subcommand reads both dead-letter queues, repairs invalid
 // geometries (GEOS MakeValid) and CRS mismatches (PROJ), re-publishes each

@@ -20,8 +20,10 @@
 //
 //	XADD spatial.events * body '{"event_id":"p-1","geometry":{…}}' h:idempotency-key idem:v1:…
 //
-// A producer should set h:idempotency-key (replay.NewKey); without it one
-// is derived once, from the stream and the exact body. An entry without a
+// A producer should set h:idempotency-key (replay.NewKey) or put the key in
+// the event's idempotency_key member; without either, one is derived once,
+// from the stream and the exact body, and the envelope says
+// idempotency_key_derived. An entry without a
 // body field is processed as its fields in JSON. A group that does not
 // exist yet is created at the stream's first entry, so it processes the
 // backlog; acknowledged entries stay in the producer's stream.

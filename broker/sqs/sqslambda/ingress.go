@@ -3,6 +3,7 @@ package sqslambda
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/ingress"
 )
 
@@ -30,6 +32,12 @@ type IngressOptions struct {
 	// store's default), else ingress's 10 MiB, so that a valid event
 	// always fits the queue.
 	ingress.Options
+	// Builder reads the event's own idempotency key (its
+	// IdempotencyKeyPath, /idempotency_key by default), the key an event
+	// without an Idempotency-Key request header is enqueued with. Nil:
+	// envelope.NewBuilder(nil). Pass the consumer's Builder, so that both
+	// read the key from the same member.
+	Builder *envelope.Builder
 }
 
 // Ingress is the pre-flight gate of the seed behind Amazon API Gateway: it
@@ -42,12 +50,18 @@ type Ingress struct {
 	pub  broker.Publisher
 	dest string
 	o    ingress.Options
+	b    *envelope.Builder
 }
 
 // NewIngress returns a gate that enqueues valid events with pub (the store
 // geosqs.New returns: its encoding keeps any body SQS accepts) to
-// destination (the source queue's name or URL). An Idempotency-Key request
-// header travels as the message's idempotency-key header.
+// destination (the source queue's name or URL), with its idempotency key
+// assigned here, at ingestion, as the message's idempotency-key header: the
+// Idempotency-Key request header, else the event's own key (see
+// [IngressOptions].Builder), else one derived from the event's bytes
+// (broker.IdempotencyKeyOf), then marked derived with the
+// dlq-idempotency-key-derived header, so that its envelope says so if it
+// is dead-lettered. The 202 answer carries the key.
 func NewIngress(pub broker.Publisher, destination string, opts *IngressOptions) (*Ingress, error) {
 	if pub == nil || destination == "" {
 		return nil, fmt.Errorf("sqslambda: NewIngress needs a publisher and a destination: %w", broker.ErrInvalidArgument)
@@ -64,7 +78,14 @@ func NewIngress(pub broker.Publisher, destination string, opts *IngressOptions) 
 	if len(o.Methods) == 0 {
 		o.Methods = []string{http.MethodPost, http.MethodPut, http.MethodPatch}
 	}
-	return &Ingress{pub: pub, dest: destination, o: o.Options}, nil
+	b := o.Builder
+	if b == nil {
+		var err error
+		if b, err = envelope.NewBuilder(nil); err != nil {
+			return nil, fmt.Errorf("sqslambda: %w", err)
+		}
+	}
+	return &Ingress{pub: pub, dest: destination, o: o.Options, b: b}, nil
 }
 
 // answer is an API Gateway response of either payload format.
@@ -122,9 +143,14 @@ func (g *Ingress) handle(ctx context.Context, method, path string, headers map[s
 	if vs := ingress.Validate(payload, &g.o); len(vs) > 0 {
 		return g.refuse(vs, path)
 	}
-	m := &broker.Message{Body: payload}
+	m := &broker.Message{Body: payload, Headers: map[string]string{}}
 	if k := header(headers, "Idempotency-Key"); k != "" {
-		m.Headers = map[string]string{broker.HeaderIdempotencyKey: k}
+		m.Headers[broker.HeaderIdempotencyKey] = k
+	}
+	key, derived := broker.IdempotencyKeyOf(m, g.b)
+	m.Headers[broker.HeaderIdempotencyKey] = key
+	if derived {
+		m.Headers[broker.HeaderIdempotencyKeyDerived] = "true"
 	}
 	if err := g.pub.Publish(ctx, g.dest, m); err != nil {
 		if errors.Is(err, classify.ErrTooLarge) {
@@ -134,7 +160,12 @@ func (g *Ingress) handle(ctx context.Context, method, path string, headers map[s
 			Detail: "The event is valid but could not be enqueued; retry later.", Instance: path, Errors: []ingress.Violation{}},
 			map[string]string{"Retry-After": "1"})
 	}
-	return answer{status: http.StatusAccepted, headers: map[string]string{"Content-Type": "application/json"}, body: `{"status":"accepted"}` + "\n"}
+	ans, _ := json.Marshal(struct {
+		Status         string `json:"status"`
+		IdempotencyKey string `json:"idempotency_key"`
+		Derived        bool   `json:"idempotency_key_derived,omitempty"`
+	}{"accepted", key, derived})
+	return answer{status: http.StatusAccepted, headers: map[string]string{"Content-Type": "application/json"}, body: string(ans) + "\n"}
 }
 
 // decodedLen is the length of what padded base64 s decodes to (an upper
