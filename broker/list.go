@@ -358,3 +358,27 @@ func (s *Store) ScanAll(ctx context.Context, opts ListOptions, fn func(Entry) er
 		opts.After = p.Next
 	}
 }
+
+// MergeCounts applies key to every count (to regroup them: cut their
+// Source, drop their Bucket) and merges the counts that then share every
+// field, in the order of [CompareCounts]. Drivers use it to cut sources
+// to StatsOptions.SourceDepth after grouping by the whole value.
+func MergeCounts(counts []Count, key func(*Count)) []Count {
+	idx := map[Count]int{}
+	var out []Count
+	for _, c := range counts {
+		key(&c)
+		k := c
+		k.Pending, k.Leased, k.Replayed = 0, 0, 0
+		if i, ok := idx[k]; ok {
+			out[i].Pending += c.Pending
+			out[i].Leased += c.Leased
+			out[i].Replayed += c.Replayed
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, CompareCounts)
+	return out
+}

@@ -36,12 +36,16 @@ type Summary struct {
 	Reason string `json:"reason,omitempty"`
 	// EPSG is [EPSGOf] the envelope.
 	EPSG int `json:"epsg,omitempty"`
-	// GeometryType, VertexCount and GeometryBytes describe the geometry
-	// (inline or offloaded); Offloaded is true when it is offloaded.
+	// GeometryType, VertexCount and GeometryBytes describe the geometry,
+	// inline or offloaded.
 	GeometryType  string `json:"geometry_type,omitempty"`
 	VertexCount   int    `json:"vertex_count,omitempty"`
 	GeometryBytes int64  `json:"geometry_bytes,omitempty"`
-	Offloaded     bool   `json:"offloaded,omitempty"`
+	// GeometryOffloadURI and PayloadOffloadURI are the blobs the envelope
+	// references (geometry.offload_uri, raw_payload_offload_uri), when
+	// offloaded.
+	GeometryOffloadURI string `json:"geometry_offload_uri,omitempty"`
+	PayloadOffloadURI  string `json:"payload_offload_uri,omitempty"`
 	// PayloadBytes is the original payload's size.
 	PayloadBytes int64 `json:"payload_bytes,omitempty"`
 	// Attempts is how many times the event was tried.
@@ -144,7 +148,7 @@ func indexEnvelope(env *envelope.Envelope, x Indexed) Indexed {
 	s.EventID, s.Class, s.Stage = env.EventID, env.FailureClass, env.FailedStage
 	s.EPSG = EPSGOf(env)
 	s.GeometryType, s.VertexCount, s.GeometryBytes = env.GeometryType, env.VertexCount, env.Geometry.ByteSize
-	s.Offloaded = env.Geometry.OffloadURI != "" || env.RawPayloadOffloadURI != ""
+	s.GeometryOffloadURI, s.PayloadOffloadURI = env.Geometry.OffloadURI, env.RawPayloadOffloadURI
 	s.PayloadBytes, s.Attempts, s.DeadLetteredAt = env.PayloadSize, env.Attempts, env.DeadLetteredAt.UTC()
 	reason := env.ErrorMessage
 	if ge := env.GeometryError; ge != nil {

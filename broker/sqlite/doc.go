@@ -12,6 +12,29 @@
 // (GROUP BY, with an optional time bucket) and Purge run in SQL without
 // decoding. Acknowledged records are kept, marked replayed, until purged.
 //
+// Each record also keeps what [broker.IndexOf] computes when it is
+// written: its summary (JSON), its attributes and its search text, with
+// its vertex count, geometry size and attempts in indexed columns, and
+// the search text in an FTS5 trigram index. So a listing sorted by any
+// [broker.SortKey] pages with a keyset cursor across all pages, a page of
+// summaries reads no body, Page.Total and Stats read indexes, and
+// Filter.Text finds a substring through the trigram index. The body is
+// the table's last column, so reading the others never reads it.
+//
+// # Schema versions
+//
+// The file's PRAGMA user_version is its layout: 2 today. Opening a file
+// of version 0 (made before the summaries) read-write rebuilds its table
+// in one transaction — every row copied, ids, statuses and the id
+// sequence kept — and then indexes every row, a batch of 500 per
+// transaction; it takes about a minute per million records, and needs
+// the file's size again in free disk space while it runs. A read-only
+// handle never migrates: on a file of version 0 it lists the old way, and
+// the portable store sorts, counts, summarises and searches by reading
+// every record. Rows an older geodlq writes into a file of version 2 (it
+// fills in only the columns it knows) are summarised from their bodies
+// when listed, and indexed by the next read-write open.
+//
 // SQLite was chosen over a pure key-value file (bbolt, pebble) because the
 // operator's questions are queries: "invalid geometries in EPSG:3857 since
 // Monday", "counts by class and stage". Any destination name works, so one

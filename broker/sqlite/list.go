@@ -3,11 +3,15 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
@@ -15,8 +19,10 @@ import (
 
 // where renders f as SQL conditions (each starting with " AND") and their
 // arguments. Every field is applied in SQL; a filter with a field other
-// than IDs matches envelopes only, as [broker.Filter] says.
-func where(f broker.Filter) (string, []any) {
+// than IDs matches envelopes only, as [broker.Filter] says. The text and
+// source fields need a file at [schemaVersion]: for an older one (read
+// only) they are left out, and the portable store applies them.
+func where(f broker.Filter, current bool) (string, []any) {
 	if f.IsZero() {
 		return "", nil
 	}
@@ -92,84 +98,239 @@ func where(f broker.Filter) (string, []any) {
 		b.WriteString(" AND loc_x >= ? AND loc_x <= ? AND loc_y >= ? AND loc_y <= ?")
 		args = append(args, f.BBox.Min[0], f.BBox.Max[0], f.BBox.Min[1], f.BBox.Max[1])
 	}
+	if !current {
+		return b.String(), args
+	}
+	if f.Text != "" {
+		// The trigram index finds the rows holding every three-character
+		// piece of the text in a row (a phrase of trigrams); instr checks
+		// the exact substring. Shorter text is searched row by row.
+		text := broker.SearchFold(f.Text)
+		if utf8.RuneCountInString(text) >= 3 {
+			b.WriteString(` AND id IN (SELECT rowid FROM dlq_search WHERE dlq_search MATCH ?)`)
+			args = append(args, `"`+strings.ReplaceAll(text, `"`, `""`)+`"`)
+		}
+		b.WriteString(` AND instr(search, ?) > 0`)
+		args = append(args, text)
+	}
+	if len(f.Sources) > 0 {
+		v := make([]any, len(f.Sources))
+		for i, s := range f.Sources {
+			v[i] = s
+		}
+		in(sourceExpr(f.SourcePointer), v)
+	}
+	if f.SourcePrefix != "" {
+		b.WriteString(" AND substr(" + sourceExpr(f.SourcePointer) + ", 1, length(?)) = ?")
+		args = append(args, f.SourcePrefix, f.SourcePrefix)
+	}
 	return b.String(), args
 }
 
-// List implements [broker.Lister]: records in id (publish) order, every
-// filter field applied in SQL. Replayed records are kept until purged, so
-// IncludeReplayed lists them too. The cursor is the last record id of the
-// page, in decimal.
-func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
-	var after int64
-	if opts.After != "" {
-		v, err := strconv.ParseInt(opts.After, 10, 64)
-		if err != nil || v <= 0 {
-			return broker.Page{}, fmt.Errorf("sqlite: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
+// sourceExpr is the SQL of a record's source at pointer (see
+// [broker.SourceValue]): the source column for the default pointer, else
+// the text of attrs between "\n" + pointer + "\t" and the next "\n". The
+// pointer is valid (broker.ValidSourcePointer: no control characters), so
+// it is written as a string literal.
+func sourceExpr(pointer string) string {
+	if pointer == "" || pointer == broker.DefaultSourcePointer {
+		return "COALESCE(source, '')"
+	}
+	n := "(char(10) || '" + strings.ReplaceAll(pointer, "'", "''") + "' || char(9))"
+	at := "instr(attrs, " + n + ")"
+	rest := "substr(attrs, " + at + " + length(" + n + "))"
+	return "(CASE WHEN " + at + " > 0 THEN substr(" + rest + ", 1, instr(" + rest + ", char(10)) - 1) ELSE '' END)"
+}
+
+// sortExpr is the SQL of a sort key's value; rows that are not envelopes
+// have 0 counts and no dead-letter time (below every time).
+func sortExpr(k broker.SortKey) string {
+	switch k {
+	case broker.SortDeadLetteredAt:
+		return "COALESCE(dead_lettered_at, -9223372036854775807)"
+	case broker.SortVertexCount:
+		return "vertex_count"
+	case broker.SortGeometryBytes:
+		return "geometry_bytes"
+	case broker.SortAttempts:
+		return "attempts"
+	}
+	return ""
+}
+
+// ListCapabilities implements [broker.ListCapabler]: a file at
+// [schemaVersion] is sorted, counted, summarised, searched and grouped by
+// source in SQL; an older one (read-only) lists the old way.
+func (d *drv) ListCapabilities() broker.ListCapabilities {
+	if !d.current() {
+		return broker.ListCapabilities{}
+	}
+	return broker.ListCapabilities{Sorts: broker.SortKeys()[1:], Summaries: true, Total: true, MaxBytes: true, Stats: true}
+}
+
+// listCursor is a List cursor: the last record's id, preceded by its sort
+// value and ":" in a sorted listing.
+type listCursor struct {
+	key int64
+	id  int64
+}
+
+func parseListCursor(s string, sorted bool) (listCursor, error) {
+	var c listCursor
+	rest := s
+	if sorted {
+		k, r, ok := strings.Cut(s, ":")
+		v, err := strconv.ParseInt(k, 10, 64)
+		if !ok || err != nil {
+			return c, fmt.Errorf("sqlite: list cursor %q: %w", s, broker.ErrInvalidArgument)
 		}
-		after = v
+		c.key, rest = v, r
+	}
+	v, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || v <= 0 {
+		return c, fmt.Errorf("sqlite: list cursor %q: %w", s, broker.ErrInvalidArgument)
+	}
+	c.id = v
+	return c, nil
+}
+
+// List implements [broker.Lister]: records in id (publish) order, or by
+// opts.Sort then id, every filter field applied in SQL, the page ending at
+// opts.Limit records or once their bodies hold opts.MaxBytes. Replayed
+// records are kept until purged, so IncludeReplayed lists them too. With
+// opts.Summaries no body is read: the summary, kept beside it, is (or,
+// for a record an older geodlq wrote, its body is summarised here). The
+// cursor is the last record id of the page, in decimal, preceded by its
+// sort value and ":" in a sorted listing.
+func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
+	current := d.current()
+	if !current && (opts.Sort != broker.SortWritten || opts.Summaries || opts.Total) {
+		return broker.Page{}, fmt.Errorf("sqlite: list: %s is at schema version 0, which lists in the written order only: %w", d.path, errors.ErrUnsupported)
+	}
+	key := sortExpr(opts.Sort)
+	var after *listCursor
+	if opts.After != "" {
+		c, err := parseListCursor(opts.After, key != "")
+		if err != nil {
+			return broker.Page{}, err
+		}
+		after = &c
 	}
 	if opts.Limit <= 0 || opts.Limit > broker.MaxListLimit {
 		opts.Limit = broker.DefaultListLimit // the portable store never asks for these
 	}
-	q := `SELECT id, destination, msg_key, headers, body, deliveries, published_at, lease_until, acked_at FROM dlq_records WHERE 1`
+	sel := `SELECT id, destination, deliveries, published_at, lease_until, acked_at`
+	switch {
+	case opts.Summaries:
+		sel += `, summary, ` + sourceExpr(opts.Filter.SourcePointer) + `,
+			CASE WHEN summary IS NULL THEN headers END, CASE WHEN summary IS NULL THEN body END`
+	default:
+		sel += `, msg_key, headers, body`
+	}
+	if key != "" {
+		sel += `, ` + key
+	}
+	cond := ` FROM dlq_records WHERE 1`
 	var args []any
 	if opts.Destination != "" {
-		q += ` AND destination = ?`
+		cond += ` AND destination = ?`
 		args = append(args, opts.Destination)
 	}
 	if !opts.IncludeReplayed {
-		q += ` AND acked_at IS NULL`
+		cond += ` AND acked_at IS NULL`
 	}
-	order := ` ORDER BY id`
-	if after > 0 {
-		if opts.Descending {
-			q += ` AND id < ?`
-		} else {
-			q += ` AND id > ?`
-		}
-		args = append(args, after)
-	}
+	fcond, fargs := where(opts.Filter, current)
+	cond += fcond
+	args = append(args, fargs...)
+	countQ, countArgs := `SELECT count(*)`+cond, slices.Clone(args)
+	op, dir := ">", ""
 	if opts.Descending {
-		order += ` DESC`
+		op, dir = "<", " DESC"
 	}
-	cond, fargs := where(opts.Filter)
-	q += cond + order + ` LIMIT ?`
-	args = append(append(args, fargs...), opts.Limit+1)
+	q := sel + cond
+	if after != nil {
+		if key != "" {
+			q += ` AND (` + key + `, id) ` + op + ` (?, ?)`
+			args = append(args, after.key, after.id)
+		} else {
+			q += ` AND id ` + op + ` ?`
+			args = append(args, after.id)
+		}
+	}
+	if key != "" {
+		q += ` ORDER BY ` + key + dir + `, id` + dir
+	} else {
+		q += ` ORDER BY id` + dir
+	}
+	q += ` LIMIT ?`
+	args = append(args, opts.Limit+1)
 	now := nanos(d.now())
 	page, err := read(ctx, d, func(ctx context.Context, db *sql.DB) (broker.Page, error) {
+		var p broker.Page
+		if opts.Total {
+			if err := db.QueryRowContext(ctx, countQ, countArgs...).Scan(&p.Total); err != nil {
+				return broker.Page{}, err
+			}
+		}
 		rows, err := db.QueryContext(ctx, q, args...)
 		if err != nil {
 			return broker.Page{}, err
 		}
 		defer rows.Close()
-		var p broker.Page
+		var last listCursor
+		bytes := 0
 		for rows.Next() {
-			if len(p.Entries) == opts.Limit {
-				p.Next = p.Entries[len(p.Entries)-1].Record.ID
-				break
-			}
 			var (
 				id                int64
-				dest, headers     string
-				key, body         []byte
+				dest              string
 				deliveries        int
 				published         int64
 				leaseUntil, acked sql.NullInt64
+				k                 int64
+				e                 broker.Entry
 			)
-			if err := rows.Scan(&id, &dest, &key, &headers, &body, &deliveries, &published, &leaseUntil, &acked); err != nil {
+			dst := []any{&id, &dest, &deliveries, &published, &leaseUntil, &acked}
+			var (
+				msgKey, body     []byte
+				headers, summary sql.NullString
+				source           string
+			)
+			if opts.Summaries {
+				dst = append(dst, &summary, &source, &headers, &body)
+			} else {
+				dst = append(dst, &msgKey, &headers, &body)
+			}
+			if key != "" {
+				dst = append(dst, &k)
+			}
+			if err := rows.Scan(dst...); err != nil {
 				return broker.Page{}, err
 			}
-			e := broker.Entry{
-				Record: &broker.Record{ID: strconv.FormatInt(id, 10), Destination: dest, Deliveries: deliveries,
-					Message: &broker.Message{Key: key, Body: body, Headers: d.headers(ctx, id, headers)}},
-				Status:      broker.StatusPending,
-				PublishedAt: time.Unix(0, published).UTC(),
+			if len(p.Entries) == opts.Limit || (!opts.Summaries && len(p.Entries) > 0 && bytes+len(body) > opts.MaxBytes && opts.MaxBytes > 0) {
+				p.Next = strconv.FormatInt(last.id, 10)
+				if key != "" {
+					p.Next = strconv.FormatInt(last.key, 10) + ":" + p.Next
+				}
+				break
 			}
+			last = listCursor{key: k, id: id}
+			e.Record = &broker.Record{ID: strconv.FormatInt(id, 10), Destination: dest, Deliveries: deliveries}
+			e.Status, e.PublishedAt = broker.StatusPending, time.Unix(0, published).UTC()
 			switch {
 			case acked.Valid:
 				e.Status, e.ReplayedAt = broker.StatusReplayed, time.Unix(0, acked.Int64).UTC()
 			case leaseUntil.Valid && leaseUntil.Int64 > now:
 				e.Status = broker.StatusLeased
+			}
+			if opts.Summaries {
+				sum, err := d.summary(ctx, id, summary, source, headers, body, opts.Filter.SourcePointer)
+				if err != nil {
+					return broker.Page{}, err
+				}
+				e.Summary = sum
+			} else {
+				bytes += len(body)
+				e.Record.Message = &broker.Message{Key: msgKey, Body: body, Headers: d.headers(ctx, id, headers.String)}
 			}
 			p.Entries = append(p.Entries, e)
 		}
@@ -179,6 +340,21 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 		return broker.Page{}, fmt.Errorf("sqlite: list: %w", err)
 	}
 	return page, nil
+}
+
+// summary decodes a summary column; a row without one (an older geodlq
+// wrote it after the migration) is summarised from its body.
+func (d *drv) summary(ctx context.Context, id int64, col sql.NullString, source string, headers sql.NullString, body []byte, pointer string) (*broker.Summary, error) {
+	var s broker.Summary
+	if col.Valid {
+		if err := json.Unmarshal([]byte(col.String), &s); err != nil {
+			return nil, fmt.Errorf("record %d: its summary column is not the JSON this package wrote: %w", id, err)
+		}
+		s.Source = source
+		return &s, nil
+	}
+	s = broker.SummaryOf(&broker.Record{Message: &broker.Message{Body: body, Headers: d.headers(ctx, id, headers.String)}}, pointer)
+	return &s, nil
 }
 
 // Destinations implements [broker.Lister]: every destination holding a
@@ -221,8 +397,13 @@ func (d *drv) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Cou
 		args = append(args, b, b, b)
 	}
 	args = append(args, now, now)
+	current := d.current()
+	src := "''"
+	if opts.BySource && current {
+		src = "CASE WHEN is_envelope THEN " + sourceExpr(opts.Filter.SourcePointer) + " ELSE '' END"
+	}
 	q := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0),
-		COALESCE(reason_kind, ''), ` + bucket + `,
+		COALESCE(reason_kind, ''), ` + bucket + `, ` + src + `,
 		SUM(acked_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)),
 		SUM(acked_at IS NULL AND COALESCE(lease_until, 0) > ?),
 		SUM(acked_at IS NOT NULL)
@@ -231,8 +412,8 @@ func (d *drv) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Cou
 		q += ` AND destination = ?`
 		args = append(args, opts.Destination)
 	}
-	cond, fargs := where(opts.Filter)
-	q += cond + ` GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
+	cond, fargs := where(opts.Filter, current)
+	q += cond + ` GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7`
 	args = append(args, fargs...)
 	counts, err := read(ctx, d, func(ctx context.Context, db *sql.DB) ([]broker.Count, error) {
 		rows, err := db.QueryContext(ctx, q, args...)
@@ -247,7 +428,7 @@ func (d *drv) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Cou
 				class, stage, kind string
 				at                 sql.NullInt64
 			)
-			if err := rows.Scan(&c.Destination, &class, &stage, &c.EPSG, &kind, &at, &c.Pending, &c.Leased, &c.Replayed); err != nil {
+			if err := rows.Scan(&c.Destination, &class, &stage, &c.EPSG, &kind, &at, &c.Source, &c.Pending, &c.Leased, &c.Replayed); err != nil {
 				return nil, err
 			}
 			c.Class, c.Stage = classify.Class(class), classify.Stage(stage)
@@ -261,6 +442,9 @@ func (d *drv) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Cou
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	if opts.BySource && opts.SourceDepth > 0 {
+		counts = broker.MergeCounts(counts, func(c *broker.Count) { c.Source = broker.SourceGroup(c.Source, opts.SourceDepth) })
 	}
 	return counts, nil
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,13 +25,18 @@ import (
 
 const table = "dlq_records"
 
-const schema = `
-CREATE TABLE IF NOT EXISTS dlq_records (
+// schemaVersion is the table layout this package writes (PRAGMA
+// user_version): 2 keeps each record's summary, attributes and search
+// text (broker.IndexOf) and its sort values beside the body, which comes
+// last so that reading the columns before it never reads it. Files of
+// version 0 (every file before version 2) are rebuilt in the new layout
+// when opened read-write (see [drv.migrate]).
+const schemaVersion = 2
+
+// recordsTable is the layout of version 2; {t} is the table's name.
+const recordsTable = `CREATE TABLE {t} (
 	id               INTEGER PRIMARY KEY AUTOINCREMENT,
 	destination      TEXT    NOT NULL,
-	msg_key          BLOB,
-	headers          TEXT    NOT NULL DEFAULT '{}',
-	body             BLOB    NOT NULL,
 	is_envelope      INTEGER NOT NULL DEFAULT 0,
 	event_id         TEXT,
 	idempotency_key  TEXT,
@@ -46,13 +52,55 @@ CREATE TABLE IF NOT EXISTS dlq_records (
 	lease_token      TEXT,
 	lease_until      INTEGER,
 	deliveries       INTEGER NOT NULL DEFAULT 0,
-	acked_at         INTEGER
-);
+	acked_at         INTEGER,
+	vertex_count     INTEGER NOT NULL DEFAULT 0,
+	geometry_bytes   INTEGER NOT NULL DEFAULT 0,
+	attempts         INTEGER NOT NULL DEFAULT 0,
+	source           TEXT,
+	offload_uri      TEXT,
+	raw_offload_uri  TEXT,
+	summary          TEXT,
+	attrs            TEXT,
+	search           TEXT,
+	msg_key          BLOB,
+	headers          TEXT    NOT NULL DEFAULT '{}',
+	body             BLOB    NOT NULL
+)`
+
+// schema creates what version 2 has beside the table: its indexes, the
+// trigram index of the search text (FTS5, contentless, kept by triggers)
+// and the version.
+const schema = `
 CREATE INDEX IF NOT EXISTS dlq_pending ON dlq_records (destination, acked_at, id);
 CREATE INDEX IF NOT EXISTS dlq_class ON dlq_records (destination, failure_class, failed_stage);
 CREATE INDEX IF NOT EXISTS dlq_epsg ON dlq_records (destination, epsg);
 CREATE INDEX IF NOT EXISTS dlq_time ON dlq_records (destination, dead_lettered_at);
 CREATE INDEX IF NOT EXISTS dlq_event ON dlq_records (event_id);
+-- Stats: every column it groups and counts by, so that it reads the index only.
+CREATE INDEX IF NOT EXISTS dlq_stats ON dlq_records (destination, failure_class, failed_stage, epsg, reason_kind,
+	source, dead_lettered_at, acked_at, lease_until, is_envelope);
+-- Sorted listings, keyset-paged.
+CREATE INDEX IF NOT EXISTS dlq_sort_time ON dlq_records (COALESCE(dead_lettered_at, -9223372036854775807), id);
+CREATE INDEX IF NOT EXISTS dlq_sort_vertices ON dlq_records (vertex_count, id);
+CREATE INDEX IF NOT EXISTS dlq_sort_bytes ON dlq_records (geometry_bytes, id);
+CREATE INDEX IF NOT EXISTS dlq_sort_attempts ON dlq_records (attempts, id);
+-- Purge's blob reference check.
+CREATE INDEX IF NOT EXISTS dlq_offload ON dlq_records (offload_uri) WHERE offload_uri IS NOT NULL;
+CREATE INDEX IF NOT EXISTS dlq_raw_offload ON dlq_records (raw_offload_uri) WHERE raw_offload_uri IS NOT NULL;
+-- Rows an older geodlq wrote (no summary): read from their bodies.
+CREATE INDEX IF NOT EXISTS dlq_unindexed ON dlq_records (id) WHERE summary IS NULL;
+-- Filter.Text: a trigram index of the search text.
+CREATE VIRTUAL TABLE IF NOT EXISTS dlq_search USING fts5(search, tokenize = 'trigram case_sensitive 1', content = '', contentless_delete = 1);
+CREATE TRIGGER IF NOT EXISTS dlq_search_insert AFTER INSERT ON dlq_records WHEN new.search IS NOT NULL BEGIN
+	INSERT INTO dlq_search (rowid, search) VALUES (new.id, new.search);
+END;
+CREATE TRIGGER IF NOT EXISTS dlq_search_delete AFTER DELETE ON dlq_records WHEN old.search IS NOT NULL BEGIN
+	DELETE FROM dlq_search WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS dlq_search_update AFTER UPDATE OF search ON dlq_records BEGIN
+	DELETE FROM dlq_search WHERE rowid = old.id;
+	INSERT INTO dlq_search (rowid, search) SELECT new.id, new.search WHERE new.search IS NOT NULL;
+END;
 `
 
 // columns are the columns a table must have to be a store's.
@@ -146,10 +194,7 @@ func (d *drv) openRW(ctx context.Context, abs string, pragmas []string, create b
 		})
 	}
 	if err == nil {
-		err = d.retry(ctx, func() error {
-			_, err := db.ExecContext(ctx, schema)
-			return err
-		})
+		err = d.migrate(ctx, db, ok)
 	}
 	if err != nil {
 		_ = db.Close()
@@ -166,6 +211,176 @@ func (d *drv) openRW(ctx context.Context, abs string, pragmas []string, create b
 	// empty when the pool reconnects.
 	_ = db.Close()
 	return connect(ctx, path, dsn(abs, "rw", pragmas))
+}
+
+// userVersion reads the file's PRAGMA user_version: the layout of its
+// table (see [schemaVersion]).
+func userVersion(ctx context.Context, db interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int, error) {
+	var v int
+	err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+// migrate brings the file to [schemaVersion], in one write transaction: it
+// creates the table when there is none (have false), rebuilds a version 0
+// table in the new layout (copying every row, ids and the id sequence
+// kept), and creates the indexes, the search index and its triggers. Then
+// it fills in, a batch per transaction, the summary, attributes, search
+// text and sort values of the rows that lack them (the rebuilt ones, and
+// any an older geodlq wrote since). A file newer than this package is
+// refused.
+func (d *drv) migrate(ctx context.Context, db *sql.DB, have bool) error {
+	v, err := userVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("sqlite: %s is at schema version %d, newer than this package's %d", d.path, v, schemaVersion)
+	}
+	if v < schemaVersion || !have {
+		err := d.retry(ctx, func() error {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+				return err
+			}
+			if err := upgrade(ctx, c); err != nil {
+				rollback(c)
+				return err
+			}
+			if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
+				rollback(c)
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return d.backfill(ctx, db)
+}
+
+// upgrade is migrate's transaction, on c: it reads the version again (a
+// concurrent opener may have migrated meanwhile).
+func upgrade(ctx context.Context, c *sql.Conn) error {
+	v, err := userVersion(ctx, c)
+	if err != nil {
+		return err
+	}
+	var tables int
+	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table).Scan(&tables); err != nil {
+		return err
+	}
+	create := strings.ReplaceAll(recordsTable, "{t}", table)
+	switch {
+	case tables == 0:
+		if _, err := c.ExecContext(ctx, create); err != nil {
+			return err
+		}
+	case v < schemaVersion:
+		// Version 0: the body came before the columns added since. Rebuild
+		// (SQLite's recommended ALTER procedure): copy every row into the
+		// new layout, keep the AUTOINCREMENT sequence, swap the tables.
+		var seq sql.NullInt64
+		if err := c.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = ?`, table).Scan(&seq); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		cols := strings.Join(columns, ", ")
+		for _, q := range []string{
+			strings.ReplaceAll(recordsTable, "{t}", table+"_v2"),
+			`INSERT INTO ` + table + `_v2 (` + cols + `) SELECT ` + cols + ` FROM ` + table,
+			`DROP TABLE ` + table,
+			`ALTER TABLE ` + table + `_v2 RENAME TO ` + table,
+		} {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("rebuilding the table in the layout of version %d: %w", schemaVersion, err)
+			}
+		}
+		if seq.Valid {
+			if _, err := c.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?`, seq.Int64, table); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil
+	}
+	if _, err := c.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(schemaVersion))
+	return err
+}
+
+// backfillBatch is the rows one backfill transaction indexes.
+const backfillBatch = 500
+
+// backfill indexes the rows that have no summary yet, a batch per
+// transaction (so that writers wait at most one batch), oldest first.
+func (d *drv) backfill(ctx context.Context, db *sql.DB) error {
+	var after int64
+	for {
+		type todo struct {
+			id      int64
+			headers string
+			body    []byte
+		}
+		var batch []todo
+		err := d.retry(ctx, func() error {
+			batch = batch[:0]
+			rows, err := db.QueryContext(ctx, `SELECT id, headers, body FROM `+table+` WHERE summary IS NULL AND id > ? ORDER BY id LIMIT ?`, after, backfillBatch)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var t todo
+				if err := rows.Scan(&t.id, &t.headers, &t.body); err != nil {
+					return err
+				}
+				batch = append(batch, t)
+			}
+			return rows.Err()
+		})
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		err = d.retry(ctx, func() error {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+				return err
+			}
+			for _, t := range batch {
+				var h map[string]string
+				_ = json.Unmarshal([]byte(t.headers), &h)
+				ix := indexOf(&broker.Message{Body: t.body, Headers: h})
+				if _, err := c.ExecContext(ctx, `UPDATE `+table+` SET vertex_count = ?, geometry_bytes = ?, attempts = ?, source = ?,
+					offload_uri = ?, raw_offload_uri = ?, summary = ?, attrs = ?, search = ? WHERE id = ?`,
+					ix.vertices, ix.geomBytes, ix.attempts, ix.source, ix.offload, ix.rawOffload, ix.summary, ix.attrs, ix.search, t.id); err != nil {
+					rollback(c)
+					return err
+				}
+			}
+			if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
+				rollback(c)
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("indexing the records written before schema version %d: %w", schemaVersion, err)
+		}
+		after = batch[len(batch)-1].id
+	}
 }
 
 // dsn is the driver's URI for the file at abs.
@@ -330,6 +545,7 @@ type roDB struct {
 
 	mu        sync.Mutex
 	db        *sql.DB
+	version   int // the file's schema version, read with db
 	immutable bool
 	id        fs.FileInfo // the file when db was opened immutable
 	closed    bool
@@ -380,11 +596,18 @@ func (r *roDB) get(ctx context.Context) (*sql.DB, bool, error) {
 	if err == nil && !ok {
 		err = fmt.Errorf("sqlite: %w: %s is a SQLite database without a %s table", broker.ErrNoStore, r.path, table)
 	}
+	var v int
+	if err == nil {
+		err = r.retry(ctx, func() (err error) {
+			v, err = userVersion(ctx, db)
+			return err
+		})
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, false, err
 	}
-	r.db, r.immutable, r.id = db, immutable, st.info
+	r.db, r.immutable, r.id, r.version = db, immutable, st.info, v
 	return db, immutable, nil
 }
 

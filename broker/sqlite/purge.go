@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,7 +40,12 @@ func (d *drv) Purge(ctx context.Context, req broker.PurgeRequest) (broker.PurgeR
 	if !req.IncludePending {
 		p.sel += ` AND acked_at IS NOT NULL`
 	}
-	cond, args := where(req.Filter)
+	current := d.current()
+	if !current && req.Filter.HasAttrFields() {
+		return broker.PurgeResult{}, fmt.Errorf("sqlite: purge: %s is at schema version 0, which cannot select by text or source: %w", d.path, errors.ErrUnsupported)
+	}
+	p.current = current
+	cond, args := where(req.Filter, current)
 	p.sel += cond
 	p.args = append(p.args, args...)
 
@@ -79,26 +85,34 @@ func (d *drv) Purge(ctx context.Context, req broker.PurgeRequest) (broker.PurgeR
 
 // purge is one [drv.Purge]: the selection, as SQL over dlq_records.
 type purge struct {
-	req  broker.PurgeRequest
-	sel  string
-	args []any
+	req     broker.PurgeRequest
+	sel     string
+	args    []any
+	current bool // the file is at schemaVersion: blob URIs in columns
 }
 
 func (p *purge) run(ctx context.Context, c *sql.Conn) (res broker.PurgeResult, err error) {
 	from := ` FROM dlq_records WHERE ` + p.sel
-	rows, err := c.QueryContext(ctx, `SELECT id, destination, body, is_envelope`+from+` ORDER BY id`, p.args...)
+	// At schemaVersion the blob URIs are columns; a row without a summary
+	// (an older geodlq wrote it) is read from its body.
+	cols := `NULL, NULL, body, is_envelope`
+	if p.current {
+		cols = `offload_uri, raw_offload_uri, CASE WHEN summary IS NULL THEN body END, summary IS NULL AND is_envelope`
+	}
+	rows, err := c.QueryContext(ctx, `SELECT id, destination, `+cols+from+` ORDER BY id`, p.args...)
 	if err != nil {
 		return res, err
 	}
 	uris := map[string]bool{}
 	for rows.Next() {
 		var (
-			id    int64
-			dest  string
-			body  []byte
-			isEnv bool
+			id       int64
+			dest     string
+			geo, raw sql.NullString
+			body     []byte
+			isEnv    bool
 		)
-		if err := rows.Scan(&id, &dest, &body, &isEnv); err != nil {
+		if err := rows.Scan(&id, &dest, &geo, &raw, &body, &isEnv); err != nil {
 			rows.Close()
 			return res, err
 		}
@@ -107,6 +121,11 @@ func (p *purge) run(ctx context.Context, c *sql.Conn) (res broker.PurgeResult, e
 			rid = dest + "/" + rid
 		}
 		res.IDs = append(res.IDs, rid)
+		for _, u := range []sql.NullString{geo, raw} {
+			if u.Valid && u.String != "" {
+				uris[u.String] = true
+			}
+		}
 		if !isEnv {
 			continue
 		}
@@ -150,10 +169,18 @@ func (p *purge) run(ctx context.Context, c *sql.Conn) (res broker.PurgeResult, e
 		// (geometry.offload_uri, raw_payload_offload_uri, and the $ref in
 		// raw_payload), in any destination, replayed records included.
 		qa := []any{[]byte(u)}
+		q := `SELECT EXISTS (SELECT 1 FROM dlq_records WHERE instr(body, ?) > 0` + notPurged + `)`
+		if p.current {
+			// The URI columns are indexed; only rows an older geodlq wrote
+			// (no summary) need their bodies searched.
+			qa = []any{u, u, []byte(u)}
+			q = `SELECT EXISTS (SELECT 1 FROM dlq_records WHERE (offload_uri = ? OR raw_offload_uri = ? OR
+				(summary IS NULL AND instr(body, ?) > 0))` + notPurged + `)`
+		}
 		if p.req.DryRun {
 			qa = append(qa, p.args...)
 		}
-		err := c.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM dlq_records WHERE instr(body, ?) > 0`+notPurged+`)`, qa...).Scan(&used)
+		err := c.QueryRowContext(ctx, q, qa...).Scan(&used)
 		if err != nil {
 			return res, fmt.Errorf("reference check: %w", err)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
 )
 
 // Options configures [Open]. The zero value and nil are valid.
@@ -134,8 +135,9 @@ func errReadOnly(op string) error {
 const (
 	insertSQL = `INSERT INTO dlq_records
 		(destination, msg_key, headers, body, is_envelope, event_id, idempotency_key, failure_class, failed_stage,
-		 epsg, reason_kind, loc_x, loc_y, source_topic, dead_lettered_at, published_at)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+		 epsg, reason_kind, loc_x, loc_y, source_topic, dead_lettered_at, published_at,
+		 vertex_count, geometry_bytes, attempts, source, offload_uri, raw_offload_uri, summary, attrs, search)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 	ackSQL = `UPDATE dlq_records SET acked_at = ?, lease_token = NULL, lease_until = NULL
 		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
 	releaseSQL = `UPDATE dlq_records SET lease_token = NULL, lease_until = NULL
@@ -275,7 +277,8 @@ func (d *drv) Publish(ctx context.Context, destination string, m *broker.Message
 	}
 	err = d.write(ctx, func(ctx context.Context) error {
 		_, err := d.stmts.insert.ExecContext(ctx, destination, m.Key, r.headers, m.Body, r.isEnv, r.eventID, r.key,
-			r.class, r.stage, r.epsg, r.kind, r.locX, r.locY, r.topic, r.deadAt, nanos(d.now()))
+			r.class, r.stage, r.epsg, r.kind, r.locX, r.locY, r.topic, r.deadAt, nanos(d.now()),
+			r.ix.vertices, r.ix.geomBytes, r.ix.attempts, r.ix.source, r.ix.offload, r.ix.rawOffload, r.ix.summary, r.ix.attrs, r.ix.search)
 		return err
 	})
 	if err != nil {
@@ -296,6 +299,43 @@ type row struct {
 	eventID, key, class, stage, kind, topic sql.NullString
 	epsg, deadAt                            sql.NullInt64
 	locX, locY                              sql.NullFloat64
+	ix                                      indexCols
+}
+
+// indexCols are the columns of broker.IndexOf: the summary (JSON), the
+// attributes, the search text, the sort values, the default source and
+// the offloaded blobs' URIs.
+type indexCols struct {
+	vertices, geomBytes, attempts int64
+	source, offload, rawOffload   sql.NullString
+	summary, attrs, search        string
+}
+
+// indexOf computes the index columns of m (its envelope env, nil when the
+// body is not one).
+func indexOf(m *broker.Message) indexCols {
+	env, err := broker.EnvelopeOf(m)
+	if err != nil {
+		env = nil
+	}
+	return indexOfEnv(m, env)
+}
+
+func indexOfEnv(m *broker.Message, env *envelope.Envelope) indexCols {
+	var x broker.Indexed
+	if env != nil {
+		x = broker.IndexOfEnvelope(env, int64(len(m.Body)), m.Headers)
+	} else {
+		x = broker.IndexOf(&broker.Message{Body: m.Body, Headers: m.Headers})
+	}
+	sum, _ := json.Marshal(x.Summary) // a Summary always encodes
+	c := indexCols{summary: string(sum), attrs: x.Attrs, search: x.Search,
+		vertices: int64(x.Summary.VertexCount), geomBytes: x.Summary.GeometryBytes, attempts: int64(x.Summary.Attempts)}
+	if env != nil {
+		c.source = nullStr(broker.SourceValue(x.Attrs, broker.DefaultSourcePointer))
+		c.offload, c.rawOffload = nullStr(env.Geometry.OffloadURI), nullStr(env.RawPayloadOffloadURI)
+	}
+	return c
 }
 
 func rowOf(m *broker.Message) (row, error) {
@@ -311,8 +351,10 @@ func rowOf(m *broker.Message) (row, error) {
 	r.headers = string(hj)
 	env, err := broker.EnvelopeOf(m)
 	if err != nil {
+		r.ix = indexOfEnv(m, nil)
 		return r, nil // stored as it is; matched by the zero filter only
 	}
+	r.ix = indexOfEnv(m, env)
 	r.isEnv = 1
 	r.eventID = nullStr(env.EventID)
 	r.key = nullStr(env.IdempotencyKey)
@@ -367,7 +409,7 @@ func (d *drv) Fetch(ctx context.Context, destination string, f broker.Filter, ma
 	}
 	now := d.now()
 	token := newToken()
-	cond, fargs := where(f)
+	cond, fargs := where(f, true)
 	look := append([]any{destination, nanos(now)}, fargs...)
 	args := append(append([]any{token, nanos(now.Add(d.ttl))}, look...), max)
 	available := func(ctx context.Context) *sql.Row { return d.stmts.avail.QueryRowContext(ctx, look...) }
@@ -497,4 +539,18 @@ func newToken() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// current reports whether the file is at [schemaVersion], with the
+// summaries, attributes and search index that List, Stats and the text and
+// source filters use. A read-write handle migrated the file when it
+// opened it; a read-only one may be reading a file of version 0, which it
+// lists the old way (the portable store then sorts, counts and searches).
+func (d *drv) current() bool {
+	if d.ro == nil {
+		return true
+	}
+	d.ro.mu.Lock()
+	defer d.ro.mu.Unlock()
+	return d.ro.version >= schemaVersion
 }
