@@ -302,6 +302,46 @@ var mutations = []mutation{
 	{name: "trailing garbage", base: "inline/corpus/bowtie", old: `"}`, new: `"}` + "\x00garbage", invalid: "schema"},
 	{name: "nested too deep", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `,`, invalid: "schema"},
 	{name: "nested to the limit", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `,`},
+	// The Python reader skips what it does not keep, a run of values at a
+	// time, and decodes a container of more than 64 KiB only in part.
+	{name: "unknown member of 150 KiB", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[` + strings.Repeat(`{"a":[1,2.5,"s",true,null],"b":{}},`, 5000) + `0],`},
+	{name: "long run of numbers", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[1` + strings.Repeat(", -2.5e3 ,0.0", 3000) + `],`},
+	{name: "long run of numbers with a 5000-digit integer", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[1` + strings.Repeat(",2", 3000) + "," + strings.Repeat("9", 5000) + strings.Repeat(",2", 3000) + `],`},
+	{name: "long run of numbers with a leading zero", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[1` + strings.Repeat(",2", 3000) + ",01" + strings.Repeat(",2", 3000) + `],`, invalid: "schema"},
+	{name: "long run of numbers with two commas", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[1` + strings.Repeat(",2", 3000) + ",," + strings.Repeat(",2", 3000) + `],`, invalid: "schema"},
+	{name: "long run of numbers ending in a comma", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[1` + strings.Repeat(",2", 3000) + `,],`, invalid: "schema"},
+	{name: "long run of numbers without commas", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[1` + strings.Repeat(" 2", 3000) + `],`, invalid: "schema"},
+	{name: "long run of small arrays", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[` + strings.Repeat(`[1,2] , ["a",null],`, 3000) + `[]],`},
+	{name: "long run of small arrays, one element missing", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[` + strings.Repeat(`[1,2],`, 3000) + `,[1,2]],`, invalid: "schema"},
+	{name: "long run of small arrays, one unclosed", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":[` + strings.Repeat(`[1,2],`, 3000) + `[1,2,[1,2]],`, invalid: "schema"},
+	{name: "string of 3000 escapes", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":"` + strings.Repeat(`\n\u00e9`, 3000) + `",`},
+	{name: "string of 3000 escapes, then a bad one", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":"` + strings.Repeat(`\n`, 3000) + `\x",`, invalid: "schema"},
+	{name: "string of 3000 escapes, unterminated", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":["` + strings.Repeat(`\n`, 3000) + `],`, invalid: "schema"},
+	{name: "long name in a deep unknown member", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":` + strings.Repeat("[", 1500) + `{"` + strings.Repeat("k\u00e9", 30000) + `":1}` + strings.Repeat("]", 1500) + `,`},
+	{name: "many unknown members", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1",` + members(`"m%d":[%d]`, 5000) + `,`},
+	{name: "many unknown members, one twice", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1",` + members(`"m%d":[%d]`, 5000) + `,"m77":1,`, invalid: "beyond"},
+	{name: "an unknown member twice, escaped", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1","x":1,"\u0078":2,`, invalid: "beyond"},
+	{name: "an unknown member 30 times", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1",` + strings.Repeat(`"x":1,`, 30), invalid: "beyond"},
+	{name: "many unknown members with bad names", base: "inline/corpus/bowtie", old: `"schema_version":"dlq.v1",`, new: `"schema_version":"dlq.v1",` + members(`"M%d":%d`, 200) + `,`, invalid: "schema"},
+	{name: "location of 20,000 numbers", base: "inline/corpus/bowtie", old: `"location":[0.5,0.5]`, new: `"location":[0.5,0.5` + strings.Repeat(",0.5", 20000) + `]`, invalid: "schema"},
+	{name: "location with a number of 70,000 digits", base: "inline/corpus/bowtie", old: `"location":[0.5,0.5]`, new: `"location":[0.5` + strings.Repeat("0", 70000) + `,0.5]`},
+	{name: "location with a large first item", base: "inline/corpus/bowtie", old: `"location":[0.5,0.5]`, new: `"location":[[` + strings.Repeat("1,", 40000) + `1],0.5]`, invalid: "schema"},
+	{name: "location of a large object", base: "inline/corpus/bowtie", old: `"location":[0.5,0.5]`, new: `"location":{"a":"` + strings.Repeat("1", 70000) + `"}`, invalid: "schema"},
+	{name: "error message of 100,000 escapes", base: "inline/corpus/bowtie", old: `"error_message":"Self`, new: `"error_message":"` + strings.Repeat(`\u00e9`, 100000) + `Self`},
+	{name: "long class", base: "inline/corpus/bowtie", old: `"invalid_geometry"`, new: `"` + strings.Repeat("invalid_geometry", 10000) + `"`, invalid: "schema"},
+}
+
+// members returns n comma-separated members from format, which takes the
+// member's index twice.
+func members(format string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, format, i, i)
+	}
+	return b.String()
 }
 
 // forged returns the mutations applied to the built documents.

@@ -21,6 +21,13 @@
 // rejects, the reason is one of the rules a JSON Schema cannot state (see
 // [BeyondSchema]), which the Python reader enforces too.
 //
+// The Python reader is also held to Decode's verdict on random edits of
+// those documents, to Go's offload.DirStore rule on blob directories whose
+// paths are bent by symbolic links (TestBlobSymlinks), and to memory
+// linear in the envelope: TestPythonReaderMemory measures its peak
+// resident memory on 21 MB envelopes, TestPythonReaderOutOfMemory runs it
+// short of memory and wants a LimitError in one line, never a traceback.
+//
 // The tests also validate docs/asyncapi.yaml against the AsyncAPI 3.0.0
 // schema and check the CloudEvents binding against the CloudEvents Go SDK.
 package contracttest

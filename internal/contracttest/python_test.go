@@ -8,7 +8,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,4 +166,62 @@ func TestPythonReader(t *testing.T) {
 		restored++
 	}
 	t.Logf("%d documents, %d restored byte for byte by Python", len(docs), restored)
+}
+
+// mutate returns data with one random edit: a byte deleted, replaced or
+// inserted (mostly JSON's structural characters, escapes and digits), or
+// a span repeated.
+func mutate(r *rand.Rand, data []byte) []byte {
+	const alphabet = `[]{},:" \0-+.eE1\\u/nt`
+	out := append([]byte{}, data...)
+	i := r.IntN(len(out))
+	switch r.IntN(4) {
+	case 0:
+		return append(out[:i], out[i+1:]...)
+	case 1:
+		out[i] = alphabet[r.IntN(len(alphabet))]
+		return out
+	case 2:
+		return slices.Insert(out, i, alphabet[r.IntN(len(alphabet))])
+	}
+	j := min(len(out), i+1+r.IntN(64))
+	return slices.Insert(out, j, out[i:j]...)
+}
+
+// TestPythonReaderAgreesOnMutations edits the corpus's envelopes at
+// random (a fixed seed) and checks that the Python reader gives each
+// edited document Decode's verdict: its scanner skips what it does not
+// keep in runs, and must find every syntax error that Decode finds.
+func TestPythonReaderAgreesOnMutations(t *testing.T) {
+	py := python(t)
+	built := builtCorpus(t, false)
+	var bases []document
+	for _, d := range append(built, forged(t, built)...) {
+		if len(d.data) < 64<<10 {
+			bases = append(bases, d)
+		}
+	}
+	r := rand.New(rand.NewPCG(19, 7))
+	var docs []document
+	for k := range 2000 {
+		base := bases[r.IntN(len(bases))]
+		data := base.data
+		for range 1 + r.IntN(3) {
+			data = mutate(r, data)
+		}
+		docs = append(docs, document{name: fmt.Sprintf("mutation %d of %s", k, base.name), data: data})
+	}
+	results := runPython(t, py, docs)
+	counts := map[verdict]int{}
+	for _, d := range docs {
+		res := results[d.name]
+		dv, _, vs := decodeVerdict(d.data)
+		counts[dv]++
+		if utf8.Valid(d.data) && json.Valid(d.data) || dv == accepted {
+			require.Equal(t, string(dv), res.Verdict, "%s: Decode %+v; Python: %s\n%q", d.name, vs, res.Error, d.data)
+		} else {
+			require.NotEqual(t, "ok", res.Verdict, "%s: Python accepts a document that is not JSON text\n%q", d.name, d.data)
+		}
+	}
+	t.Logf("Decode's verdicts on %d edited envelopes: %v", len(docs), counts)
 }

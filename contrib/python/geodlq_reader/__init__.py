@@ -5,15 +5,19 @@ rules a schema cannot state, restores the original payload byte for byte
 (inline, string and base64 encodings, and geometries or whole payloads
 offloaded to a file:// blob directory, each verified by its SHA-256), and
 recomputes payload_sha256. It needs only the standard library and
-python3-jsonschema (Debian's package).
+python3-jsonschema (Debian's package). Memory is linear in the envelope's
+size, about three times it at most; every failure, a MemoryError
+included, is an EnvelopeError (LimitError for a limit).
 
     from geodlq_reader import Reader, BlobDirFetcher
     env = Reader().read(open("envelope.json", "rb").read())
     payload = env.restore(BlobDirFetcher("/var/lib/dlq"))
 """
 
-from .envelope import (MISSING_GEOMETRY, SCHEMA_VERSION, BlobDirFetcher, Envelope, EnvelopeError, IntegrityError,
-                       InvalidEnvelope, Reader, VersionError, default_schema_path)
+from .envelope import (MISSING_GEOMETRY, SCHEMA_VERSION, BlobDirFetcher, BlobNotFound, Envelope, EnvelopeError,
+                       IntegrityError, InvalidEnvelope, LimitError, NotRegular, OutsideStore, Reader, VersionError,
+                       default_schema_path)
 
-__all__ = ["MISSING_GEOMETRY", "SCHEMA_VERSION", "BlobDirFetcher", "Envelope", "EnvelopeError", "IntegrityError",
-           "InvalidEnvelope", "Reader", "VersionError", "default_schema_path"]
+__all__ = ["MISSING_GEOMETRY", "SCHEMA_VERSION", "BlobDirFetcher", "BlobNotFound", "Envelope", "EnvelopeError",
+           "IntegrityError", "InvalidEnvelope", "LimitError", "NotRegular", "OutsideStore", "Reader", "VersionError",
+           "default_schema_path"]

@@ -4,7 +4,10 @@
   restore ENVELOPE [-o OUT]       write the original payload, verified, to OUT (default: standard output)
   batch MANIFEST                  for tests: each line of MANIFEST is {"name", "path"}; prints one JSON line
                                   per envelope: {"name", "verdict", "error", "restored", "sha256", "restore_error", "seconds"},
-                                  verdict ok | invalid | version; a valid envelope's payload goes to path + ".restored"
+                                  verdict ok | invalid | version | limit; a valid envelope's payload goes to path + ".restored"
+
+Every error is reported in one line (exit status 1), never as a traceback:
+running out of memory (ulimit -v, a container's limit) is a LimitError.
 
 Offloaded blobs are read with --blob-dir DIR [--base-uri URI] [--prefix P] (an offload.DirStore).
 """
@@ -29,10 +32,36 @@ def _verdict(err):
         return "version"
     if isinstance(err, dlq.InvalidEnvelope):
         return "invalid"
+    if isinstance(err, dlq.LimitError):
+        return "limit"
     return "integrity"
 
 
+def _read_file(path):
+    """The file's bytes; a MemoryError becomes a LimitError."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except MemoryError:
+        pass
+    raise dlq.LimitError("out of memory reading %s" % path)
+
+
 def main(argv=None):
+    """Runs the command; every error, a MemoryError included, ends in a
+    one-line message and exit status 1."""
+    failed = None
+    try:
+        return _main(argv)
+    except MemoryError:
+        failed = "out of memory"
+    except RecursionError:
+        failed = "the interpreter's recursion limit was reached"
+    print("python3 -m geodlq_reader: %s" % failed, file=sys.stderr)
+    return 1
+
+
+def _main(argv):
     p = argparse.ArgumentParser(prog="python3 -m geodlq_reader", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["validate", "restore", "batch"])
@@ -49,10 +78,9 @@ def main(argv=None):
         bad = 0
         for path in args.files:
             try:
-                with open(path, "rb") as f:
-                    reader.read(f.read())
+                reader.read(_read_file(path))
                 print("%s: ok" % path)
-            except dlq.EnvelopeError as e:
+            except (dlq.EnvelopeError, OSError) as e:
                 bad += 1
                 print("%s: %s" % (path, e))
         return 1 if bad else 0
@@ -60,12 +88,11 @@ def main(argv=None):
     if args.command == "restore":
         if len(args.files) != 1:
             p.error("restore takes one envelope")
-        with open(args.files[0], "rb") as f:
-            try:
-                payload = reader.read(f.read()).restore(_fetcher(args))
-            except (dlq.EnvelopeError, OSError) as e:
-                print("%s: %s" % (args.files[0], e), file=sys.stderr)
-                return 1
+        try:
+            payload = reader.read(_read_file(args.files[0])).restore(_fetcher(args))
+        except (dlq.EnvelopeError, OSError) as e:
+            print("%s: %s" % (args.files[0], e), file=sys.stderr)
+            return 1
         if args.output:
             with open(args.output, "wb") as out:
                 out.write(payload)
@@ -82,8 +109,7 @@ def main(argv=None):
                 result = {"name": item["name"], "verdict": "ok", "error": "", "restored": "", "sha256": "",
                           "restore_error": ""}
                 try:
-                    with open(item["path"], "rb") as f:
-                        env = reader.read(f.read())
+                    env = reader.read(_read_file(item["path"]))
                 except dlq.EnvelopeError as e:
                     result["verdict"] = _verdict(e)
                     result["error"] = str(e)[:2000]
@@ -91,7 +117,7 @@ def main(argv=None):
                     try:
                         payload = env.restore(fetcher)
                     except (dlq.EnvelopeError, OSError) as e:
-                        result["restore_error"] = str(e)[:2000]
+                        result["restore_error"] = "%s: %s" % (type(e).__name__, str(e)[:2000])
                     else:
                         result["restored"] = item["path"] + ".restored"
                         with open(result["restored"], "wb") as out:
