@@ -263,17 +263,58 @@ func (s *Store) errorf(op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", s.name, op, err)
 }
 
+// writeDeadlineKey is the context key of [WithWriteDeadline].
+type writeDeadlineKey struct{}
+
+// WithWriteDeadline returns a copy of ctx under which a [Store]'s writes
+// (Publish, Ack) end by t at the latest, CancelGrace included: a write not
+// started by t is refused with an error wrapping
+// context.DeadlineExceeded, and one still running at t is cancelled and
+// fails with an error wrapping [ErrOutcomeUnknown] (it may have happened).
+// It is for a caller that must have every write's outcome before a hard
+// deadline — a Lambda invocation's, after which the process is frozen —
+// whatever the store's CancelGrace; ctx's own cancellation still gives a
+// started write its grace, within t. An earlier write deadline already in
+// ctx is kept.
+func WithWriteDeadline(ctx context.Context, t time.Time) context.Context {
+	if prev, ok := WriteDeadline(ctx); ok && prev.Before(t) {
+		return ctx
+	}
+	return context.WithValue(ctx, writeDeadlineKey{}, t)
+}
+
+// WriteDeadline returns the write deadline [WithWriteDeadline] put in ctx,
+// if any.
+func WriteDeadline(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(writeDeadlineKey{}).(time.Time)
+	return t, ok
+}
+
+// CancelGrace returns how long a started write may go on once its
+// caller's context ends (see [StoreOptions].CancelGrace).
+func (s *Store) CancelGrace() time.Duration { return s.grace }
+
 // settled runs a write so that the caller's cancellation cannot make its
 // outcome uncertain: fn gets a context without ctx's cancellation, bounded
-// by WriteTimeout; if ctx ends first, the write still has CancelGrace to
-// finish, and only then is it cancelled. It runs on the caller's goroutine:
-// a write costs a timer and a context, no goroutine.
+// by WriteTimeout and by the write deadline of ctx (see
+// [WithWriteDeadline]); if ctx ends first, the write still has CancelGrace
+// to finish, and only then is it cancelled. It runs on the caller's
+// goroutine: a write costs a timer and a context, no goroutine.
 func (s *Store) settled(ctx context.Context, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err // not started: nothing is uncertain
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.write)
 	defer cancel()
+	hard, bounded := WriteDeadline(ctx)
+	if bounded {
+		if !time.Now().Before(hard) {
+			return fmt.Errorf("not started: the write deadline %s has passed: %w", hard.Format(time.RFC3339Nano), context.DeadlineExceeded)
+		}
+		var cancelHard context.CancelFunc
+		wctx, cancelHard = context.WithDeadline(wctx, hard)
+		defer cancelHard()
+	}
 	var graceTimer atomic.Pointer[time.Timer]
 	stop := context.AfterFunc(ctx, func() {
 		graceTimer.Store(time.AfterFunc(s.grace, cancel))
@@ -291,6 +332,9 @@ func (s *Store) settled(ctx context.Context, fn func(context.Context) error) err
 			return fmt.Errorf("%w: %w: the write did not finish within %v of the cancellation: %w", ctx.Err(), ErrOutcomeUnknown, s.grace, err)
 		}
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			if bounded && !time.Now().Before(hard) {
+				return fmt.Errorf("no answer by the write deadline %s: %w: %w", hard.Format(time.RFC3339Nano), ErrOutcomeUnknown, err)
+			}
 			return fmt.Errorf("no answer within %v: %w: %w", s.write, ErrOutcomeUnknown, err)
 		}
 	}

@@ -28,11 +28,21 @@
 //     and the store of package sqs keeps them on a FIFO dead-letter queue.
 //     The records of one message group are processed in order; after one
 //     that is not done, the group's later records are reported failed too.
-//   - Time: the handler stops Options.StopBefore (3s) before the
-//     invocation's deadline and reports every record not done as failed,
-//     so the function returns rather than timing out — a timeout makes
-//     Lambda deliver the whole batch again, and an out-of-memory kill
-//     surfaces as one (the seed's gotcha).
+//   - Time: the handler stops Options.StopBefore (3s, or a third of the
+//     time left) before the invocation's deadline and reports every record
+//     not done as failed, so the function returns rather than timing out —
+//     a timeout makes Lambda deliver the whole batch again, including what
+//     was already dead-lettered, and an out-of-memory kill surfaces as one
+//     (the seed's gotcha). A dead-letter write (or, in the delete mode, a
+//     DeleteMessage) still running then gets the store's CancelGrace only
+//     as far as the time left allows: writes are cut shortly before
+//     HandleSQS must return, a tenth of the time left (at most 250ms)
+//     before the deadline (broker.WithWriteDeadline), and their records
+//     reported failed. HandleSQS returns by then whatever its handler or
+//     store do — with a 1s or a 3s function timeout too — reporting every
+//     record not known to be done; a record is never both dead-lettered
+//     and reported, unless a store that ignores its context writes after
+//     the return.
 //
 // # Partial batch responses or explicit deletes
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -44,7 +45,12 @@ type Options struct {
 	// a timeout would make Lambda deliver the whole batch again and hide
 	// which record ran out of time (or memory). A dead-letter write in
 	// progress is given the store's CancelGrace (2s by default) to report
-	// its outcome. Default: 3s, or a third of the time left when the
+	// its outcome, but never past the return margin before the deadline
+	// (a tenth of the time left when the invocation starts, at most
+	// 250ms): a write still running then is cancelled
+	// (broker.WithWriteDeadline) and its record reported failed. HandleSQS
+	// returns by that margin whatever the handler, the store or the blob
+	// store do. Default: 3s, or a third of the time left when the
 	// invocation starts if that is less.
 	StopBefore time.Duration
 	// Delete switches to the seed's explicit variant, for event source
@@ -94,7 +100,7 @@ func New(h broker.Handler, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqslambda: %w", err)
 	}
-	if _, err := broker.NewConsumer(source{}, proc, &opts.Consumer); err != nil {
+	if _, err := broker.NewConsumer(&source{}, proc, &opts.Consumer); err != nil {
 		return nil, fmt.Errorf("sqslambda: %w", err)
 	}
 	return &Handler{h: h, proc: proc, o: opts}, nil
@@ -108,16 +114,26 @@ func New(h broker.Handler, opts Options) (*Handler, error) {
 // HandleSQS never fails the whole batch for one record; it returns an
 // error only in the explicit delete mode (see [Options].Delete).
 func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	pctx, cancel := h.processing(ctx)
+	b := h.budget(ctx)
+	pctx, cancel := b.processing(ctx)
 	defer cancel()
-	src := source{del: h.o.Delete}
-	c, err := broker.NewConsumer(src, h.proc, &h.o.Consumer)
+	src := &source{del: h.o.Delete, by: b.writeBy, done: make([]atomic.Bool, len(ev.Records))}
+	co := h.o.Consumer
+	co.OnResult = func(d *broker.Delivery, res broker.Result, err error) {
+		if src.del == nil && err == nil && res.Ack {
+			src.markDone(d) // done the moment the Processor says so
+		}
+		if h.o.Consumer.OnResult != nil {
+			h.o.Consumer.OnResult(d, res, err)
+		}
+	}
+	c, err := broker.NewConsumer(src, h.proc, &co)
 	if err != nil {
 		return events.SQSEventResponse{}, err
 	}
 	ds := make([]*broker.Delivery, len(ev.Records))
 	for i, r := range ev.Records {
-		ds[i] = delivery(r)
+		ds[i] = delivery(r, i)
 	}
 	handler := func(ctx context.Context, m *broker.Message) error {
 		if err := pctx.Err(); err != nil {
@@ -125,9 +141,28 @@ func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQS
 		}
 		return h.h(ctx, m)
 	}
+	// The batch runs on its own goroutine, so that a handler or a store
+	// that ignores its context cannot hold the invocation past its
+	// deadline: at returnBy every record not yet done is reported.
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		c.Handle(pctx, ds, handler)
+	}()
+	if !b.returnBy.IsZero() {
+		t := time.NewTimer(time.Until(b.returnBy))
+		select {
+		case <-finished:
+		case <-t.C:
+			cancel() // whatever still runs sees its context end
+		}
+		t.Stop()
+	} else {
+		<-finished
+	}
 	var resp events.SQSEventResponse
-	for i, res := range c.Handle(pctx, ds, handler) {
-		if !res.Acked {
+	for i := range ev.Records {
+		if !src.done[i].Load() {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
@@ -138,22 +173,56 @@ func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQS
 	return resp, nil
 }
 
-// processing returns the context records are processed under: it ends
-// StopBefore before the invocation's deadline.
-func (h *Handler) processing(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	stop := h.o.StopBefore
-	if stop == 0 {
-		stop = min(3*time.Second, time.Until(deadline)/3)
-	}
-	return context.WithDeadline(ctx, deadline.Add(-stop))
+// budget is how an invocation spends its time: records are processed
+// until stop, a dead-letter write (or a delete) in progress may finish
+// until writeBy, and HandleSQS returns by returnBy. All are zero when the
+// context has no deadline.
+type budget struct {
+	stop, writeBy, returnBy time.Time
 }
 
-// delivery converts a record as Lambda delivers it.
-func delivery(r events.SQSMessage) *broker.Delivery {
+// returnMargin bounds how long before the invocation's deadline HandleSQS
+// returns: time for the runtime to send the response.
+const returnMargin = 250 * time.Millisecond
+
+// budget divides the time ctx has left: returnBy is a tenth of it (at
+// most returnMargin) before the deadline; writes are cut a little before
+// returnBy, so that their outcome is in by then; processing stops
+// StopBefore before the deadline (3s, or a third of the time left), never
+// later than the writes' cut.
+func (h *Handler) budget(ctx context.Context) budget {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return budget{}
+	}
+	left := time.Until(deadline)
+	margin := min(returnMargin, left/10)
+	b := budget{returnBy: deadline.Add(-margin)}
+	b.writeBy = b.returnBy.Add(-min(margin/2, 100*time.Millisecond))
+	stop := h.o.StopBefore
+	if stop == 0 {
+		stop = min(3*time.Second, left/3)
+	}
+	b.stop = deadline.Add(-stop)
+	if b.stop.After(b.writeBy) {
+		b.stop = b.writeBy
+	}
+	return b
+}
+
+// processing returns the context records are processed under: it ends at
+// stop, and bounds the writes made under it by writeBy.
+func (b budget) processing(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.returnBy.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	pctx, cancel := context.WithDeadline(ctx, b.stop)
+	return broker.WithWriteDeadline(pctx, b.writeBy), cancel
+}
+
+// delivery converts record i as Lambda delivers it; the delivery's
+// Handle is a [handle].
+func delivery(r events.SQSMessage, i int) *broker.Delivery {
 	msg := types.Message{
 		MessageId:         aws.String(r.MessageId),
 		ReceiptHandle:     aws.String(r.ReceiptHandle),
@@ -166,33 +235,58 @@ func delivery(r events.SQSMessage) *broker.Delivery {
 		msg.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue}
 	}
 	queue := r.EventSourceARN[strings.LastIndexByte(r.EventSourceARN, ':')+1:]
-	d := &broker.Delivery{Message: geosqs.MessageOf(queue, msg), Handle: r.ReceiptHandle}
+	d := &broker.Delivery{Message: geosqs.MessageOf(queue, msg), Handle: handle{receipt: r.ReceiptHandle, index: i}}
 	if g := r.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
 		d.OrderingKey = g
 	}
 	return d
 }
 
-// source settles records for the Consumer: in partial batch mode Lambda
-// deletes what is not reported, so Ack and Nack do nothing; in the delete
-// mode Ack deletes.
-type source struct{ del *DeleteOptions }
+// handle is a delivery's Handle: the record's receipt handle and its
+// index in the batch.
+type handle struct {
+	receipt string
+	index   int
+}
 
-func (source) Receive(context.Context, int) ([]*broker.Delivery, error) {
+// source settles the records of one invocation for the Consumer: in
+// partial batch mode Lambda deletes what is not reported, so Ack only
+// notes the record done; in the delete mode Ack deletes it first, by the
+// invocation's write deadline. done[i] is set once record i is done: it
+// is what HandleSQS reports, even when it returns before the batch ends.
+type source struct {
+	del  *DeleteOptions
+	by   time.Time // zero: no deadline
+	done []atomic.Bool
+}
+
+func (*source) Receive(context.Context, int) ([]*broker.Delivery, error) {
 	return nil, fmt.Errorf("sqslambda: the event source mapping receives: %w", broker.ErrClosed)
 }
 
-func (s source) Ack(ctx context.Context, d *broker.Delivery) error {
-	if s.del == nil {
-		return nil
+func (s *source) Ack(ctx context.Context, d *broker.Delivery) error {
+	if s.del != nil {
+		h, _ := d.Handle.(handle)
+		if !s.by.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, s.by)
+			defer cancel()
+		}
+		if _, err := s.del.Client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(s.del.QueueURL), ReceiptHandle: aws.String(h.receipt)}); err != nil {
+			return fmt.Errorf("sqslambda: delete: %w", err)
+		}
 	}
-	rh, _ := d.Handle.(string)
-	if _, err := s.del.Client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(s.del.QueueURL), ReceiptHandle: aws.String(rh)}); err != nil {
-		return fmt.Errorf("sqslambda: delete: %w", err)
-	}
+	s.markDone(d)
 	return nil
 }
 
-func (source) Nack(context.Context, *broker.Delivery, time.Duration) error { return nil }
+// markDone notes d's record done.
+func (s *source) markDone(d *broker.Delivery) {
+	if h, ok := d.Handle.(handle); ok && h.index >= 0 && h.index < len(s.done) {
+		s.done[h.index].Store(true)
+	}
+}
 
-func (source) Close() error { return nil }
+func (*source) Nack(context.Context, *broker.Delivery, time.Duration) error { return nil }
+
+func (*source) Close() error { return nil }
