@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -110,6 +111,15 @@ type canvas struct {
 	// the drawing's pixels, not by the geometry's positions.
 	large bool
 	seen  map[[2]int32]struct{}
+	// labels are placed once every mark is drawn (see placeLabels).
+	labels []label
+}
+
+// label is a text to write by a point of the drawing.
+type label struct {
+	x, y  float64
+	text  string
+	color string
 }
 
 // firstAt reports whether nothing was drawn yet at the pixel (x, y), and
@@ -189,11 +199,13 @@ func SVG(w io.Writer, g orb.Geometry, m Mark, opts Options) error {
 	geojson.Components(g, func(cp geojson.Component) bool { total += len(cp.Points); return true })
 
 	var marks strings.Builder
+	var markLabels []label
 	if ok {
 		c2 := *c
-		c2.b = strings.Builder{}
+		c2.b, c2.labels = strings.Builder{}, nil
 		notes = append(notes, c2.mark(g, m)...)
 		marks.WriteString(c2.b.String())
+		markLabels = c2.labels
 	}
 	var lines []string
 	for _, l := range append(append([]string(nil), opts.Caption...), notes...) {
@@ -227,6 +239,7 @@ func SVG(w io.Writer, g orb.Geometry, m Mark, opts Options) error {
 			c.b.WriteString("</g>\n")
 		}
 		c.b.WriteString(marks.String())
+		c.b.WriteString(placeLabels(markLabels, c.w, c.h-band))
 		c.frame(bound, opts.Unit)
 	}
 	for i, l := range lines {
@@ -642,17 +655,149 @@ func segmentDistance(p, a, b orb.Point) float64 {
 	return math.Hypot(p[0]-(a[0]+t*dx), p[1]-(a[1]+t*dy))
 }
 
-// label writes s by the point (x, y), inside the drawing.
+// label asks for s to be written by the point (x, y); placeLabels writes
+// it where it overlaps no other label.
 func (c *canvas) label(x, y float64, s, color string) {
-	anchor, tx, ty := "start", x+7, y-7
-	if tx+charWidth*float64(utf8.RuneCountInString(s)) > c.w-4 {
-		anchor, tx = "end", x-7
+	c.labels = append(c.labels, label{x: x, y: y, text: s, color: color})
+}
+
+// Label boxes: 13px bold monospace, drawn from the text's baseline.
+const (
+	labelAscent  = 11.0
+	labelDescent = 3.0
+)
+
+type box struct{ x0, y0, x1, y1 float64 }
+
+func (a box) overlaps(b box) bool { return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1 }
+
+// placeLabels writes the labels so that none overlaps another: vertex
+// numbers at the same spot (within 3 pixels) become one label ("46, 49");
+// each label takes the first free place around its point, nearest first,
+// within a w×h drawing, and one placed away from its point is tied to it
+// by a thin leader line. A label with no free place left is written at
+// its first place (a drawing with more labels than room; never lost).
+func placeLabels(ls []label, w, h float64) string {
+	ls = mergeLabels(ls)
+	var b strings.Builder
+	var taken []box
+	for _, l := range ls {
+		tw := charWidth * float64(utf8.RuneCountInString(l.text))
+		var first, chosen box
+		found, lead := false, false
+		for ri, r := range []float64{7, 16, 28, 42, 60} {
+			for di, d := range [][2]float64{{1, -1}, {-1, -1}, {1, 1}, {-1, 1}, {1, 0}, {-1, 0}, {0, -1}, {0, 1}} {
+				x0 := l.x + d[0]*r
+				switch {
+				case d[0] < 0:
+					x0 -= tw
+				case d[0] == 0:
+					x0 -= tw / 2
+				}
+				base := l.y + labelAscent/2 - labelDescent
+				switch {
+				case d[1] < 0:
+					base = l.y - r
+				case d[1] > 0:
+					base = l.y + r + labelAscent
+				}
+				bx := box{x0, base - labelAscent, x0 + tw, base + labelDescent}
+				if ri == 0 && di == 0 {
+					first = bx
+				}
+				if bx.x0 < 2 || bx.x1 > w-2 || bx.y0 < 2 || bx.y1 > h-2 {
+					continue
+				}
+				if !overlapsAny(bx, taken) {
+					chosen, found, lead = bx, true, r > 7
+					break
+				}
+			}
+			if found {
+				break
+			}
+		}
+		if !found {
+			chosen = clampBox(first, w, h)
+		}
+		taken = append(taken, chosen)
+		if lead {
+			cx := math.Max(chosen.x0, math.Min(l.x, chosen.x1))
+			cy := math.Max(chosen.y0, math.Min(l.y, chosen.y1))
+			fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1"/>`+"\n", num(l.x), num(l.y), num(cx), num(cy), l.color)
+		}
+		fmt.Fprintf(&b, `<text x="%s" y="%s" font-family="monospace" font-size="13" font-weight="bold" fill="%s" stroke="#ffffff" stroke-width="3" paint-order="stroke">%s</text>`+"\n",
+			num(chosen.x0), num(chosen.y0+labelAscent), l.color, esc(l.text))
 	}
-	if ty < 14 {
-		ty = y + 18
+	return b.String()
+}
+
+func overlapsAny(b box, taken []box) bool {
+	for _, t := range taken {
+		if b.overlaps(t) {
+			return true
+		}
 	}
-	fmt.Fprintf(&c.b, `<text x="%s" y="%s" font-family="monospace" font-size="13" font-weight="bold" fill="%s" stroke="#ffffff" stroke-width="3" paint-order="stroke" text-anchor="%s">%s</text>`+"\n",
-		num(tx), num(ty), color, anchor, esc(s))
+	return false
+}
+
+// clampBox moves b inside the w×h drawing where it fits.
+func clampBox(b box, w, h float64) box {
+	dx := math.Max(0, 2-b.x0) - math.Max(0, b.x1-(w-2))
+	dy := math.Max(0, 2-b.y0) - math.Max(0, b.y1-(h-2))
+	return box{b.x0 + dx, b.y0 + dy, b.x1 + dx, b.y1 + dy}
+}
+
+// mergeLabels joins the vertex numbers written at the same spot (within
+// 3 pixels, same colour) into one label, "46, 49", in ascending order;
+// other labels are kept as they are, in order.
+func mergeLabels(ls []label) []label {
+	var out []label
+	for _, l := range ls {
+		n, err := strconv.Atoi(l.text)
+		merged := false
+		if err == nil {
+			for i := range out {
+				o := &out[i]
+				if o.color == l.color && math.Abs(o.x-l.x) <= 3 && math.Abs(o.y-l.y) <= 3 && isNumberList(o.text) {
+					o.text = addNumber(o.text, n)
+					merged = true
+					break
+				}
+			}
+		}
+		if !merged {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func isNumberList(s string) bool {
+	for p := range strings.SplitSeq(s, ", ") {
+		if _, err := strconv.Atoi(p); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func addNumber(list string, n int) string {
+	var ns []int
+	for p := range strings.SplitSeq(list, ", ") {
+		v, _ := strconv.Atoi(p)
+		if v == n {
+			return list
+		}
+		ns = append(ns, v)
+	}
+	ns = append(ns, n)
+	slices.Sort(ns)
+	parts := make([]string, len(ns))
+	for i, v := range ns {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func esc(s string) string {

@@ -6,9 +6,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/paulmach/orb"
 	"github.com/stretchr/testify/require"
@@ -147,4 +150,71 @@ func TestSVGDeepCollections(t *testing.T) {
 	require.Equal(t, want.String(), got.String())
 	require.Contains(t, got.String(), `fill-rule="evenodd"`)
 	require.Contains(t, got.String(), `r="8"`, "the fault, in a nested collection, is marked")
+}
+
+// TestSVGLabelsDoNotOverlap draws a large ring whose crossing segments'
+// vertices lie a few pixels apart (as Sudan's bowtie at 1:110m: "46",
+// "47", "49" written over each other): every label gets a place of its
+// own, inside the drawing, tied to its vertex by a leader when it had to
+// move away; numbers at the same pixel become one label.
+func TestSVGLabelsDoNotOverlap(t *testing.T) {
+	var ring orb.Ring
+	for i := range 46 {
+		a := float64(i) / 46 * math.Pi
+		ring = append(ring, orb.Point{10 * math.Cos(a), 10 * math.Sin(a)})
+	}
+	// 46..49: a small bowtie, 0.2 units (about 6 pixels) across.
+	ring = append(ring, orb.Point{-10, 0}, orb.Point{-9.8, 0.2}, orb.Point{-9.8, 0}, orb.Point{-10, 0.2})
+	for i := range 20 {
+		a := math.Pi + float64(i)/20*math.Pi
+		ring = append(ring, orb.Point{10 * math.Cos(a), 10 * math.Sin(a)})
+	}
+	ring = append(ring, ring[0])
+	var b bytes.Buffer
+	require.NoError(t, SVG(&b, orb.Polygon{ring}, Mark{Location: &orb.Point{-9.9, 0.1}, Kind: classify.KindSelfIntersection,
+		Fault: &classify.Fault{Part: -1, Ring: 0, Vertex: 46, OnSegment: true}}, Options{}))
+	s := b.String()
+	re := regexp.MustCompile(`<text x="([-\d.]+)" y="([-\d.]+)" [^>]*font-weight="bold"[^>]*>([^<]*)</text>`)
+	ms := re.FindAllStringSubmatch(s, -1)
+	var texts []string
+	var boxes []box
+	for _, m := range ms {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		y, _ := strconv.ParseFloat(m[2], 64)
+		texts = append(texts, m[3])
+		boxes = append(boxes, box{x, y - labelAscent, x + charWidth*float64(utf8.RuneCountInString(m[3])), y + labelDescent})
+	}
+	require.ElementsMatch(t, []string{"46", "47", "48", "49"}, texts, "every vertex of both crossing segments is labelled")
+	for i := range boxes {
+		require.GreaterOrEqual(t, boxes[i].x0, 0.0)
+		require.LessOrEqual(t, boxes[i].x1, 640.0)
+		for j := range i {
+			require.False(t, boxes[i].overlaps(boxes[j]), "%q at %v overlaps %q at %v", texts[i], boxes[i], texts[j], boxes[j])
+		}
+	}
+
+	// Ten labels at one spot: each its own place, the farther ones tied
+	// to the spot by a leader line.
+	var crowd []label
+	for i := range 10 {
+		crowd = append(crowd, label{x: 300, y: 200, text: "label " + strconv.Itoa(i), color: red})
+	}
+	out := placeLabels(crowd, 640, 400)
+	ms = re.FindAllStringSubmatch(out, -1)
+	require.Len(t, ms, 10)
+	boxes = boxes[:0]
+	for _, m := range ms {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		y, _ := strconv.ParseFloat(m[2], 64)
+		b := box{x, y - labelAscent, x + charWidth*float64(utf8.RuneCountInString(m[3])), y + labelDescent}
+		for _, o := range boxes {
+			require.False(t, b.overlaps(o), "%v overlaps %v", b, o)
+		}
+		boxes = append(boxes, b)
+	}
+	require.Contains(t, out, `<line x1="300" y1="200"`, "a leader ties a moved label to its spot")
+
+	// Two numbers at one pixel: one label.
+	require.Equal(t, []label{{x: 1, y: 1, text: "3, 7, 46", color: red}, {x: 9, y: 9, text: "x", color: red}},
+		mergeLabels([]label{{1, 1, "46", red}, {1.5, 1, "7", red}, {9, 9, "x", red}, {2, 2, "3", red}, {1, 1, "7", red}}))
 }
