@@ -185,6 +185,6 @@ func TestHostileCorpus(t *testing.T) {
 	for _, cc := range []cli{c, forged} {
 		hostileRun(t, cc, base, total, "export", filepath.Join(dir, "all.geojson"))
 		hostileRun(t, cc, base, total, "export", filepath.Join(dir, "all.gpkg"))
-		hostileRun(t, cc, base, total, "triage", "--dry-run", "-o", "json")
+		hostileRun(t, cc, base, total, "triage", "--dry-run", "--target", cc.store, "-o", "json")
 	}
 }

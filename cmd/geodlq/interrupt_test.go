@@ -191,7 +191,7 @@ func TestInterruptTriage(t *testing.T) {
 	var stops stopTimes
 	for run := 0; ; run++ {
 		require.LessOrEqual(t, run, interruptedRuns, "the triage runs finish")
-		r, stop := interrupted(t, c, runDelay(run, 400*time.Millisecond), "triage", "-o", "json")
+		r, stop := interrupted(t, c, runDelay(run, 400*time.Millisecond), "triage", "-o", "json", "--target", c.store)
 		if stop > 0 {
 			stops = append(stops, stop)
 		}

@@ -29,13 +29,13 @@ func TestKafka(t *testing.T) {
 	require.Equal(t, []string{"evt-9", "evt-gc", "evt-provider-a", "evt-provider-b"}, listIDs(t, c, append(dest, "--reason", "self_intersection")...))
 	require.Equal(t, largeEvent("evt-big-2"), c.must(exitOK, nil, append(dest, "show", "--raw", "evt-big-2")...).stdout)
 
-	rep := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection")...)
+	rep := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection", "--target", c.store)...)
 	require.Equal(t, map[string]int{"repaired": 4}, rep.Counts, "%+v", rep)
 	views := listViews(t, c, "--dest", "parcels")
 	require.Len(t, views, 4, "re-injected into the source topic")
 	for _, v := range views {
 		require.Equal(t, "true", v.Headers["dlq-repaired"])
 	}
-	again := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection")...)
+	again := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection", "--target", c.store)...)
 	require.Zero(t, again.Counts["repaired"], "acknowledged records never come back")
 }

@@ -124,15 +124,15 @@ func TestOneRecord(t *testing.T) {
 
 			// By record id: one re-injection; again: nothing more.
 			first := byEvent["evt-bt-000"]
-			rep := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", first.ID)...)
+			rep := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--target", c.store, first.ID)...)
 			require.Equal(t, map[string]int{"repaired": 1}, rep.Counts)
 			require.Equal(t, "evt-bt-000", rep.Destinations[0].Items[0].EventID)
 			if kind == "redis" {
 				// A stream keeps no acknowledged entry: the record is gone.
-				r := c.must(exitUsage, nil, append(dest, "replay", "--repair", "make-valid", "-o", "json", first.ID)...)
+				r := c.must(exitUsage, nil, append(dest, "replay", "--repair", "make-valid", "--target", c.store, "-o", "json", first.ID)...)
 				require.Contains(t, r.stderr, "no such record")
 			} else {
-				r := c.must(exitOK, nil, append(dest, "replay", "--repair", "make-valid", "-o", "json", first.ID)...)
+				r := c.must(exitOK, nil, append(dest, "replay", "--repair", "make-valid", "--target", c.store, "-o", "json", first.ID)...)
 				require.Contains(t, r.stderr, "was already replayed")
 			}
 			require.Len(t, reinjected(), 1, "the side effect ran exactly once")
@@ -140,8 +140,15 @@ func TestOneRecord(t *testing.T) {
 
 			// By DEST/ID and by event id.
 			second := byEvent["evt-bt-001"]
-			replayJSON(t, c, exitOK, "--repair", "make-valid", "parcels.poison.dlt/"+second.ID)
-			replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "evt-bt-002")...)
+			// Without --target: these records came from geodlq check, not
+			// from the store's broker, so nothing is re-injected into the
+			// dead-letter store and the error names --target.
+			r := c.must(exitUsage, nil, "replay", "--repair", "make-valid", "parcels.poison.dlt/"+second.ID)
+			require.Contains(t, r.stderr, `came from geodlq-check (1), not from this store's broker`)
+			require.Contains(t, r.stderr, "--target URL")
+			require.Len(t, reinjected(), 1, "refused: nothing re-injected")
+			replayJSON(t, c, exitOK, "--repair", "make-valid", "--target", c.store, "parcels.poison.dlt/"+second.ID)
+			replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--target", c.store, "evt-bt-002")...)
 			got := map[string]int{}
 			for _, v := range reinjected() {
 				got[v.EventID]++
@@ -155,8 +162,13 @@ func TestOneRecord(t *testing.T) {
 			}
 
 			// Discard: asks first, deletes with --yes, and the record is gone.
-			r := c.must(exitOK, []byte("n\n"), append(dest, "discard", "evt-bt-003")...)
+			r = c.must(exitOK, []byte("n\n"), append(dest, "discard", "evt-bt-003")...)
 			require.Contains(t, r.stderr, "aborted; nothing deleted")
+			require.Equal(t, []string{"evt-bt-003"}, listIDs(t, c, dest...))
+			// A name that matches nothing: a usage error, and nothing is
+			// deleted, not even the records the other names match.
+			r = c.must(exitUsage, nil, append(dest, "discard", "--yes", "evt-bt-003", "no-such-record")...)
+			require.Contains(t, r.stderr, "no-such-record: no such record; nothing deleted")
 			require.Equal(t, []string{"evt-bt-003"}, listIDs(t, c, dest...))
 			var dr discardReport
 			require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, append(dest, "discard", "--yes", "-o", "json", "evt-bt-003")...).stdout), &dr))
@@ -431,19 +443,21 @@ func TestTriageDryRunSaysWouldQuarantine(t *testing.T) {
 			}
 			c.must(exitProblems, in, "check", "--dead-letter", "parcels", "--max-vertices", "8")
 			var dry triageReport
-			require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "triage", "--dry-run", "-o", "json").stdout), &dry))
+			require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "triage", "--dry-run", "--target", c.store, "-o", "json").stdout), &dry))
 			require.Equal(t, map[string]int{"would_quarantine": 3, "would_repair": 2}, dry.Replay.Counts)
-			r := c.must(exitOK, nil, "triage", "--dry-run")
+			r := c.must(exitOK, nil, "triage", "--dry-run", "--target", c.store)
 			require.Regexp(t, `would_quarantine +3 +dry run: would be moved to quarantine and alerted`, r.stdout)
+			require.Regexp(t, `resource_exhausted +would_quarantine +- +- +would be moved to parcels.quarantine.dlt and alerted`, r.stdout)
+			require.NotContains(t, r.stdout, "--repair", "triage's words are its own flags'")
 			require.Len(t, listIDs(t, c, "--dest", "parcels.poison.dlt"), 5, "a dry run moves nothing")
 
 			var rep triageReport
-			require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "triage", "-o", "json").stdout), &rep))
+			require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "triage", "--target", c.store, "-o", "json").stdout), &rep))
 			require.Equal(t, 3, rep.Quarantined)
 			require.Equal(t, map[string]int{"quarantined": 3, "repaired": 2}, rep.Replay.Counts)
 			require.Len(t, listIDs(t, c, "--dest", "parcels.quarantine.dlt"), 3)
 			require.Empty(t, listIDs(t, c, "--dest", "parcels.poison.dlt"))
-			r = c.must(exitProblems, nil, "--dest", "parcels.poison.dlt", "replay", "--fail-if-none")
+			r = c.must(exitProblems, nil, "--dest", "parcels.poison.dlt", "replay", "--target", c.store, "--fail-if-none")
 			require.Contains(t, r.stderr, "--fail-if-none: no record was replayed")
 		})
 	}

@@ -59,9 +59,9 @@ func TestPostGIS(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(c.must(exitOK, nil, "export", "--reason", "self_intersection").stdout), &fc))
 	require.Len(t, fc.geometries(), 4)
 
-	rep := replayJSON(t, c, exitOK, "--repair", "make-valid", "--reason", "self_intersection")
+	rep := replayJSON(t, c, exitOK, "--repair", "make-valid", "--reason", "self_intersection", "--target", c.store)
 	require.Equal(t, 4, rep.Counts["repaired"], "%+v", rep)
-	again := replayJSON(t, c, exitOK, "--repair", "make-valid", "--reason", "self_intersection")
+	again := replayJSON(t, c, exitOK, "--repair", "make-valid", "--reason", "self_intersection", "--target", c.store)
 	require.Zero(t, again.Examined, "acknowledged records never come back")
 	require.Equal(t, 4, len(listIDs(t, c, "--all", "--reason", "self_intersection")))
 	require.Len(t, listIDs(t, c, "--dest", "parcels"), 4, "re-injected into the source topic")

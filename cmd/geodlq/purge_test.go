@@ -37,7 +37,7 @@ func TestTriageThenPurge(t *testing.T) {
 	}))
 	defer hook.Close()
 
-	r := c.must(exitOK, nil, "triage", "-o", "json", "--webhook", hook.URL)
+	r := c.must(exitOK, nil, "triage", "-o", "json", "--target", c.store, "--webhook", hook.URL)
 	var rep triageReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	require.Equal(t, 2, rep.Quarantined)

@@ -40,10 +40,10 @@ func TestRedis(t *testing.T) {
 	dest := []string{"--dest", "parcels.poison.dlt"}
 	require.Equal(t, []string{"evt-9", "evt-gc", "evt-provider-a", "evt-provider-b"}, listIDs(t, c, append(dest, "--reason", "self_intersection")...))
 	require.Equal(t, largeEvent("evt-big-1"), c.must(exitOK, nil, append(dest, "show", "--raw", "evt-big-1")...).stdout)
-	rep := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection")...)
+	rep := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection", "--target", c.store)...)
 	require.Equal(t, map[string]int{"repaired": 4}, rep.Counts, "%+v", rep)
 	require.Len(t, listIDs(t, c, "--dest", "parcels"), 4, "re-injected into the source stream")
-	again := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection")...)
+	again := replayJSON(t, c, exitOK, append(dest, "--repair", "make-valid", "--reason", "self_intersection", "--target", c.store)...)
 	require.Zero(t, again.Counts["repaired"], "acknowledged records never come back")
 	require.Empty(t, listIDs(t, c, append(dest, "--reason", "self_intersection")...))
 }

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/time/rate"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
@@ -25,6 +25,7 @@ type replayOptions struct {
 	out          *output
 	dryRun       bool
 	repairs      []string
+	unchanged    []string
 	target       string
 	route        string
 	rate         float64
@@ -32,13 +33,6 @@ type replayOptions struct {
 	noCheck      bool
 	expectedEPSG int
 	failIfNone   bool
-}
-
-// repairNames maps --repair names to the classes whose repairer they
-// enable (spatial.Checker.Repairers).
-var repairNames = map[string]classify.Class{
-	"make-valid": classify.ClassInvalidGeometry,
-	"reproject":  classify.ClassCRSMismatch,
 }
 
 // outcomeInterrupted labels a record whose replay Ctrl-C cut short: it was
@@ -52,19 +46,20 @@ const outcomeInterrupted = "interrupted"
 const outcomeWouldQuarantine = "would_quarantine"
 
 // outcomeLegend explains each outcome word in one line, for the legend
-// under a report.
+// under a replay's report (triage has its own words for skipped: see
+// triageLegend).
 var outcomeLegend = map[string]string{
 	string(replay.OutcomeReplayed):        "re-injected unchanged, then acknowledged (removed from the dead letters)",
 	string(replay.OutcomeRepaired):        "repaired, re-injected, then acknowledged",
 	string(replay.OutcomeWouldReplay):     "dry run: would be re-injected unchanged",
 	string(replay.OutcomeWouldRepair):     "dry run: would be repaired and re-injected",
 	string(replay.OutcomeWouldFail):       "dry run: would fail its repair or check now",
-	string(replay.OutcomeSkipped):         "left in place: its class is never replayed, or has no --repair",
+	string(replay.OutcomeSkipped):         "left in place: its class is never replayed, or no --repair (or --unchanged) was given for it",
 	string(replay.OutcomeRepairFailed):    "left in place: the repair failed, or its result still fails the check",
 	string(replay.OutcomeStillFails):      "left in place: it still fails the consumer's check",
 	string(replay.OutcomeInvalidEnvelope): "left in place: the record is not a dlq.v1 envelope",
 	string(replay.OutcomeRestoreFailed):   "left in place: an offloaded blob is missing or fails its hash",
-	string(replay.OutcomeNoRoute):         "left in place: no topic to re-inject into (--route)",
+	string(replay.OutcomeNoRoute):         "left in place: nowhere to re-inject it (--route, --target)",
 	string(replay.OutcomePublishFailed):   "left in place: the re-injection failed",
 	string(replay.OutcomeAckFailed):       "re-injected but not acknowledged: replayed again next time, the idempotency key absorbs it",
 	outcomeInterrupted:                    "Ctrl-C: released untouched, still pending; run the command again",
@@ -82,35 +77,53 @@ func newReplayCmd(a *app) *cobra.Command {
 arguments (record ids, DEST/ID or event ids), or every pending record of the
 selected destinations that matches the filters: for each it restores the exact
 original payload (offloaded parts fetched from --blobs and verified), applies
-the repair named for its class (--repair make-valid for invalid_geometry,
-reproject for crs_mismatch with a known EPSG code), checks the result as the
-consumer will (unless --no-check), re-injects it with its original idempotency
-key into its source topic (or --route) on --target (default: the store
-itself), and only then acknowledges the record.
+the repair named for its class, checks the result as the consumer will (unless
+--no-check), re-injects it with its original idempotency key into its source
+topic (or --route) on --target, and only then acknowledges the record.
 
-Deterministic classes without a named repair are skipped; schema_violation and
-resource_exhausted are never replayed. --dry-run says what would happen now.
+Repairs (--repair, comma-separated):
+  make-valid            invalid_geometry: GEOS MakeValid
+  reproject             crs_mismatch with a known EPSG code: PROJ, to --expected-epsg
+  reproject+make-valid  crs_mismatch: reproject, then MakeValid when the reprojected
+                        geometry is invalid (a polygon crossing the antimeridian)
+--unchanged invalid_geometry (or crs_mismatch) re-injects that class as it is,
+with no repair: for when the consumer now accepts it (the check still runs
+unless --no-check). Deterministic classes with neither are skipped;
+schema_violation and resource_exhausted are never replayed.
 
-Resumable: an acknowledged record never comes back, so running the same command
-again after an interruption carries on with what is left; a run that dies
-after re-injecting a record but before acknowledging it re-injects it again
-next time, and the consumer's idempotency claim absorbs the duplicate. Ctrl-C
-stops within a second: the record in flight is finished or left untouched
-(reported "interrupted"), and every leased record is released at once. --rate N
-re-injects at most N events per second.
+Where to: --target URL is the store or broker the consumer reads (a Kafka
+cluster, the quickstart's SQLite file…). Without --target a record is
+re-injected into --store itself only when that store's own broker delivered it
+(its envelope's source system is the store's: a Kafka dead-letter topic
+replayed into the same cluster, the quickstart's SQLite queue). A record that
+came from elsewhere — another broker, or geodlq check --dead-letter, whose
+events no consumer reads from the dead-letter file — is refused with a usage
+error naming --target (exit 2), before anything is re-injected; --target with
+the store's own URL re-injects into it anyway.
 
-The report is a count by outcome with a legend; -o wide adds one row per
-record, -o json everything. A progress bar (or JSON records on stderr) shows
-the work as it goes. Exit code 1 when a record could not be restored,
-re-injected or acknowledged, or, with --fail-if-none, when nothing was
-replayed (a dry run: nothing would be).`,
+--dry-run says what would happen now. Resumable: an acknowledged record never
+comes back, so running the same command again after an interruption carries on
+with what is left; a run that dies after re-injecting a record but before
+acknowledging it re-injects it again next time, and the consumer's idempotency
+claim absorbs the duplicate. Ctrl-C stops within a second: the record in flight
+is finished or left untouched (reported "interrupted"), and every leased record
+is released at once. --rate N re-injects at most N events per second.
+
+The report is a count by outcome with a legend, and a row for every record left
+in place (or, in a dry run, that would fail or be skipped) with the reason and
+the flag that would change it; -o wide has a row for every record, -o json
+everything ("why" is the reason). A progress bar (or JSON records on stderr)
+shows the work as it goes. Exit code 1 when a record could not be restored,
+re-injected or acknowledged, or, with --fail-if-none, when nothing was replayed
+(a dry run: nothing would be).`,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.replay(cmd, args, o) },
 	}
 	o.f.register(cmd.Flags(), false)
 	fs := cmd.Flags()
 	fs.BoolVar(&o.dryRun, "dry-run", false, "report what would happen; re-inject and acknowledge nothing")
-	fs.StringSliceVar(&o.repairs, "repair", nil, "repairs to apply: make-valid (invalid_geometry), reproject (crs_mismatch)")
-	fs.StringVar(&o.target, "target", "", "store URL to re-inject into (default: --store)")
+	fs.StringSliceVar(&o.repairs, "repair", nil, "repairs to apply: make-valid (invalid_geometry), reproject or reproject+make-valid (crs_mismatch)")
+	fs.StringSliceVar(&o.unchanged, "unchanged", nil, "re-inject these classes as they are, without a repair: invalid_geometry, crs_mismatch")
+	fs.StringVar(&o.target, "target", "", "store or broker URL to re-inject into (default: --store, for the records its own broker delivered)")
 	fs.StringVar(&o.route, "route", "", "topic to re-inject into (default: each envelope's source topic)")
 	fs.Float64Var(&o.rate, "rate", 0, "re-inject at most this many events per second (0: no limit)")
 	fs.IntVar(&o.limit, "limit", 0, "examine at most this many records in all (0: no limit)")
@@ -128,6 +141,9 @@ type replayReport struct {
 	Destinations []replayDestination `json:"destinations"`
 	Examined     int                 `json:"examined"`
 	Counts       map[string]int      `json:"counts"`
+	// foreign counts the records left in place because they did not come
+	// from the store's own broker (no --target).
+	foreign int
 }
 
 type replayDestination struct {
@@ -146,6 +162,9 @@ type replayItem struct {
 	Target         string `json:"target,omitempty"`
 	Repair         string `json:"repair,omitempty"`
 	Error          string `json:"error,omitempty"`
+	// Why says, for a record left in place (or that a dry run found would
+	// fail or be skipped), why, and what would change it.
+	Why string `json:"why,omitempty"`
 }
 
 // replayPlan is what a replay or triage runs on: per destination, the
@@ -224,13 +243,12 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	if o.rate < 0 || o.limit < 0 {
 		return usageFor(cmd, "--rate and --limit must not be negative")
 	}
-	wanted := map[classify.Class]bool{}
-	for _, r := range o.repairs {
-		c, ok := repairNames[r]
-		if !ok {
-			return usageFor(cmd, "--repair %q: want make-valid or reproject", r)
-		}
-		wanted[c] = true
+	unchanged, err := parseClasses(cmd, "--unchanged", o.unchanged)
+	if err != nil {
+		return err
+	}
+	if err := replaying.Validate(o.repairs, unchanged); err != nil {
+		return usageFor(cmd, "--repair/--unchanged: %v", err)
 	}
 	ctx := cmd.Context()
 	src, err := a.openStore(ctx, readWrite)
@@ -239,13 +257,14 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	}
 	defer closeWith(&err, src)
 	var target broker.Publisher = src
+	intoStore := src.Name() // no --target: only what the store's own broker delivered
 	if o.target != "" {
 		t, err := a.openStoreURL(ctx, o.target, create)
 		if err != nil {
 			return err
 		}
 		defer closeWith(&err, t)
-		target = t
+		target, intoStore = t, ""
 	}
 	p, err := a.plan(ctx, cmd, src, sel, args)
 	if err != nil {
@@ -253,6 +272,11 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	}
 	for _, n := range p.notes {
 		fmt.Fprintln(a.stderr, "geodlq: "+n)
+	}
+	if intoStore != "" {
+		if err := a.checkIntoStore(ctx, cmd, src, p, sel); err != nil {
+			return err
+		}
 	}
 	off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 	if err != nil {
@@ -264,13 +288,9 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		return err
 	}
 	defer checker.Close()
-	all, err := checker.Repairers(nil)
+	repairers, err := replaying.Repairers(checker, o.repairs, unchanged)
 	if err != nil {
 		return err
-	}
-	repairers := map[classify.Class]replay.Repairer{}
-	for c := range wanted {
-		repairers[c] = all[c]
 	}
 
 	total := a.planTotal(ctx, src, p, sel)
@@ -280,9 +300,9 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	m := a.startMeter("replay", "records", total)
 	defer m.finish()
 	tr := &tracker{m: m}
-	opts := replay.Options{Target: &countingTarget{Publisher: target, t: tr}, Repairers: repairers, Logger: a.logger()}
+	opts := replay.Options{Target: &replaying.Target{Publisher: target, Limiter: replaying.NewLimiter(o.rate), OnPublish: func() { m.count("reinjected", 1) }},
+		Repairers: repairers, Logger: a.logger(), Route: replaying.Route(o.route, intoStore, "--target URL")}
 	if o.rate > 0 {
-		opts.Target.(*countingTarget).lim = rate.NewLimiter(rate.Limit(o.rate), 1)
 		opts.BatchSize = max(1, min(100, int(o.rate*10)))
 	}
 	if off != nil {
@@ -290,9 +310,6 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	}
 	if !o.noCheck {
 		opts.Check = checker.ReplayCheck()
-	}
-	if o.route != "" {
-		opts.Route = func(*envelope.Envelope) (string, error) { return o.route, nil }
 	}
 
 	rep := replayReport{DryRun: o.dryRun, Counts: map[string]int{}, Destinations: []replayDestination{}}
@@ -322,7 +339,7 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		if held != nil {
 			held.releaseAll(ctx)
 		}
-		rep.add(d, res)
+		rep.add(d, res, replaying.CLIHints)
 		if err != nil {
 			runErr = err
 			break
@@ -334,11 +351,16 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		if err := writeJSON(a.stdout, rep); err != nil {
 			return err
 		}
-	} else if err := a.replayText(o.out, rep, "replay"); err != nil {
+	} else if err := a.replayText(o.out, rep, "replay", outcomeLegend); err != nil {
 		return err
 	}
 	if runErr != nil {
 		return runErr
+	}
+	if n := rep.foreign; n > 0 {
+		// Records that arrived after the check above.
+		return usageFor(cmd, "%d records did not come from this store's broker (%s) and were left in place: "+
+			"name where their consumer reads with --target URL", n, src.Name())
 	}
 	for _, bad := range []replay.Outcome{replay.OutcomeRestoreFailed, replay.OutcomePublishFailed, replay.OutcomeAckFailed, replay.OutcomeInvalidEnvelope} {
 		if rep.Counts[string(bad)] > 0 {
@@ -380,11 +402,13 @@ func (a *app) planTotal(ctx context.Context, s *broker.Store, p replayPlan, sel 
 	return n
 }
 
-func (r *replayReport) add(dest string, res replay.Report) {
+func (r *replayReport) add(dest string, res replay.Report, h replaying.Hints) {
 	d := replayDestination{Destination: dest, Examined: res.Examined, Counts: map[string]int{}, Items: []replayItem{}}
 	for _, it := range res.Items {
+		why := replaying.Why(it, h)
+		replaying.Normalize(&it)
 		ri := replayItem{RecordID: it.RecordID, EventID: it.EventID, IdempotencyKey: it.IdempotencyKey,
-			Outcome: string(it.Outcome), Target: it.Target}
+			Outcome: string(it.Outcome), Target: it.Target, Why: why}
 		if it.Class.Valid() {
 			ri.Class = it.Class.String()
 		}
@@ -396,7 +420,10 @@ func (r *replayReport) add(dest string, res replay.Report) {
 			if errors.Is(it.Err, context.Canceled) && it.Outcome != replay.OutcomeAckFailed {
 				// Ctrl-C cut this record short: it was released untouched,
 				// not failed.
-				ri.Outcome = outcomeInterrupted
+				ri.Outcome, ri.Why = outcomeInterrupted, "interrupted before its re-injection: released untouched, still pending"
+			}
+			if errors.Is(it.Err, replaying.ErrForeignSource) {
+				r.foreign++
 			}
 		}
 		d.Counts[ri.Outcome]++
@@ -407,27 +434,56 @@ func (r *replayReport) add(dest string, res replay.Report) {
 	r.Destinations = append(r.Destinations, d)
 }
 
-// replayText writes a replay or triage report for people: the count by
-// outcome, a legend of the words used, and, with -o wide, one row per
-// record.
-func (a *app) replayText(o *output, rep replayReport, what string) error {
-	if o.wide() {
-		var rows [][]string
-		for _, d := range rep.Destinations {
-			for _, it := range d.Items {
-				detail := it.Repair
-				if detail == "" {
-					detail = it.Error
-				}
-				rows = append(rows, []string{d.Destination + "/" + it.RecordID, orDash(it.EventID), orDash(it.Class), it.Outcome, orDash(it.Target), orDash(detail)})
+// leftInPlace reports whether an outcome is one a person needs the
+// reason of: not replayed, nor (in a dry run) would be.
+func leftInPlace(outcome string) bool {
+	switch replay.Outcome(outcome) {
+	case replay.OutcomeReplayed, replay.OutcomeRepaired, replay.OutcomeWouldReplay, replay.OutcomeWouldRepair:
+		return false
+	}
+	return outcome != "quarantined"
+}
+
+// replayText writes a replay or triage report for people: one row per
+// record left in place (or, in a dry run, that would fail or be skipped)
+// with the reason and what would change it — every record with -o wide —
+// then the count by outcome with a legend of the words used.
+func (a *app) replayText(o *output, rep replayReport, what string, legend map[string]string) error {
+	var rows [][]string
+	for _, d := range rep.Destinations {
+		for _, it := range d.Items {
+			if !o.wide() && !leftInPlace(it.Outcome) {
+				continue
 			}
-		}
-		if len(rows) > 0 {
-			if err := a.table(o, []string{"RECORD", "EVENT", "CLASS", "OUTCOME", "TARGET", "REPAIR / WHY LEFT"}, rows, 5); err != nil {
-				return err
+			why := it.Why
+			if why == "" {
+				why = it.Error
 			}
-			fmt.Fprintln(a.stdout)
+			rows = append(rows, []string{d.Destination + "/" + it.RecordID, orDash(it.EventID), orDash(it.Class), it.Outcome,
+				orDash(it.Target), orDash(it.Repair), orDash(why)})
 		}
+	}
+	if len(rows) > 0 {
+		// Records that need a look first: the ones left in place, in the
+		// order of the legend.
+		rank := map[string]int{}
+		for i, k := range outcomeOrder(rep.Counts) {
+			rank[k] = i
+		}
+		slices.SortStableFunc(rows, func(x, y []string) int {
+			lx, ly := leftInPlace(x[3]), leftInPlace(y[3])
+			switch {
+			case lx && !ly:
+				return -1
+			case !lx && ly:
+				return 1
+			}
+			return rank[x[3]] - rank[y[3]]
+		})
+		if err := a.table(o, []string{"RECORD", "EVENT", "CLASS", "OUTCOME", "TARGET", "REPAIR", "WHY"}, rows, 6, 1, 5); err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout)
 	}
 	if rep.DryRun {
 		what += " (dry run)"
@@ -436,7 +492,7 @@ func (a *app) replayText(o *output, rep replayReport, what string) error {
 	if len(rep.Counts) > 0 {
 		var rows [][]string
 		for _, k := range outcomeOrder(rep.Counts) {
-			rows = append(rows, []string{k, strconv.Itoa(rep.Counts[k]), outcomeLegend[k]})
+			rows = append(rows, []string{k, strconv.Itoa(rep.Counts[k]), legend[k]})
 		}
 		if err := a.table(o, []string{"OUTCOME", "RECORDS", "MEANING"}, rows, 2); err != nil {
 			return err
@@ -543,34 +599,19 @@ func (s *trackingSource) Ack(ctx context.Context, r *broker.Record) error {
 	return err
 }
 
-// countingTarget rate-limits and counts re-injections.
-type countingTarget struct {
-	broker.Publisher
-	lim *rate.Limiter
-	t   *tracker
-}
-
-func (c *countingTarget) Publish(ctx context.Context, dest string, m *broker.Message) error {
-	if c.lim != nil {
-		if err := c.lim.Wait(ctx); err != nil {
-			return fmt.Errorf("rate limit: %w", err)
-		}
-	}
-	if err := c.Publisher.Publish(ctx, dest, m); err != nil {
-		return err
-	}
-	c.t.m.count("reinjected", 1)
-	return nil
-}
-
 // holdingSource applies the client-side filter (source prefix) for the
 // replayer: records that do not match are kept leased — so that the store
 // does not hand them out again — and released when the run ends.
 type holdingSource struct {
 	broker.DeadLetterSource
-	sel  selection
-	mu   sync.Mutex
-	held map[string]*broker.Record
+	sel selection
+	// intoStore, when set, also holds the records that did not come from
+	// the broker of the store named so (triage with no --target), and
+	// counts them in foreign.
+	intoStore string
+	foreign   int
+	mu        sync.Mutex
+	held      map[string]*broker.Record
 }
 
 func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
@@ -587,12 +628,16 @@ func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter,
 		}
 		for _, r := range recs {
 			env, err := envelope.Decode(r.Message.Body)
-			if err == nil && h.sel.match(env) {
+			foreign := err == nil && h.intoStore != "" && reinjectable(env) && replaying.FromStore(env, h.intoStore, "") != nil
+			if err == nil && h.sel.match(env) && !foreign {
 				out = append(out, r)
 				continue
 			}
 			if _, ok := h.held[r.ID]; !ok {
 				fresh++
+				if foreign {
+					h.foreign++
+				}
 			}
 			h.held[r.ID] = r // a lapsed lease came back: hold the new one
 		}
@@ -612,4 +657,70 @@ func (h *holdingSource) releaseAll(ctx context.Context) {
 		_ = h.DeadLetterSource.Release(rctx, r)
 	}
 	h.held = nil
+}
+
+// parseClasses reads the class names of flag.
+func parseClasses(cmd *cobra.Command, flag string, names []string) ([]classify.Class, error) {
+	var out []classify.Class
+	for _, n := range names {
+		c, err := classify.ParseClass(n)
+		if err != nil {
+			return nil, usageFor(cmd, "%s %q: want one of %s", flag, n, strings.Join(classNames(), ", "))
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// checkIntoStore refuses, before anything is re-injected, a replay with no
+// --target of records that did not come from the store's own broker: it
+// looks at the first records of each destination of the plan (the run
+// itself refuses any later one the same way).
+func (a *app) checkIntoStore(ctx context.Context, cmd *cobra.Command, s *broker.Store, p replayPlan, sel selection) error {
+	const look = 1000
+	for _, d := range p.dests {
+		pg, err := s.List(ctx, broker.ListOptions{Destination: d, Filter: p.filters[d], Limit: look})
+		if errors.Is(err, errors.ErrUnsupported) {
+			return nil // a queue that cannot be read without leasing: the run checks
+		}
+		if err != nil {
+			return fmt.Errorf("reading %q: %w", d, err)
+		}
+		foreign, systems := 0, map[string]int{}
+		for _, e := range pg.Entries {
+			if e.Record == nil {
+				continue
+			}
+			it := itemOf(e)
+			if it.env == nil || !sel.keep(it) || !reinjectable(it.env) {
+				continue
+			}
+			if replaying.FromStore(it.env, s.Name(), "") != nil {
+				foreign++
+				sys := "(none)"
+				if it.env.Source != nil && it.env.Source.System != "" {
+					sys = it.env.Source.System
+				}
+				systems[sys]++
+			}
+		}
+		if foreign > 0 {
+			var from []string
+			for k, n := range systems {
+				from = append(from, fmt.Sprintf("%s (%d)", k, n))
+			}
+			slices.Sort(from)
+			return usageFor(cmd, "%s: %d of the records to replay came from %s, not from this store's broker (%s): "+
+				"without --target they would be written into the dead-letter store, where no consumer reads them; "+
+				"name where the consumer reads with --target URL (this store's own URL re-injects into it anyway)",
+				d, foreign, strings.Join(from, ", "), s.Name())
+		}
+	}
+	return nil
+}
+
+// reinjectable reports whether a record's class may ever be re-injected
+// (schema_violation and resource_exhausted never are).
+func reinjectable(env *envelope.Envelope) bool {
+	return env.FailureClass != classify.ClassSchemaViolation && env.FailureClass != classify.ClassResourceExhausted
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
 	"github.com/geodlq/geodlq/triage"
@@ -21,6 +24,7 @@ type triageOptions struct {
 	out          *output
 	dryRun       bool
 	webhook      string
+	target       string
 	expectedEPSG int
 }
 
@@ -51,6 +55,11 @@ destinations:
   schema_violation    never replayed; left for an upstream fix
   transient, unknown  replayed as they are
 
+Re-enqueued events go to --target (the store or broker the consumer reads);
+without it, into the store itself, and then only the events the store's own
+broker delivered, as for geodlq replay: others are refused with a usage error
+naming --target (exit 2). Quarantined records always stay in the store.
+
 --dry-run moves, alerts and re-enqueues nothing, and reports what would
 happen: would_quarantine, would_repair, would_replay, would_fail. The report is
 a count by outcome with a legend (-o wide: one row per record; -o json:
@@ -61,6 +70,7 @@ everything); a progress bar (or JSON records on stderr) shows the work.`,
 	o.f.register(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "report what would happen; change nothing")
 	cmd.Flags().StringVar(&o.webhook, "webhook", "", "POST each quarantine alert as JSON to this URL (default: log to stderr)")
+	cmd.Flags().StringVar(&o.target, "target", "", "store or broker URL to re-enqueue repaired events into (default: --store, for the events its own broker delivered)")
 	cmd.Flags().IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code the consumer expects")
 	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON)
 	return cmd
@@ -80,6 +90,16 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		return err
 	}
 	defer closeWith(&err, s)
+	var target broker.Publisher = s
+	intoStore := s.Name()
+	if o.target != "" {
+		t, err := a.openStoreURL(ctx, o.target, create)
+		if err != nil {
+			return err
+		}
+		defer closeWith(&err, t)
+		target, intoStore = &splitTarget{store: s, target: t}, ""
+	}
 	p, err := a.plan(ctx, cmd, s, sel, nil)
 	if err != nil {
 		return err
@@ -90,6 +110,11 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		// never moves a quarantined record again, see
 		// broker.HeaderQuarantinedFrom).
 		p.dests = slices.DeleteFunc(p.dests, isQuarantine)
+	}
+	if intoStore != "" {
+		if err := a.checkIntoStore(ctx, cmd, s, p, sel); err != nil {
+			return err
+		}
 	}
 	off, closeBlobs, err := a.openBlobs(ctx, readOnly)
 	if err != nil {
@@ -115,14 +140,15 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 	rep := triageReport{DryRun: o.dryRun, Quarantines: map[string]string{},
 		Replay: replayReport{DryRun: o.dryRun, Counts: map[string]int{}, Destinations: []replayDestination{}}}
 	var runErr error
+	foreign := 0
 	for _, d := range p.dests {
 		var src broker.DeadLetterSource = &trackingSource{DeadLetterSource: s, t: tr}
 		var held *holdingSource
-		if sel.clientSide() {
-			held = &holdingSource{DeadLetterSource: src, sel: sel}
+		if sel.clientSide() || intoStore != "" {
+			held = &holdingSource{DeadLetterSource: src, sel: sel, intoStore: intoStore}
 			src = held
 		}
-		opts := triage.Options{Source: src, Target: &countingTarget{Publisher: s, t: tr}, Repairers: repairers,
+		opts := triage.Options{Source: src, Target: &replaying.Target{Publisher: target, OnPublish: func() { m.count("reinjected", 1) }}, Repairers: repairers,
 			Check: checker.ReplayCheck(), Alerter: alerter, Logger: a.logger()}
 		if off != nil {
 			opts.Fetcher = off
@@ -135,6 +161,7 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		tr.batchDone()
 		if held != nil {
 			held.releaseAll(ctx)
+			foreign += held.foreign
 		}
 		rep.Quarantines[d] = triage.DefaultQuarantine(d)
 		rep.Quarantined += res.Quarantined
@@ -142,7 +169,7 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		for _, e := range res.Errors {
 			rep.Errors = append(rep.Errors, e.Error())
 		}
-		rep.Replay.add(d, res.Replay)
+		rep.Replay.add(d, res.Replay, triageHints)
 		if err != nil {
 			runErr = err
 			break
@@ -158,6 +185,7 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 				it := &d.Items[j]
 				if it.Class == classify.ClassResourceExhausted.String() && it.Outcome == string(replay.OutcomeSkipped) {
 					it.Outcome, it.Error = outcomeWouldQuarantine, "would be moved to "+triage.DefaultQuarantine(d.Destination)+" and alerted"
+					it.Why = it.Error
 					d.Counts[string(replay.OutcomeSkipped)]--
 					d.Counts[outcomeWouldQuarantine]++
 					rep.Replay.Counts[string(replay.OutcomeSkipped)]--
@@ -191,7 +219,7 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 			return err
 		}
 	} else {
-		if err := a.replayText(o.out, rep.Replay, "triage"); err != nil {
+		if err := a.replayText(o.out, rep.Replay, "triage", triageLegend); err != nil {
 			return err
 		}
 		if o.dryRun {
@@ -204,6 +232,10 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 	if runErr != nil {
 		return runErr
 	}
+	if foreign > 0 {
+		return usageFor(cmd, "%d records did not come from this store's broker (%s) and were left in place: "+
+			"name where their consumer reads with --target URL", foreign, s.Name())
+	}
 	if rep.QuarantineFailed > 0 {
 		return &problemsError{}
 	}
@@ -214,4 +246,38 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 // names a quarantine destination.
 func isQuarantine(dest string) bool {
 	return strings.HasSuffix(dest, ".quarantine.dlt") || strings.HasSuffix(dest, ".quarantine")
+}
+
+// triageHints name what would change a triage outcome: triage repairs
+// with every repair it has and always checks, so the other choices are
+// geodlq replay's.
+var triageHints = replaying.Hints{
+	Repair:    func(n string) string { return "geodlq replay --repair " + n },
+	Unchanged: func(c classify.Class) string { return "geodlq replay --unchanged " + c.String() },
+	NoCheck:   "geodlq replay --no-check",
+	Route:     "geodlq replay --route TOPIC",
+}
+
+// triageLegend is the legend under a triage report: replay's, in the
+// words of triage's own flags (it has no --repair: it repairs what it
+// can).
+var triageLegend = func() map[string]string {
+	m := maps.Clone(outcomeLegend)
+	m[string(replay.OutcomeSkipped)] = "left in place: schema_violation is never replayed; fix the producer"
+	m[string(replay.OutcomeWouldFail)] = "dry run: its repair would fail, or the result would still fail the check"
+	m[string(replay.OutcomeNoRoute)] = "left in place: the envelope names no source topic to re-enqueue into"
+	return m
+}()
+
+// splitTarget re-enqueues into target and quarantines into the store:
+// triage publishes both through one publisher.
+type splitTarget struct {
+	store, target broker.Publisher
+}
+
+func (t *splitTarget) Publish(ctx context.Context, dest string, m *broker.Message) error {
+	if isQuarantine(dest) {
+		return t.store.Publish(ctx, dest, m)
+	}
+	return t.target.Publish(ctx, dest, m)
 }
