@@ -17,8 +17,6 @@ import (
 type discardReport struct {
 	DryRun  bool     `json:"dry_run"`
 	Deleted []string `json:"deleted"`
-	// NotFound lists the arguments that named no record.
-	NotFound []string `json:"not_found"`
 	// Unreferenced lists the blobs whose last reference was deleted (geodlq
 	// purge --older-than … collects them).
 	Unreferenced []string `json:"unreferenced_blobs"`
@@ -33,8 +31,9 @@ func newDiscardCmd(a *app) *cobra.Command {
 		Long: `discard deletes the records named as arguments — record ids, DEST/ID or event
 ids (every record of the event) — pending or replayed, for good: for a record
 that should never be replayed (a test event, a payload that must not be kept).
-It asks for confirmation first unless --yes is given. Records a replayer holds
-under a live lease are not deleted.
+It asks for confirmation first unless --yes is given. A name that matches no
+record is a usage error (exit 2) and nothing is deleted. Records a replayer
+holds under a live lease are not deleted.
 
 Blobs are not touched here: the offloaded geometries the deleted records were
 the last to reference are listed, and geodlq purge collects them.`,
@@ -54,16 +53,16 @@ the last to reference are listed, and geodlq purge collects them.`,
 				return err
 			}
 			defer closeWith(&err, s)
-			rep := discardReport{DryRun: dryRun, Deleted: []string{}, NotFound: []string{}, Unreferenced: []string{}}
+			rep := discardReport{DryRun: dryRun, Deleted: []string{}, Unreferenced: []string{}}
 			byDest := map[string][]string{}
-			var order []string
+			var order, notFound []string
 			for _, ref := range args {
 				its, err := a.findRecords(ctx, s, ref)
 				if err != nil {
 					return err
 				}
 				if len(its) == 0 {
-					rep.NotFound = append(rep.NotFound, ref)
+					notFound = append(notFound, ref)
 					continue
 				}
 				for _, it := range its {
@@ -74,8 +73,10 @@ the last to reference are listed, and geodlq purge collects them.`,
 					byDest[d] = append(byDest[d], it.Record.ID)
 				}
 			}
-			if len(order) == 0 {
-				return usageFor(cmd, "%s: %v (geodlq list shows the records)", strings.Join(rep.NotFound, ", "), errNotFound)
+			if len(notFound) > 0 {
+				// Nothing is deleted when a name matches nothing: a typo
+				// must not turn "discard these" into "discard some".
+				return usageFor(cmd, "%s: %v; nothing deleted (geodlq list shows the records)", strings.Join(notFound, ", "), errNotFound)
 			}
 			n := 0
 			for _, ids := range byDest {
@@ -116,14 +117,8 @@ the last to reference are listed, and geodlq purge collects them.`,
 			if kept := n - len(rep.Deleted); kept > 0 {
 				fmt.Fprintf(a.stdout, "%d records were left: a replayer holds them under a lease; try again once it is done\n", kept)
 			}
-			for _, r := range rep.NotFound {
-				fmt.Fprintf(a.stdout, "no record %s\n", r)
-			}
 			for _, u := range rep.Unreferenced {
 				fmt.Fprintf(a.stdout, "no remaining record references %s (geodlq purge collects it)\n", u)
-			}
-			if len(rep.NotFound) > 0 {
-				return &problemsError{}
 			}
 			return nil
 		},

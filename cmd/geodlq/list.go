@@ -145,6 +145,17 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 				return err
 			}
 		}
+	case len(views) == 0:
+		// No table of a header alone: say so, on stderr (as kubectl
+		// does), and name what was looked at.
+		what := "no records"
+		if !sel.filter.IsZero() || sel.clientSide() || sel.replayed {
+			what = "no records match the filters"
+		}
+		if !sel.replayed {
+			what += " (pending; --all includes replayed ones)"
+		}
+		fmt.Fprintf(a.stderr, "%s in %s\n", what, strings.Join(dests, ", "))
 	default:
 		t := listTable(views, o.out.wide())
 		width := a.width

@@ -68,6 +68,15 @@ func TestListFilters(t *testing.T) {
 	r := c.must(exitOK, nil, "list", "--reason", "self_intersection", "--dest", "parcels.poison.dlt")
 	require.Contains(t, r.stdout, "DEAD-LETTERED")
 	require.Contains(t, r.stdout, "(11 11) ring 0 segment 0-1")
+
+	// Nothing to list: no table of a header alone, but a line saying so.
+	for _, o := range []string{"table", "wide"} {
+		r = c.must(exitOK, nil, "list", "--until", "2000-01-01T00:00:00Z", "-o", o)
+		require.Empty(t, r.stdout, o)
+		require.Equal(t, "no records match the filters (pending; --all includes replayed ones) in parcels.poison.dlt\n", r.stderr, o)
+	}
+	r = c.must(exitOK, nil, "list", "--until", "2000-01-01T00:00:00Z", "-o", "json")
+	require.JSONEq(t, `{"items":[]}`, r.stdout)
 }
 
 // TestShow proves show finds a record by event id, record id and DEST/ID,
