@@ -29,7 +29,7 @@ type serveOptions struct {
 	addr         string
 	readOnly     bool
 	tokenFile    string
-	target       string
+	targets      []string
 	tiles        string
 	tilesAttrib  string
 	expectedEPSG int
@@ -76,7 +76,8 @@ Examples:
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (a non-loopback address exposes the console to the network)")
 	fs.BoolVar(&o.readOnly, "read-only", true, "refuse replays and discards (--read-only=false needs a token: --token-file, $GEODLQ_TOKEN, or a random one)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the token that enables actions ($GEODLQ_TOKEN)")
-	fs.StringVar(&o.target, "target", "", "store URL replays re-inject into (default: --store)")
+	fs.StringArrayVar(&o.targets, "target", nil, "store or broker URL replays may re-inject into, chosen per replay (repeat for several; the first is the default). "+
+		"The store itself is always a choice, for the records its own broker delivered")
 	fs.StringVar(&o.tiles, "tiles", "", "XYZ tile URL drawn under the offline basemap, e.g. https://tiles.example/{z}/{x}/{y}.png")
 	fs.StringVar(&o.tilesAttrib, "tiles-attribution", "", "attribution text for --tiles")
 	fs.IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code the consumer expects (replay check and reproject target)")
@@ -135,16 +136,16 @@ func (a *app) serve(ctx context.Context, o serveOptions) (err error) {
 	}
 	opts := console.Options{Store: store, Label: broker.Redact(a.storeURL), Token: token, TileURL: o.tiles,
 		TileAttribution: o.tilesAttrib, ExpectedEPSG: o.expectedEPSG, Poll: o.poll, Logger: log}
-	if o.target != "" {
-		if token == "" {
-			return usagef("--target is for replays, which a read-only console does not run")
-		}
-		t, err := broker.OpenStore(ctx, o.target, &broker.OpenOptions{Create: true, Store: broker.StoreOptions{Logger: log}})
+	if len(o.targets) > 0 && token == "" {
+		return usagef("--target is for replays, which a read-only console does not run")
+	}
+	for _, u := range o.targets {
+		t, err := broker.OpenStore(ctx, u, &broker.OpenOptions{Create: true, Store: broker.StoreOptions{Logger: log}})
 		if err != nil {
 			return err
 		}
 		defer closeWith(&err, t)
-		opts.Target = t
+		opts.Targets = append(opts.Targets, console.Target{Label: broker.Redact(u), Publisher: t})
 	}
 	if a.blobsURL != "" {
 		bs, err := offload.OpenStore(ctx, a.blobsURL, &offload.OpenOptions{ReadOnly: true})

@@ -102,10 +102,16 @@ func placedCount() int {
 }
 
 // fill dead-letters payloads through the Processor, as a consumer of
-// topic would, one minute apart from start.
+// topic on Kafka would, one minute apart from start.
 func fill(t testing.TB, s *broker.Store, off *offload.Offloader, start time.Time, payloads ...string) {
 	t.Helper()
-	checker, err := spatial.NewChecker(nil)
+	fillFrom(t, s, off, start, "kafka", payloads...)
+}
+
+// fillFrom is fill, the messages coming from the broker named system.
+func fillFrom(t testing.TB, s *broker.Store, off *offload.Offloader, start time.Time, system string, payloads ...string) {
+	t.Helper()
+	checker, err := spatial.NewChecker(&spatial.Options{MaxVertices: fixtureMaxVertices})
 	require.NoError(t, err)
 	defer checker.Close()
 	var tick atomic.Int64
@@ -116,8 +122,11 @@ func fill(t testing.TB, s *broker.Store, off *offload.Offloader, start time.Time
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, p := range payloads {
-		msg := &broker.Message{Body: []byte(p), Source: &envelope.Source{System: "kafka", Topic: topic}}
+		msg := &broker.Message{Body: []byte(p), Source: &envelope.Source{System: system, Topic: topic}}
 		res, err := proc.Process(ctx, msg, func(ctx context.Context, m *broker.Message) error {
+			if err := simulated(m.Body); err != nil {
+				return err
+			}
 			_, err := checker.CheckEventContext(ctx, m.Body)
 			return err
 		})
@@ -178,6 +187,8 @@ type envOptions struct {
 	readOnly bool
 	events   []string
 	poll     time.Duration
+	// system is the broker the events came from; default "kafka".
+	system string
 }
 
 const testToken = "test-token-0123456789abcdef"
@@ -201,7 +212,11 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 			payloads = append(payloads, fe.payload)
 		}
 	}
-	fill(t, ws, e.blobs, time.Now().Add(-time.Duration(len(payloads))*time.Minute).UTC(), payloads...)
+	system := o.system
+	if system == "" {
+		system = "kafka"
+	}
+	fillFrom(t, ws, e.blobs, time.Now().Add(-time.Duration(len(payloads))*time.Minute).UTC(), system, payloads...)
 	require.NoError(t, ws.Close())
 
 	e.store, err = broker.OpenStore(ctx, e.url, &broker.OpenOptions{ReadOnly: o.readOnly})
@@ -217,7 +232,8 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
-	e.srv, err = New(Options{Store: e.store, Target: e.target, Blobs: e.blobs, Token: e.token, Label: broker.Redact(e.url), Poll: poll})
+	e.srv, err = New(Options{Store: e.store, Targets: []Target{{Label: "sqlite://target.db", Publisher: e.target}}, Blobs: e.blobs, Token: e.token,
+		Label: broker.Redact(e.url), Poll: poll})
 	require.NoError(t, err)
 	e.http = httptest.NewServer(e.srv)
 	t.Cleanup(func() {

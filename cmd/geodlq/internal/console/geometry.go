@@ -7,11 +7,13 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/paulmach/orb"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/internal/jsonscan"
@@ -49,6 +51,9 @@ func (s *Server) toWGS84(pt orb.Point, epsg int, env *envelope.Envelope) (lon, l
 			return 0, 0, 0, "the position cannot be reprojected to EPSG:4326"
 		}
 		pt, from = pts[0], epsg
+		if math.Abs(pt[0]) <= 540 {
+			pt[0] = nearLon(pt[0], 0) // PROJ may answer past ±180°
+		}
 	}
 	if math.Abs(pt[0]) > 180 || math.Abs(pt[1]) > 90 {
 		return 0, 0, 0, "out of range for longitude/latitude"
@@ -94,10 +99,13 @@ type geometryAnswer struct {
 	Markers         []marker `json:"markers"`
 	Vertices        int      `json:"vertices"`
 	// Dropped counts positions not drawn (NaN or infinite).
-	Dropped int    `json:"dropped,omitempty"`
-	Type    string `json:"type"`
-	Reason  string `json:"reason,omitempty"`
-	Kind    string `json:"reason_kind,omitempty"`
+	Dropped int `json:"dropped,omitempty"`
+	// Drawn, when set, is how many positions the geometry was simplified
+	// to for display (Vertices has them all).
+	Drawn  int    `json:"drawn,omitempty"`
+	Type   string `json:"type"`
+	Reason string `json:"reason,omitempty"`
+	Kind   string `json:"reason_kind,omitempty"`
 }
 
 func (s *Server) geometry(w http.ResponseWriter, r *http.Request) {
@@ -151,13 +159,37 @@ func (s *Server) geometryBytes(ctx context.Context, env *envelope.Envelope) ([]b
 // its CRS is known (reprojected with PROJ when it is another), else in
 // its own coordinates, with the fault ge describes marked.
 func (s *Server) display(data []byte, epsg int, env *envelope.Envelope, ge *envelope.GeometryError) (geometryAnswer, error) {
+	ans, clean, err := s.prepare(data, epsg, env, ge)
+	if err != nil {
+		return ans, err
+	}
+	if ans.Vertices > displaySimplifyAbove {
+		// A page draws a million positions slowly, and the eye does not
+		// need them: a ten-thousandth of the extent is finer than the
+		// panel's pixels at its first zoom. The fault's marks are exact.
+		b := clean.Bound()
+		var n int
+		clean, n = simplified(clean, math.Max(b.Max[0]-b.Min[0], b.Max[1]-b.Min[1])/10000)
+		ans.Note += fmt.Sprintf(" Simplified for display: %d of %d positions drawn; the fault's marks are exact.", n, ans.Vertices)
+		ans.Drawn = n
+	}
+	ans.Geometry, err = geojson.Append(nil, clean, nil)
+	if err != nil {
+		return ans, fmt.Errorf("encoding the geometry: %v", err)
+	}
+	return ans, nil
+}
+
+// prepare reads a geometry for the page: the answer without its encoded
+// geometry, and the geometry to draw (see display).
+func (s *Server) prepare(data []byte, epsg int, env *envelope.Envelope, ge *envelope.GeometryError) (geometryAnswer, orb.Geometry, error) {
 	ans := geometryAnswer{Markers: []marker{}}
 	if len(data) > maxDisplayBytes {
-		return ans, fmt.Errorf("the geometry is %d bytes, more than the %d the page draws", len(data), maxDisplayBytes)
+		return ans, nil, fmt.Errorf("the geometry is %d bytes, more than the %d the page draws", len(data), maxDisplayBytes)
 	}
 	g, err := geojson.ParseGeometry(data, geojson.Limits{MaxVertices: maxDisplayVertices})
 	if err != nil {
-		return ans, fmt.Errorf("the geometry cannot be parsed: %v", err)
+		return ans, nil, fmt.Errorf("the geometry cannot be parsed: %v", err)
 	}
 	ans.Type, ans.Vertices = g.Geom.GeoJSONType(), g.Vertices
 	if ge != nil {
@@ -188,26 +220,39 @@ func (s *Server) display(data []byte, epsg int, env *envelope.Envelope, ge *enve
 		clean, marks, ans.ReprojectedFrom = moved, mmarks, epsg
 		ans.Note = fmt.Sprintf("Reprojected from EPSG:%d to EPSG:4326 with PROJ for display; the payload is unchanged.", epsg)
 	}
-	if ans.Display == "wgs84" && !inLonLat(clean) {
+	if ans.Display == "wgs84" && !inLonLat(clean, ans.ReprojectedFrom != 0) {
 		ans.Display = "planar"
 		ans.Note = "Coordinates lie outside longitude/latitude range (metres labelled as degrees?): drawn in their own coordinates, without a basemap."
+	}
+	if ans.Display == "wgs84" {
+		// Continuous across ±180°, for the map (the markers follow).
+		var mid float64
+		clean, mid = unwrap(clean)
+		for i := range marks {
+			for j := range marks[i].Coords {
+				marks[i].Coords[j][0] = nearLon(marks[i].Coords[j][0], mid)
+			}
+		}
 	}
 	if dropped > 0 {
 		ans.Note += fmt.Sprintf(" %d non-finite position(s) cannot be drawn; the marker stands next to it.", dropped)
 	}
-	ans.Geometry, err = geojson.Append(nil, clean, nil)
-	if err != nil {
-		return ans, fmt.Errorf("encoding the geometry: %v", err)
-	}
-	ans.Markers = marks
-	return ans, nil
+	ans.Markers = nonNil(marks)
+	return ans, clean, nil
 }
 
-func inLonLat(g orb.Geometry) bool {
+// inLonLat reports whether every position of g is a longitude/latitude:
+// within ±180° and ±90°, or, for PROJ's output (reprojected), within a
+// turn past the antimeridian, which unwrap brings back.
+func inLonLat(g orb.Geometry, reprojected bool) bool {
+	maxLon := 180.0
+	if reprojected {
+		maxLon = 540
+	}
 	ok := true
 	geojson.Components(g, func(c geojson.Component) bool {
 		for _, p := range c.Points {
-			if math.Abs(p[0]) > 180 || math.Abs(p[1]) > 90 {
+			if math.Abs(p[0]) > maxLon || math.Abs(p[1]) > 90 {
 				ok = false
 				return false
 			}
@@ -486,27 +531,24 @@ func segDistance(p, a, b orb.Point) float64 {
 func repairsFor(env *envelope.Envelope) []string {
 	switch env.FailureClass {
 	case classify.ClassInvalidGeometry:
-		return []string{"make-valid"}
+		return []string{replaying.MakeValid}
 	case classify.ClassCRSMismatch:
 		if e := broker.EPSGOf(env); e != 0 {
-			return []string{"reproject"}
+			return []string{replaying.Reproject, replaying.ReprojectMakeValid}
 		}
 	}
 	return []string{}
-}
-
-// repairClass maps a repair's API name to the class whose repairer it is.
-var repairClass = map[string]classify.Class{
-	"make-valid": classify.ClassInvalidGeometry,
-	"reproject":  classify.ClassCRSMismatch,
 }
 
 // repairAnswer is GET …/repair: what a repair would make of the record.
 type repairAnswer struct {
 	Method string `json:"method"`
 	OK     bool   `json:"ok"`
-	// Error says why the repair does not apply.
-	Error          string          `json:"error,omitempty"`
+	// Error says why the repair does not apply or failed.
+	Error string `json:"error,omitempty"`
+	// NotApplicable is set when the method is not the repair for the
+	// record's class (Error says why); the repairer was not run.
+	NotApplicable  bool            `json:"not_applicable,omitempty"`
 	Detail         string          `json:"detail,omitempty"`
 	VerticesBefore int             `json:"vertices_before"`
 	VerticesAfter  int             `json:"vertices_after"`
@@ -520,9 +562,9 @@ type repairAnswer struct {
 
 func (s *Server) repairPreview(w http.ResponseWriter, r *http.Request) {
 	method := r.URL.Query().Get("method")
-	class, ok := repairClass[method]
+	class, ok := replaying.ClassOf(method)
 	if !ok {
-		s.fail(w, r, badQuery("method %q: want make-valid or reproject", method))
+		s.fail(w, r, badQuery("method %q: want %s", clip(method, 40), strings.Join(replaying.RepairNames(), ", ")))
 		return
 	}
 	_, env, payload, err := s.restore(r.Context(), r.PathValue("dest"), r.PathValue("id"))
@@ -530,7 +572,11 @@ func (s *Server) repairPreview(w http.ResponseWriter, r *http.Request) {
 		s.failRecord(w, r, err)
 		return
 	}
-	repairers, err := s.checker.Repairers(nil)
+	if ok, why := applies(env, method, s.opts.ExpectedEPSG); !ok {
+		writeJSON(w, repairAnswer{Method: method, Error: why, NotApplicable: true, VerticesBefore: env.VertexCount, TypeBefore: env.GeometryType})
+		return
+	}
+	repairers, err := replaying.Repairers(s.checker, []string{method}, nil)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -567,7 +613,7 @@ func (s *Server) repairPreview(w http.ResponseWriter, r *http.Request) {
 
 // afterEPSG is the CRS of a repaired payload.
 func (s *Server) afterEPSG(env *envelope.Envelope, method string) int {
-	if method == "reproject" {
+	if method == replaying.Reproject || method == replaying.ReprojectMakeValid {
 		return s.opts.ExpectedEPSG
 	}
 	return broker.EPSGOf(env)

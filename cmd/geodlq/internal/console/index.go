@@ -60,12 +60,18 @@ type index struct {
 	// replay re-injected into the same store (they carry the
 	// dlq-replay-of header), waiting in their source topic for the
 	// consumer. They are neither shown nor counted as dead letters.
-	other   map[recKey]struct{}
-	ready   bool
-	scanned int
-	err     string
-	built   time.Time
-	gen     uint64 // bumped on every change
+	other map[recKey]struct{}
+	// removing, while a rebuild scans the store, collects the records
+	// removed meanwhile (replayed or discarded here), which the scan may
+	// still have read: the rebuild leaves them out.
+	removing map[recKey]struct{}
+	// afterScan, in tests, runs between a rebuild's scan and its swap.
+	afterScan func()
+	ready     bool
+	scanned   int
+	err       string
+	built     time.Time
+	gen       uint64 // bumped on every change
 }
 
 func newIndex(s *Server) *index {
@@ -78,8 +84,9 @@ func reinjected(r *broker.Record) bool {
 	return r.Message != nil && r.Message.Header(broker.HeaderReplayOf) != ""
 }
 
-// maxCentroidVertices bounds the geometries the index parses for a
-// centroid; larger ones are placed by their first position.
+// maxCentroidVertices bounds the geometries the index computes a planar
+// centroid of; larger ones (up to the display budget) are placed at the
+// mean of their positions, which is cheaper.
 const maxCentroidVertices = 200_000
 
 // summarize builds a record's summary; it never fails: what cannot be
@@ -136,7 +143,7 @@ func (ix *index) locate(ctx context.Context, env *envelope.Envelope, p *summary)
 			}
 			data = b
 		}
-		c, ok := centroid(data)
+		c, ok := centroid(data, p.epsg)
 		if !ok {
 			p.why = "the geometry has no finite position"
 			return
@@ -151,15 +158,29 @@ func (ix *index) locate(ctx context.Context, env *envelope.Envelope, p *summary)
 	p.lon, p.lat, p.reprojected, p.my = lon, lat, from, mercY(lat)
 }
 
-// centroid returns the centroid of a GeoJSON geometry (the mean of its
-// finite positions when the planar centroid is not finite, as for a
-// degenerate or self-crossing polygon).
-func centroid(data []byte) (orb.Point, bool) {
-	g, err := geojson.ParseGeometry(data, geojson.Limits{MaxVertices: maxCentroidVertices})
+// periods are the x periods of the CRSs a geometry may wrap around the
+// antimeridian in: longitude/latitude, and Web Mercator metres.
+var periods = map[int]float64{0: 360, wgs84: 360, 3857: 2 * math.Pi * 6378137}
+
+// centroid returns the centroid of a GeoJSON geometry in the CRS epsg
+// (the mean of its finite positions when the planar centroid is not
+// finite, as for a degenerate or self-crossing polygon). A geometry
+// written across the antimeridian is first made continuous (see unwrap),
+// so that Chukotka's centroid is in Chukotka, not at longitude 0.
+func centroid(data []byte, epsg int) (orb.Point, bool) {
+	g, err := geojson.ParseGeometry(data, geojson.Limits{MaxVertices: maxDisplayVertices})
 	if err != nil || g.Geom == nil {
 		return orb.Point{}, false
 	}
-	if geojson.CheckFinite(g) == nil {
+	if period, ok := periods[epsg]; ok && geojson.CheckFinite(g) == nil {
+		g.Geom, _ = unwrapBy(g.Geom, period)
+		g.Points = nil
+		geojson.Components(g.Geom, func(c geojson.Component) bool {
+			g.Points = append(g.Points, c.Points...)
+			return true
+		})
+	}
+	if g.Vertices <= maxCentroidVertices && geojson.CheckFinite(g) == nil {
 		if c, _ := planar.CentroidArea(g.Geom); finite(c) && (c != orb.Point{} || g.Geom.Bound().Contains(c)) {
 			return c, true
 		}
@@ -195,6 +216,9 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // rebuild scans the whole store and replaces the index.
 func (ix *index) rebuild(ctx context.Context) error {
+	ix.mu.Lock()
+	ix.removing = map[recKey]struct{}{}
+	ix.mu.Unlock()
 	recs, other := map[recKey]*summary{}, map[recKey]struct{}{}
 	n := 0
 	err := ix.s.store.ScanAll(ctx, broker.ListOptions{Limit: broker.MaxListLimit}, func(e broker.Entry) error {
@@ -215,11 +239,19 @@ func (ix *index) rebuild(ctx context.Context) error {
 		}
 		return nil
 	})
+	if ix.afterScan != nil {
+		ix.afterScan()
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	removed := ix.removing
+	ix.removing = nil
 	if err != nil {
 		ix.err = err.Error()
 		return err
+	}
+	for k := range removed {
+		delete(recs, k)
 	}
 	ix.recs, ix.other, ix.ready, ix.scanned, ix.err, ix.built = recs, other, true, n, "", time.Now()
 	ix.gen++
@@ -289,9 +321,13 @@ func (ix *index) remove(keys []recKey) {
 	ix.mu.Lock()
 	for _, k := range keys {
 		delete(ix.recs, k)
+		if ix.removing != nil {
+			ix.removing[k] = struct{}{}
+		}
 	}
 	ix.gen++
 	ix.mu.Unlock()
+	ix.s.shapeCache.forget(keys)
 }
 
 func (ix *index) count() int {

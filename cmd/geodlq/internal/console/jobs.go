@@ -8,17 +8,31 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
+
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/replay"
 )
+
+// consoleHints name, in the reasons a replay job gives, the dialog's
+// controls.
+var consoleHints = replaying.Hints{
+	Repair:    func(n string) string { return "the " + n + " repair" },
+	Unchanged: func(c classify.Class) string { return `"replay ` + c.String() + ` unchanged"` },
+	NoCheck:   `"skip the consumer's check"`,
+	Route:     "a route (topic)",
+}
 
 // Actions run as jobs: a dry run first, which resolves the selection to
 // records and says what would happen to each, then the real run, which
@@ -59,8 +73,27 @@ type JobRequest struct {
 	Records []RecordRef `json:"records,omitempty"`
 	Filter  *Query      `json:"filter,omitempty"`
 	// Repairs names the repairs a replay applies: make-valid
-	// (invalid_geometry), reproject (crs_mismatch).
+	// (invalid_geometry), reproject or reproject+make-valid
+	// (crs_mismatch: reproject, then MakeValid when the result is
+	// invalid).
 	Repairs []string `json:"repairs,omitempty"`
+	// Unchanged names the classes a replay re-injects as they are, with
+	// no repair (invalid_geometry, crs_mismatch).
+	Unchanged []string `json:"unchanged,omitempty"`
+	// NoCheck re-injects without checking the payload as the consumer
+	// will (as geodlq replay --no-check).
+	NoCheck bool `json:"no_check,omitempty"`
+	// Target chooses where a replay re-injects: the index of one of the
+	// console's targets (GET /api/config), or "store" for the store
+	// itself, which takes only the records its own broker delivered.
+	// Default: the first target, or the store when there is none.
+	Target string `json:"target,omitempty"`
+	// Route is the topic every record is re-injected into; default each
+	// envelope's source topic.
+	Route string `json:"route,omitempty"`
+	// Rate re-injects at most this many events a second; 0, no limit.
+	// A confirmed run takes its own (the dry run re-injects nothing).
+	Rate float64 `json:"rate,omitempty"`
 	// Confirm is the id of the finished dry run a real run carries out,
 	// on the records that dry run found would be replayed or discarded.
 	Confirm string `json:"confirm,omitempty"`
@@ -82,14 +115,28 @@ type JobItem struct {
 	Target      string `json:"target,omitempty"`
 	Repair      string `json:"repair,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Why says why a record was left in place (or, in a dry run, would
+	// fail or be skipped), and what would change it.
+	Why string `json:"why,omitempty"`
 }
 
 // Job is a replay or discard, its progress and its outcomes.
 type Job struct {
-	ID       string    `json:"id"`
-	Action   string    `json:"action"`
-	DryRun   bool      `json:"dry_run"`
-	Repairs  []string  `json:"repairs"`
+	ID        string   `json:"id"`
+	Action    string   `json:"action"`
+	DryRun    bool     `json:"dry_run"`
+	Repairs   []string `json:"repairs"`
+	Unchanged []string `json:"unchanged"`
+	NoCheck   bool     `json:"no_check,omitempty"`
+	// Target is the label of where a replay re-injects; Route the topic,
+	// when one was named; Rate its limit a second.
+	Target string  `json:"target,omitempty"`
+	Route  string  `json:"route,omitempty"`
+	Rate   float64 `json:"rate,omitempty"`
+	// Filter is the selection a dry run was given by filter, as given;
+	// Records how many records it was given by name.
+	Filter   *Query    `json:"filter,omitempty"`
+	Records  int       `json:"records,omitempty"`
 	Confirms string    `json:"confirms,omitempty"`
 	State    string    `json:"state"` // running, done, failed, cancelled
 	Created  time.Time `json:"created"`
@@ -107,7 +154,9 @@ type Job struct {
 	// after a discard.
 	Orphaned int `json:"orphaned_blobs,omitempty"`
 	// Items are the per-record outcomes from ItemsOffset on (at most 1000
-	// per answer); ItemsTotal is how many there are.
+	// per answer), the records that need a look first (left in place,
+	// would fail, skipped, unavailable), then the others, each in the
+	// order they were done; ItemsTotal is how many there are.
 	Items       []JobItem `json:"items"`
 	ItemsOffset int       `json:"items_offset"`
 	ItemsTotal  int       `json:"items_total"`
@@ -116,12 +165,32 @@ type Job struct {
 }
 
 type job struct {
-	mu     sync.Mutex
-	j      Job
-	items  []JobItem
-	sel    map[string][]string // destination -> record ids
-	filter *selection          // a dry run's filter, until resolved
-	cancel context.CancelFunc
+	mu sync.Mutex
+	j  Job
+	// attention holds the outcomes a person must look at, items the
+	// others: a view lists attention first.
+	attention, items []JobItem
+	sel              map[string][]string // destination -> record ids
+	filter           *selection          // a dry run's filter, until resolved
+	target           Target              // where a replay re-injects
+	intoStore        string              // the store's name when target is the store itself
+	cancel           context.CancelFunc
+}
+
+// needsLook reports whether an outcome is one a person must look at:
+// not replayed, repaired or discarded, nor would be.
+func needsLook(outcome string) bool {
+	switch outcome {
+	case string(replay.OutcomeReplayed), string(replay.OutcomeRepaired), string(replay.OutcomeWouldReplay),
+		string(replay.OutcomeWouldRepair), "would_discard", "discarded":
+		return false
+	}
+	return true
+}
+
+// all returns every outcome, in view order.
+func (jb *job) all() []JobItem {
+	return append(slices.Clip(jb.attention), jb.items...)
 }
 
 func (jb *job) view(offset int) Job {
@@ -132,10 +201,19 @@ func (jb *job) view(offset int) Job {
 	for k, n := range jb.j.Counts {
 		v.Counts[k] = n
 	}
-	v.ItemsTotal = len(jb.items)
-	offset = min(max(offset, 0), len(jb.items))
+	n := len(jb.attention) + len(jb.items)
+	v.ItemsTotal = n
+	offset = min(max(offset, 0), n)
 	v.ItemsOffset = offset
-	v.Items = slices.Clone(jb.items[offset:min(len(jb.items), offset+jobItemsPage)])
+	end := min(n, offset+jobItemsPage)
+	v.Items = make([]JobItem, 0, end-offset)
+	for i := offset; i < end; i++ {
+		if i < len(jb.attention) {
+			v.Items = append(v.Items, jb.attention[i])
+		} else {
+			v.Items = append(v.Items, jb.items[i-len(jb.attention)])
+		}
+	}
 	if v.Items == nil {
 		v.Items = []JobItem{}
 	}
@@ -240,19 +318,38 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 	if req.Action != "replay" && req.Action != "discard" {
 		return nil, badQuery("action %q: want replay or discard", req.Action)
 	}
-	repairs := slices.Clone(req.Repairs)
-	slices.Sort(repairs)
-	repairs = slices.Compact(repairs)
-	for _, rp := range repairs {
-		if _, ok := repairClass[rp]; !ok {
-			return nil, badQuery("repair %q: want make-valid or reproject", rp)
+	repairs, unchanged := sortedSet(req.Repairs), sortedSet(req.Unchanged)
+	var classes []classify.Class
+	for _, u := range unchanged {
+		c, err := classify.ParseClass(u)
+		if err != nil {
+			return nil, badQuery("unchanged %q: want %s", clip(u, 40), strings.Join(unchangedNames(), " or "))
+		}
+		classes = append(classes, c)
+	}
+	if err := replaying.Validate(repairs, classes); err != nil {
+		return nil, badQuery("%v", err)
+	}
+	if req.Action == "discard" && (len(repairs) > 0 || len(unchanged) > 0 || req.NoCheck || req.Target != "" || req.Route != "" || req.Rate != 0) {
+		return nil, badQuery("a discard takes no repairs, target, route, rate or check")
+	}
+	if req.Route != "" {
+		if err := broker.ValidDestination(req.Route); err != nil {
+			return nil, badQuery("route: %v", err)
 		}
 	}
-	if req.Action == "discard" && len(repairs) > 0 {
-		return nil, badQuery("a discard takes no repairs")
+	if req.Rate < 0 || math.IsNaN(req.Rate) || math.IsInf(req.Rate, 0) {
+		return nil, badQuery("rate must be a non-negative number of events a second")
 	}
-	jb := &job{j: Job{ID: newID(), Action: req.Action, DryRun: req.DryRun, Repairs: nonNil(repairs), State: "running",
-		Created: s.opts.Now(), Counts: map[string]int{}}}
+	jb := &job{j: Job{ID: newID(), Action: req.Action, DryRun: req.DryRun, Repairs: nonNil(repairs), Unchanged: nonNil(unchanged),
+		NoCheck: req.NoCheck, Route: req.Route, Rate: req.Rate, State: "running", Created: s.opts.Now(), Counts: map[string]int{}}}
+	if req.Action == "replay" {
+		t, into, err := s.target(req.Target)
+		if err != nil {
+			return nil, err
+		}
+		jb.target, jb.intoStore, jb.j.Target = t, into, t.Label
+	}
 	if req.DryRun {
 		if req.Confirm != "" {
 			return nil, badQuery("a dry run confirms nothing: leave confirm out")
@@ -264,13 +361,13 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 			if err != nil {
 				return nil, err
 			}
-			jb.filter, jb.j.Phase = &f, "selecting"
+			jb.filter, jb.j.Phase, jb.j.Filter = &f, "selecting", req.Filter
 		} else {
 			sel, n, err := s.resolve(ctx, req)
 			if err != nil {
 				return nil, err
 			}
-			jb.sel, jb.j.Selected = sel, n
+			jb.sel, jb.j.Selected, jb.j.Records = sel, n, n
 		}
 	} else {
 		if req.Confirm == "" {
@@ -287,10 +384,10 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 		d := dry.j
 		var picked map[string][]string
 		n := 0
-		if d.DryRun && d.State == "done" && d.Action == req.Action && slices.Equal(d.Repairs, jb.j.Repairs) && d.ConfirmedBy == "" &&
+		if d.DryRun && d.State == "done" && d.Action == req.Action && sameChoices(d, jb.j) && d.ConfirmedBy == "" &&
 			s.opts.Now().Sub(d.Finished) <= confirmWithin {
 			picked = map[string][]string{}
-			for _, it := range dry.items {
+			for _, it := range dry.items { // the outcomes that need no look: would_*
 				if it.Outcome == string(replay.OutcomeWouldReplay) || it.Outcome == string(replay.OutcomeWouldRepair) || it.Outcome == "would_discard" {
 					picked[it.Destination] = append(picked[it.Destination], it.RecordID)
 					n++
@@ -303,9 +400,10 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 		case picked == nil && d.ConfirmedBy != "":
 			return nil, &conflictError{fmt.Sprintf("dry run %s was already carried out by job %s; start a new dry run", d.ID, d.ConfirmedBy)}
 		case picked == nil:
-			return nil, &conflictError{fmt.Sprintf("job %s is not a finished %s dry run with repairs %v from the last %v", d.ID, req.Action, jb.j.Repairs, confirmWithin)}
+			return nil, &conflictError{fmt.Sprintf("job %s is not a finished %s dry run with the same repairs, target, route and check from the last %v",
+				d.ID, req.Action, confirmWithin)}
 		}
-		jb.sel, jb.j.Selected, jb.j.Confirms = picked, n, d.ID
+		jb.sel, jb.j.Selected, jb.j.Confirms, jb.j.Filter, jb.j.Records = picked, n, d.ID, d.Filter, d.Records
 	}
 	if err := js.add(jb); err != nil {
 		return nil, err
@@ -317,6 +415,62 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 		js.run(ctx, jb)
 	})
 	return jb, nil
+}
+
+// sameChoices reports whether a real run makes the choices its dry run
+// made (all but the rate, which a dry run does not use).
+func sameChoices(dry, real Job) bool {
+	return slices.Equal(dry.Repairs, real.Repairs) && slices.Equal(dry.Unchanged, real.Unchanged) && dry.NoCheck == real.NoCheck &&
+		dry.Target == real.Target && dry.Route == real.Route
+}
+
+func sortedSet(xs []string) []string {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func unchangedNames() []string {
+	var out []string
+	for _, c := range replaying.UnchangedClasses() {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// targetInfo describes a replay target for the page.
+type targetInfo struct {
+	// ID is what a job request names it by: an index, or "store".
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	// Store is set for the store itself, which takes only the records
+	// its own broker delivered.
+	Store   bool `json:"store,omitempty"`
+	Default bool `json:"default,omitempty"`
+}
+
+func (s *Server) targetInfos() []targetInfo {
+	out := []targetInfo{}
+	for i, t := range s.opts.Targets {
+		out = append(out, targetInfo{ID: strconv.Itoa(i), Label: t.Label, Default: i == 0})
+	}
+	return append(out, targetInfo{ID: "store", Label: s.opts.Label, Store: true, Default: len(s.opts.Targets) == 0})
+}
+
+// target resolves a job's target; into is the store's name when it is
+// the store itself.
+func (s *Server) target(id string) (t Target, into string, err error) {
+	switch {
+	case id == "" && len(s.opts.Targets) > 0:
+		return s.opts.Targets[0], "", nil
+	case id == "" || id == "store":
+		return Target{Label: s.opts.Label, Publisher: s.store}, s.store.Name(), nil
+	}
+	i, err := strconv.Atoi(id)
+	if err != nil || i < 0 || i >= len(s.opts.Targets) {
+		return Target{}, "", badQuery("target %q: want one of the ids of GET /api/config's targets", clip(id, 40))
+	}
+	return s.opts.Targets[i], "", nil
 }
 
 // add registers jb, forgetting the oldest finished jobs.
@@ -445,15 +599,15 @@ func (js *jobs) run(ctx context.Context, jb *job) {
 	}
 	if jb.j.State != "done" {
 		// Records the job never reached.
-		reached := make(map[recKey]bool, len(jb.items))
-		for _, it := range jb.items {
+		all := jb.all()
+		reached := make(map[recKey]bool, len(all))
+		for _, it := range all {
 			reached[recKey{it.Destination, it.RecordID}] = true
 		}
 		for dest, ids := range jb.sel {
 			for _, id := range ids {
 				if !reached[recKey{dest, id}] {
-					jb.items = append(jb.items, JobItem{Destination: dest, RecordID: id, Outcome: "not_run"})
-					jb.j.Counts["not_run"]++
+					jb.add(JobItem{Destination: dest, RecordID: id, Outcome: "not_run", Why: "the job ended before it reached this record"})
 				}
 			}
 		}
@@ -475,11 +629,20 @@ func (j Job) summary() Job {
 func (jb *job) record(items []JobItem) {
 	jb.mu.Lock()
 	defer jb.mu.Unlock()
-	jb.items = append(jb.items, items...)
-	jb.j.Done += len(items)
 	for _, it := range items {
-		jb.j.Counts[it.Outcome]++
+		jb.add(it)
 	}
+	jb.j.Done += len(items)
+}
+
+// add keeps one outcome; jb.mu is held.
+func (jb *job) add(it JobItem) {
+	if needsLook(it.Outcome) {
+		jb.attention = append(jb.attention, it)
+	} else {
+		jb.items = append(jb.items, it)
+	}
+	jb.j.Counts[it.Outcome]++
 }
 
 // chunks cuts ids into runs of at most n.
@@ -505,17 +668,27 @@ func sortedDests(sel map[string][]string) []string {
 // replay runs the replayer over the job's records, a chunk at a time.
 func (js *jobs) replay(ctx context.Context, jb *job) error {
 	s := js.s
-	all, err := s.checker.Repairers(nil)
+	var classes []classify.Class
+	for _, u := range jb.j.Unchanged {
+		c, _ := classify.ParseClass(u) // checked when the job started
+		classes = append(classes, c)
+	}
+	repairers, err := replaying.Repairers(s.checker, jb.j.Repairs, classes)
 	if err != nil {
 		return err
 	}
-	repairers := map[classify.Class]replay.Repairer{}
-	for _, name := range jb.j.Repairs {
-		c := repairClass[name]
-		repairers[c] = all[c]
+	var limiter *rate.Limiter
+	if !jb.j.DryRun {
+		limiter = replaying.NewLimiter(jb.j.Rate)
 	}
-	opts := replay.Options{Source: s.store, Target: s.opts.Target, Repairers: repairers, Check: s.checker.ReplayCheck(),
-		Logger: s.log, BatchSize: jobChunk}
+	opts := replay.Options{Source: s.store, Target: &replaying.Target{Publisher: jb.target.Publisher, Limiter: limiter}, Repairers: repairers,
+		Logger: s.log, BatchSize: jobChunk, Route: replaying.Route(jb.j.Route, jb.intoStore, "a target other than this store")}
+	if !jb.j.NoCheck {
+		opts.Check = s.checker.ReplayCheck()
+	}
+	if jb.j.Rate > 0 {
+		opts.BatchSize = max(1, min(jobChunk, int(jb.j.Rate*10)))
+	}
 	if s.opts.Blobs != nil {
 		opts.Fetcher = s.opts.Blobs
 	}
@@ -535,7 +708,9 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 			var gone []recKey
 			for _, it := range rep.Items {
 				got[it.RecordID] = true
-				ji := JobItem{Destination: dest, RecordID: it.RecordID, EventID: it.EventID, Outcome: string(it.Outcome), Target: it.Target}
+				why := replaying.Why(it, consoleHints)
+				replaying.Normalize(&it)
+				ji := JobItem{Destination: dest, RecordID: it.RecordID, EventID: it.EventID, Outcome: string(it.Outcome), Target: it.Target, Why: why}
 				if it.Class.Valid() {
 					ji.Class = it.Class.String()
 				}
@@ -551,6 +726,7 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 					// record was released untouched, not failed.
 					ji.Outcome = "interrupted"
 					ji.Error = "cancelled before the re-injection: released untouched, still in the store"
+					ji.Why = ji.Error
 				}
 				if it.Outcome == replay.OutcomeReplayed || it.Outcome == replay.OutcomeRepaired {
 					gone = append(gone, recKey{dest, it.RecordID})
@@ -561,7 +737,8 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 				for _, id := range ids {
 					if !got[id] {
 						items = append(items, JobItem{Destination: dest, RecordID: id, Outcome: "unavailable",
-							Error: "not fetched: leased by another replayer, or already replayed or discarded"})
+							Error: "not fetched: leased by another replayer, or already replayed or discarded",
+							Why:   "not fetched: leased by another replayer, or already replayed or discarded"})
 					}
 				}
 			}
@@ -601,13 +778,14 @@ func (js *jobs) discard(ctx context.Context, jb *job) error {
 			}
 			items := make([]JobItem, 0, len(ids))
 			var gone []recKey
+			events := s.eventIDs(ctx, dest, ids)
 			for _, id := range ids {
 				if deleted[id] {
-					items = append(items, JobItem{Destination: dest, RecordID: id, Outcome: outcome})
+					items = append(items, JobItem{Destination: dest, RecordID: id, EventID: events[id], Outcome: outcome})
 					gone = append(gone, recKey{dest, id})
 				} else {
-					items = append(items, JobItem{Destination: dest, RecordID: id, Outcome: "unavailable",
-						Error: "not deleted: leased by a replayer, or already gone"})
+					items = append(items, JobItem{Destination: dest, RecordID: id, EventID: events[id], Outcome: "unavailable",
+						Error: "not deleted: leased by a replayer, or already gone", Why: "not deleted: leased by a replayer, or already gone"})
 				}
 			}
 			jb.record(items)
@@ -620,4 +798,37 @@ func (js *jobs) discard(ctx context.Context, jb *job) error {
 		}
 	}
 	return nil
+}
+
+// eventIDs returns the event ids of records of dest, from the index, or
+// read from the store for those it does not hold (replayed ones).
+func (s *Server) eventIDs(ctx context.Context, dest string, ids []string) map[string]string {
+	out := make(map[string]string, len(ids))
+	var missing []string
+	s.index.mu.RLock()
+	for _, id := range ids {
+		if p, ok := s.index.recs[recKey{dest, id}]; ok && p.eventID != "" {
+			out[id] = p.eventID
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	s.index.mu.RUnlock()
+	for _, part := range chunks(missing, broker.MaxFilterValues) {
+		p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: part}, IncludeReplayed: true, Limit: len(part)})
+		if err != nil {
+			break // the ids are a courtesy: the outcomes stand without them
+		}
+		for _, e := range p.Entries {
+			if e.Record == nil {
+				continue
+			}
+			if env := envelopeOf(e.Record); env != nil {
+				out[e.Record.ID] = env.EventID
+			} else if e.Record.Message != nil {
+				out[e.Record.ID] = e.Record.Message.Header(broker.HeaderEventID)
+			}
+		}
+	}
+	return out
 }

@@ -379,6 +379,8 @@ type recordAnswer struct {
 	NotEnvelope string `json:"not_envelope,omitempty"`
 	// Repairs lists the repairs that apply to the record's class.
 	Repairs []string `json:"repairs"`
+	// Explanation says what went wrong and what would fix it, in words.
+	Explanation string `json:"explanation,omitempty"`
 }
 
 type geometryRef struct {
@@ -415,6 +417,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	ans.PayloadSHA256, ans.PayloadSize, ans.PayloadOffloadURI, ans.PayloadEncoding = env.PayloadSHA256, env.PayloadSize, env.RawPayloadOffloadURI, env.RawPayloadEncoding
 	ans.FirstSeenAt, ans.Route, ans.TraceID, ans.Source = env.FirstSeenAt, string(env.Route), env.TraceID, env.Source
 	ans.Repairs = repairsFor(env)
+	ans.Explanation = explain(env, s.opts.ExpectedEPSG)
 	writeJSON(w, ans)
 }
 

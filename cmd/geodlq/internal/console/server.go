@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/spatial"
 )
@@ -28,9 +29,12 @@ type Options struct {
 	// Store is the dead-letter store the console shows; required. Open it
 	// read-only (broker.OpenOptions.ReadOnly) unless Token is set.
 	Store *broker.Store
-	// Target receives replayed events, in each envelope's source topic;
-	// default Store itself (as geodlq replay without --target).
-	Target broker.Publisher
+	// Targets are where a replay job may re-inject, chosen per job by
+	// index; the first is the default. The store itself is always a
+	// choice too ("store"), and the default when Targets is empty: it
+	// takes only the records its own broker delivered, as geodlq replay
+	// without --target does (see replaying.Route).
+	Targets []Target
 	// Label names the store on the page (a redacted URL); default the
 	// store's adapter name.
 	Label string
@@ -59,6 +63,15 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Target is a store or broker replays re-inject into.
+type Target struct {
+	// Label names it on the page (a redacted URL).
+	Label string
+	// Publisher receives the re-injected events, in each envelope's
+	// source topic (or the job's route).
+	Publisher broker.Publisher
+}
+
 // Server is the console: an http.Handler serving the page and its JSON
 // API. Create it with [New] and Close it when done.
 type Server struct {
@@ -72,11 +85,13 @@ type Server struct {
 	index   *index
 	hub     *hub
 	jobs    *jobs
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closeMu sync.Mutex
-	closed  bool
+	// shapeCache keeps the main map's simplified shapes.
+	shapeCache *shapeCache
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeMu    sync.Mutex
+	closed     bool
 }
 
 // MinTokenLen is the shortest token [New] accepts.
@@ -104,9 +119,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Target == nil {
-		opts.Target = opts.Store
-	}
 	if opts.Label == "" {
 		opts.Label = opts.Store.Name()
 	}
@@ -122,7 +134,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: embedded assets: %w", err)
 	}
-	s := &Server{opts: opts, store: opts.Store, checker: checker, log: opts.Logger, assets: assets, csp: csp, hub: newHub()}
+	s := &Server{opts: opts, store: opts.Store, checker: checker, log: opts.Logger, assets: assets, csp: csp, hub: newHub(),
+		shapeCache: newShapeCache(shapeCacheBytes)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.index = newIndex(s)
 	s.jobs = newJobs(s)
@@ -180,6 +193,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/records/{dest}/{id}/payload", s.payload)
 	m.HandleFunc("GET /api/records/{dest}/{id}/repair", s.repairPreview)
 	m.HandleFunc("GET /api/map", s.mapView)
+	m.HandleFunc("GET /api/shapes", s.shapes)
 	m.HandleFunc("GET /api/events", s.events)
 	m.HandleFunc("GET /api/jobs", s.listJobs)
 	m.HandleFunc("GET /api/jobs/{job}", s.getJob)
@@ -387,19 +401,22 @@ func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
 
 // configAnswer is GET /api/config.
 type configAnswer struct {
-	Store           string      `json:"store"`
-	Adapter         string      `json:"adapter"`
-	ReadOnly        bool        `json:"read_only"`
-	Blobs           bool        `json:"blobs"`
-	TileURL         string      `json:"tile_url,omitempty"`
-	TileAttribution string      `json:"tile_attribution,omitempty"`
-	ExpectedEPSG    int         `json:"expected_epsg"`
-	Classes         []string    `json:"classes"`
-	Stages          []string    `json:"stages"`
-	ReasonKinds     []string    `json:"reason_kinds"`
-	Repairs         []string    `json:"repairs"`
-	Destinations    []string    `json:"destinations"`
-	Index           indexStatus `json:"index"`
+	Store           string   `json:"store"`
+	Adapter         string   `json:"adapter"`
+	ReadOnly        bool     `json:"read_only"`
+	Blobs           bool     `json:"blobs"`
+	TileURL         string   `json:"tile_url,omitempty"`
+	TileAttribution string   `json:"tile_attribution,omitempty"`
+	ExpectedEPSG    int      `json:"expected_epsg"`
+	Classes         []string `json:"classes"`
+	Stages          []string `json:"stages"`
+	ReasonKinds     []string `json:"reason_kinds"`
+	Repairs         []string `json:"repairs"`
+	// Unchanged lists the classes a replay may re-inject unchanged.
+	Unchanged    []string     `json:"unchanged"`
+	Targets      []targetInfo `json:"targets"`
+	Destinations []string     `json:"destinations"`
+	Index        indexStatus  `json:"index"`
 }
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {
@@ -411,8 +428,8 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, configAnswer{
 		Store: s.opts.Label, Adapter: s.store.Name(), ReadOnly: s.opts.Token == "", Blobs: s.opts.Blobs != nil,
 		TileURL: s.opts.TileURL, TileAttribution: s.opts.TileAttribution, ExpectedEPSG: s.opts.ExpectedEPSG,
-		Classes: classNames(), Stages: stageNames(), ReasonKinds: kindNames(), Repairs: []string{"make-valid", "reproject"},
-		Destinations: nonNil(dests), Index: s.index.status(),
+		Classes: classNames(), Stages: stageNames(), ReasonKinds: kindNames(), Repairs: replaying.RepairNames(),
+		Unchanged: unchangedNames(), Targets: s.targetInfos(), Destinations: nonNil(dests), Index: s.index.status(),
 	})
 }
 
