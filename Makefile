@@ -113,11 +113,13 @@ FUZZ_TARGETS := \
 	./internal/geojson:FuzzReadNumberParts \
 	./internal/jsonscan:FuzzFind \
 	./internal/jsonscan:FuzzUnquote \
+	./internal/validity:FuzzEnginesAgree \
 	./offload:FuzzFetchRef \
 	./offload:FuzzKeyFor \
 	./spatial:FuzzCheckEvent \
 	./spatial:FuzzCheckEventNesting \
 	./spatial:FuzzCheckGeometry \
+	./spatial:FuzzEnginesAgree \
 	./warehouse:FuzzWriter
 
 fuzz: deps

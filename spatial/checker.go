@@ -33,6 +33,31 @@ const (
 	DefaultMaxRepairCrossings = 10_000
 )
 
+// Engine selects the validity engine of a [Checker]'s topology check.
+type Engine uint8
+
+// The validity engines.
+const (
+	// EngineGo is geodlq's pure-Go validity engine (internal/validity): it
+	// follows GEOS 3.11's algorithm step by step and gives GEOS's verdict,
+	// reason, point and so fault index for every geometry, without cgo in
+	// the check path. It is the default.
+	EngineGo Engine = iota
+	// EngineGEOS is GEOS's GEOSisValidReason_r, through cgo.
+	EngineGEOS
+)
+
+// String returns "go" or "geos".
+func (e Engine) String() string {
+	switch e {
+	case EngineGo:
+		return "go"
+	case EngineGEOS:
+		return "geos"
+	}
+	return fmt.Sprintf("Engine(%d)", uint8(e))
+}
+
 // ErrClosed is wrapped by the errors of a [Checker] used after Close.
 var ErrClosed = errors.New("spatial: checker is closed")
 
@@ -81,6 +106,12 @@ type Options struct {
 	// is left for a person. Defaults 100,000, 10,000 and 10,000; negative
 	// means no limit.
 	MaxRepairVertices, MaxRepairParts, MaxRepairCrossings int
+	// Engine is the validity engine of CheckEvent and CheckGeometry's
+	// topology check. Default EngineGo (the zero value): geodlq's pure-Go
+	// port of GEOS 3.11's IsValidOp, which gives GEOS's verdicts, reasons
+	// and points. EngineGEOS asks GEOS itself, through cgo. MakeValid
+	// always uses GEOS.
+	Engine Engine
 	// MeterProvider records geodlq.checks by result class ("ok" for a
 	// valid event) from [Checker.CheckEventContext]. Nil records nothing.
 	MeterProvider metric.MeterProvider
@@ -116,6 +147,9 @@ func NewChecker(opts *Options) (*Checker, error) {
 	}
 	if o.ExpectedEPSG < 0 || o.CRSCacheSize < 0 || o.TransformCacheSize < 0 {
 		return nil, errors.New("spatial: negative ExpectedEPSG or cache size in Options")
+	}
+	if o.Engine > EngineGEOS {
+		return nil, fmt.Errorf("spatial: unknown validity engine %v in Options", o.Engine)
 	}
 	if o.ExpectedEPSG == 0 {
 		o.ExpectedEPSG = DefaultExpectedEPSG

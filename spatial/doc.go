@@ -8,9 +8,20 @@
 // NaN and Infinity tokens are accepted in coordinates so they can be
 // reported as invalid coordinates at their vertex; unclosed rings are kept
 // so they can be reported rather than silently closed), resolves CRSs to
-// EPSG codes with PROJ, validates topology with GEOS, repairs geometries
-// with GEOS's MakeValid and reprojects them with PROJ. Every error it
-// returns is a [*classify.Error]; no input makes it panic.
+// EPSG codes with PROJ, validates topology, repairs geometries with GEOS's
+// MakeValid and reprojects them with PROJ. Every error it returns is a
+// [*classify.Error]; no input makes it panic.
+//
+// # Validity: GEOS's answers in pure Go
+//
+// Topology is checked by default by geodlq's pure-Go port of GEOS 3.11's
+// IsValidOp (internal/validity, [EngineGo]): it follows GEOS's algorithm
+// step by step, so it gives GEOS's verdict, GEOS's reason word for word
+// ("Self-intersection[-65.790374874971 18.3107955487033]"), the same point
+// and so the same fault index, with no cgo call. [Options].Engine =
+// [EngineGEOS] asks GEOS itself instead; the tests run both over every
+// corpus, GEOS's own isValid cases and a differential fuzz target, and
+// fail on any difference.
 //
 // # cgo, and what it costs
 //
@@ -24,14 +35,15 @@
 //     "structure" method, PROJ >= 8). Cross-compiling needs a C
 //     cross-toolchain and target libraries; CGO_ENABLED=0 builds drop the
 //     package. The parsing and structural rules live in a pure-Go
-//     package of this module (internal/geojson), so geodlq's cgo-free
-//     components (an ingress gate, say) apply the same rules; only the
-//     GEOS topology checks and PROJ need cgo.
+//     package of this module (internal/geojson), and so does the validity
+//     engine (internal/validity), so geodlq's cgo-free components (an
+//     ingress gate, say) apply the same rules; PROJ (CRS resolution,
+//     reprojection) and GEOS (MakeValid, [EngineGEOS]) need cgo.
 //   - Every cgo call costs tens of nanoseconds on top of the work, and the
-//     geometry must cross the boundary: it is encoded once as WKB and read
-//     by GEOS in a single call. On a small polygon the whole CheckEvent
-//     (parse, cached CRS lookup, range check, GEOS validity) takes a few
-//     microseconds; see the benchmarks.
+//     geometry must cross the boundary: with [EngineGEOS] it is built in
+//     GEOS from the parser's positions and checked in a single call. On a
+//     small polygon the whole CheckEvent (parse, cached CRS lookup, range
+//     check, validity) takes a few microseconds; see the benchmarks.
 //   - GEOS and PROJ objects live on the C heap, which the Go garbage
 //     collector neither sees nor counts. The checker destroys GEOS
 //     geometries as soon as it is done with them; GEOS contexts, PROJ

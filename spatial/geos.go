@@ -10,6 +10,7 @@ import (
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/internal/validity"
 )
 
 // geosValid is GEOS's IsValidReason for a valid geometry.
@@ -141,11 +142,30 @@ func wkbSize(g orb.Geometry) int {
 	return n
 }
 
-// topology runs GEOS's validity check on a geometry that passed
-// geojson.Validate (so GEOS can build it without error or silent repair):
-// one cgo call builds it from the parser's positions and checks it
-// (geosbuild.go).
+// topology runs the validity check of Options.Engine on a geometry that
+// passed geojson.Validate (so GEOS can build it without error or silent
+// repair).
 func (c *Checker) topology(g geojson.Geometry) *classify.Error {
+	if c.opts.Engine == EngineGEOS {
+		return c.topologyGEOS(g)
+	}
+	f, err := validity.Check(g.Geom)
+	switch {
+	case err != nil:
+		// Where GEOS would raise an exception, the engine fails with
+		// GEOS's message; the error is the one the GEOS engine returns.
+		e := geosFailure(classify.StageTopologyValidation, err.Error())
+		fillDetail(e, g)
+		return e
+	case f != nil:
+		return invalidFromReason(g, f.Reason())
+	}
+	return nil
+}
+
+// topologyGEOS is topology with GEOS: one cgo call builds the geometry from
+// the parser's positions and checks it (geosbuild.go).
+func (c *Checker) topologyGEOS(g geojson.Geometry) *classify.Error {
 	h, err := c.handles.get()
 	if err != nil {
 		e := geosFailure(classify.StageTopologyValidation, err)
