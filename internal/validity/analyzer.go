@@ -50,6 +50,9 @@ type analyzer struct {
 	rings  []polyRing
 	chains []chain
 	tree   strTree
+	// The fast path's sort keys, scratch, and sorted chain extents.
+	sweepKeys, sweepTmp []uint64
+	sweepBuf            []sweepEntry
 	// pairs records the one point at which two rings touch.
 	pairs map[pairKey]orb.Point
 	// dedup holds rings with repeated points removed.
@@ -131,6 +134,10 @@ func (a *analyzer) analyze() {
 	for i := range a.ss {
 		a.addChains(int32(i))
 	}
+	if a.sweep() {
+		return
+	}
+	a.restart()
 	a.intersectChains()
 }
 

@@ -2,7 +2,6 @@ package validity
 
 import (
 	"math"
-	"slices"
 
 	"github.com/paulmach/orb"
 )
@@ -88,15 +87,21 @@ type yEntry struct {
 	seg        int32
 }
 
-// yIndex finds the segments of a ring whose y-range contains a value:
-// segments sorted by their lowest y, under a packed tree (yFan children a
-// node) of the greatest y each subtree reaches.
+// yIndex finds the segments of a ring whose y-range contains a value: the
+// segments ordered by the bucket of their lowest y (a counting sort into
+// about n/2 buckets of equal height), under a packed tree (yFan children a
+// node) of the greatest y each subtree reaches. A query walks the entries
+// whose bucket is at most the value's, skipping subtrees that stay below
+// it.
 type yIndex struct {
 	entries []yEntry
 	// levels[0][i] is entries[i].maxy; levels[k][i] the greatest of
 	// levels[k-1][i*yFan : (i+1)*yFan]. The last level has one node.
 	levels [][]float64
 	span   []int // span[k]: entries under a node of level k
+	// Buckets: bucket b holds entries[start[b]:start[b+1]].
+	start      []int32
+	miny, unit float64 // bucket b covers y in [miny + b/unit, miny + (b+1)/unit)
 }
 
 const yFan = 16
@@ -104,22 +109,35 @@ const yFan = 16
 func newYIndex(pts []orb.Point) *yIndex {
 	n := len(pts) - 1
 	x := &yIndex{entries: make([]yEntry, n)}
+	miny, maxy := pts[0][1], pts[0][1]
+	for _, p := range pts[1:] {
+		miny = min(miny, p[1])
+		maxy = max(maxy, p[1])
+	}
+	nb := n/2 + 1
+	x.miny = miny
+	x.unit = float64(nb) / (maxy - miny)
+	if math.IsNaN(x.unit) || math.IsInf(x.unit, 0) || x.unit <= 0 {
+		nb, x.unit = 1, 0
+	}
+	x.start = make([]int32, nb+1)
+	for i := range n {
+		a, b := pts[i][1], pts[i+1][1]
+		x.start[x.bucket(min(a, b))+1]++
+	}
+	for b := range nb {
+		x.start[b+1] += x.start[b]
+	}
+	fill := append([]int32(nil), x.start[:nb]...)
 	for i := range n {
 		a, b := pts[i][1], pts[i+1][1]
 		if a > b {
 			a, b = b, a
 		}
-		x.entries[i] = yEntry{miny: a, maxy: b, seg: int32(i)}
+		k := x.bucket(a)
+		x.entries[fill[k]] = yEntry{miny: a, maxy: b, seg: int32(i)}
+		fill[k]++
 	}
-	slices.SortFunc(x.entries, func(a, b yEntry) int {
-		switch {
-		case a.miny < b.miny:
-			return -1
-		case a.miny > b.miny:
-			return 1
-		}
-		return int(a.seg) - int(b.seg)
-	})
 	level := make([]float64, n)
 	for i, e := range x.entries {
 		level[i] = e.maxy
@@ -142,28 +160,38 @@ func newYIndex(pts []orb.Point) *yIndex {
 	return x
 }
 
+// bucket is the bucket of y, clamped to the buckets there are.
+func (x *yIndex) bucket(y float64) int {
+	t := (y - x.miny) * x.unit
+	nb := len(x.start) - 1
+	switch {
+	case !(t >= 0):
+		return 0
+	case t >= float64(nb):
+		return nb - 1
+	}
+	return int(t)
+}
+
 // collect appends to buf the segments whose y-range contains y.
 func (x *yIndex) collect(y float64, buf []int32) []int32 {
 	if len(x.entries) == 0 {
 		return buf
 	}
-	// Entries with miny <= y form a prefix.
-	end, _ := slices.BinarySearchFunc(x.entries, y, func(e yEntry, y float64) int {
-		if e.miny <= y {
-			return -1
-		}
-		return 1
-	})
+	end := int(x.start[x.bucket(y)+1])
 	return x.walk(len(x.levels)-1, 0, y, end, buf)
 }
 
-// walk collects under node i of level k, within the prefix end.
+// walk collects under node i of level k, within the first end entries.
 func (x *yIndex) walk(k, i int, y float64, end int, buf []int32) []int32 {
 	if x.levels[k][i] < y {
 		return buf
 	}
 	if k == 0 {
-		return append(buf, x.entries[i].seg)
+		if x.entries[i].miny <= y {
+			buf = append(buf, x.entries[i].seg)
+		}
+		return buf
 	}
 	below := x.levels[k-1]
 	for c := i * yFan; c < min((i+1)*yFan, len(below)); c++ {

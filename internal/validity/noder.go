@@ -85,6 +85,12 @@ func (a *analyzer) intersectChains() {
 		t.insert(a.chains[i].env, int32(i))
 	}
 	t.build()
+	a.intersectChainsBuilt()
+}
+
+// intersectChainsBuilt runs the queries over the built tree.
+func (a *analyzer) intersectChainsBuilt() {
+	t := &a.tree
 	if t.root < 0 {
 		return
 	}

@@ -45,12 +45,23 @@ func TestSortMatchesLibstdcxx(t *testing.T) {
 			}
 			return s
 		}
+		var tree strTree
 		for _, check := range []struct {
 			name string
 			sort func([]strNode)
 		}{
-			{"std::sort", func(s []strNode) { sortNodes(s, keyX) }},
-			{"std::partial_sort", func(s []strNode) { heapSort(s, 0, len(s), keyX) }},
+			{"std::sort", func(s []strNode) { tree.sortNodes(s, keyX) }},
+			{"std::partial_sort", func(s []strNode) {
+				ks := make([]sortKey, len(s))
+				for i := range s {
+					ks[i] = sortKey{nodeKey(&s[i], keyX), int32(i)}
+				}
+				heapSort(ks, 0, len(ks))
+				tmp := append([]strNode(nil), s...)
+				for i, k := range ks {
+					s[i] = tmp[k.i]
+				}
+			}},
 		} {
 			want := line()
 			s := nodes()

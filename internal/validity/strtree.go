@@ -71,6 +71,9 @@ type strNode struct {
 type strTree struct {
 	nodes []strNode
 	root  int32 // -1 when empty
+	// Scratch for sorting.
+	keys    []sortKey
+	scratch []strNode
 }
 
 // reset empties the tree, keeping its memory.
@@ -139,7 +142,7 @@ func (t *strTree) parents(begin, number int) {
 	slices := sliceCount(number)
 	per := sliceCapacity(number, slices)
 	end := begin + number
-	sortNodes(t.nodes[begin:end], keyX)
+	t.sortNodes(t.nodes[begin:end], keyX)
 	start := begin
 	for range slices {
 		inSlice := min(end-start, per)
@@ -151,7 +154,7 @@ func (t *strTree) parents(begin, number int) {
 
 // slice adds the branches of one vertical slice.
 func (t *strTree) slice(begin, end int) {
-	sortNodes(t.nodes[begin:end], keyY)
+	t.sortNodes(t.nodes[begin:end], keyY)
 	for first := begin; first != end; {
 		n := min(nodeCapacity, end-first)
 		b := strNode{env: t.nodes[first].env, item: -1, lo: int32(first), hi: int32(first + n)}
@@ -178,14 +181,42 @@ func nodeKey(n *strNode, axis int) float64 {
 
 // sortNodes sorts s by key as libstdc++'s std::sort (GCC 12) does:
 // introsort with a median-of-three pivot, heapsort past a depth limit, and
-// a final insertion sort, so that equal keys end in the same order.
-func sortNodes(s []strNode, axis int) {
+// a final insertion sort, so that equal keys end in the same order. The
+// algorithm runs on (key, index) pairs, whose moves are cheap, and the
+// nodes are permuted once at the end: the comparisons, and so the
+// permutation, are those std::sort makes on the nodes.
+func (t *strTree) sortNodes(s []strNode, axis int) {
 	n := len(s)
 	if n < 2 {
 		return
 	}
-	introsortLoop(s, 0, n, 2*lg(n), axis)
-	finalInsertionSort(s, 0, n, axis)
+	ks := t.keys[:0]
+	for i := range s {
+		ks = append(ks, sortKey{nodeKey(&s[i], axis), int32(i)})
+	}
+	t.keys = ks
+	sortKeys(ks)
+	tmp := append(t.scratch[:0], s...)
+	t.scratch = tmp
+	for i, k := range ks {
+		s[i] = tmp[k.i]
+	}
+}
+
+// sortKey is a node's sort key and its index before the sort.
+type sortKey struct {
+	k float64
+	i int32
+}
+
+// sortKeys is std::sort on keys.
+func sortKeys(s []sortKey) {
+	n := len(s)
+	if n < 2 {
+		return
+	}
+	introsortLoop(s, 0, n, 2*lg(n))
+	finalInsertionSort(s, 0, n)
 }
 
 // lg is std::__lg: the index of the highest set bit.
@@ -201,44 +232,40 @@ func lg(n int) int {
 // sortThreshold is libstdc++'s _S_threshold.
 const sortThreshold = 16
 
-func less(s []strNode, i, j int, axis int) bool {
-	return nodeKey(&s[i], axis) < nodeKey(&s[j], axis)
-}
-
-func introsortLoop(s []strNode, first, last, depth int, axis int) {
+func introsortLoop(s []sortKey, first, last, depth int) {
 	for last-first > sortThreshold {
 		if depth == 0 {
-			heapSort(s, first, last, axis)
+			heapSort(s, first, last)
 			return
 		}
 		depth--
-		cut := partitionPivot(s, first, last, axis)
-		introsortLoop(s, cut, last, depth, axis)
+		cut := partitionPivot(s, first, last)
+		introsortLoop(s, cut, last, depth)
 		last = cut
 	}
 }
 
-func partitionPivot(s []strNode, first, last int, axis int) int {
+func partitionPivot(s []sortKey, first, last int) int {
 	mid := first + (last-first)/2
-	moveMedianToFirst(s, first, first+1, mid, last-1, axis)
-	return unguardedPartition(s, first+1, last, first, axis)
+	moveMedianToFirst(s, first, first+1, mid, last-1)
+	return unguardedPartition(s, first+1, last, first)
 }
 
-func moveMedianToFirst(s []strNode, result, a, b, c int, axis int) {
-	if less(s, a, b, axis) {
+func moveMedianToFirst(s []sortKey, result, a, b, c int) {
+	if s[a].k < s[b].k {
 		switch {
-		case less(s, b, c, axis):
+		case s[b].k < s[c].k:
 			s[result], s[b] = s[b], s[result]
-		case less(s, a, c, axis):
+		case s[a].k < s[c].k:
 			s[result], s[c] = s[c], s[result]
 		default:
 			s[result], s[a] = s[a], s[result]
 		}
 	} else {
 		switch {
-		case less(s, a, c, axis):
+		case s[a].k < s[c].k:
 			s[result], s[a] = s[a], s[result]
-		case less(s, b, c, axis):
+		case s[b].k < s[c].k:
 			s[result], s[c] = s[c], s[result]
 		default:
 			s[result], s[b] = s[b], s[result]
@@ -246,14 +273,14 @@ func moveMedianToFirst(s []strNode, result, a, b, c int, axis int) {
 	}
 }
 
-func unguardedPartition(s []strNode, first, last, pivot int, axis int) int {
-	pk := nodeKey(&s[pivot], axis)
+func unguardedPartition(s []sortKey, first, last, pivot int) int {
+	pk := s[pivot].k
 	for {
-		for nodeKey(&s[first], axis) < pk {
+		for s[first].k < pk {
 			first++
 		}
 		last--
-		for pk < nodeKey(&s[last], axis) {
+		for pk < s[last].k {
 			last--
 		}
 		if first >= last {
@@ -264,37 +291,36 @@ func unguardedPartition(s []strNode, first, last, pivot int, axis int) int {
 	}
 }
 
-func finalInsertionSort(s []strNode, first, last int, axis int) {
+func finalInsertionSort(s []sortKey, first, last int) {
 	if last-first > sortThreshold {
-		insertionSort(s, first, first+sortThreshold, axis)
+		insertionSort(s, first, first+sortThreshold)
 		for i := first + sortThreshold; i < last; i++ {
-			unguardedLinearInsert(s, i, axis)
+			unguardedLinearInsert(s, i)
 		}
 		return
 	}
-	insertionSort(s, first, last, axis)
+	insertionSort(s, first, last)
 }
 
-func insertionSort(s []strNode, first, last int, axis int) {
+func insertionSort(s []sortKey, first, last int) {
 	if first == last {
 		return
 	}
 	for i := first + 1; i < last; i++ {
-		if less(s, i, first, axis) {
+		if s[i].k < s[first].k {
 			v := s[i]
 			copy(s[first+1:i+1], s[first:i])
 			s[first] = v
 		} else {
-			unguardedLinearInsert(s, i, axis)
+			unguardedLinearInsert(s, i)
 		}
 	}
 }
 
-func unguardedLinearInsert(s []strNode, last int, axis int) {
+func unguardedLinearInsert(s []sortKey, last int) {
 	v := s[last]
-	vk := nodeKey(&v, axis)
 	next := last - 1
-	for vk < nodeKey(&s[next], axis) {
+	for v.k < s[next].k {
 		s[last] = s[next]
 		last = next
 		next--
@@ -304,13 +330,12 @@ func unguardedLinearInsert(s []strNode, last int, axis int) {
 
 // heapSort is std::partial_sort(first, last, last): make_heap, then
 // sort_heap.
-func heapSort(s []strNode, first, last int, axis int) {
+func heapSort(s []sortKey, first, last int) {
 	h := s[first:last]
 	n := len(h)
 	if n >= 2 {
 		for parent := (n - 2) / 2; ; parent-- {
-			v := h[parent]
-			adjustHeap(h, parent, n, v, axis)
+			adjustHeap(h, parent, n, h[parent])
 			if parent == 0 {
 				break
 			}
@@ -320,16 +345,16 @@ func heapSort(s []strNode, first, last int, axis int) {
 		end--
 		v := h[end]
 		h[end] = h[0]
-		adjustHeap(h, 0, end, v, axis)
+		adjustHeap(h, 0, end, v)
 	}
 }
 
-func adjustHeap(h []strNode, hole, n int, v strNode, axis int) {
+func adjustHeap(h []sortKey, hole, n int, v sortKey) {
 	top := hole
 	second := hole
 	for second < (n-1)/2 {
 		second = 2 * (second + 1)
-		if less(h, second, second-1, axis) {
+		if h[second].k < h[second-1].k {
 			second--
 		}
 		h[hole] = h[second]
@@ -341,9 +366,8 @@ func adjustHeap(h []strNode, hole, n int, v strNode, axis int) {
 		hole = second - 1
 	}
 	// push_heap
-	vk := nodeKey(&v, axis)
 	parent := (hole - 1) / 2
-	for hole > top && nodeKey(&h[parent], axis) < vk {
+	for hole > top && h[parent].k < v.k {
 		h[hole] = h[parent]
 		hole = parent
 		parent = (hole - 1) / 2
