@@ -3,6 +3,7 @@ package spatial
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/paulmach/orb"
@@ -149,7 +150,9 @@ func (c *Checker) topology(g geojson.Geometry) *classify.Error {
 	if c.opts.Engine == EngineGEOS {
 		return c.topologyGEOS(g)
 	}
-	f, err := validity.Check(g.Geom)
+	// A geometry of hundreds of thousands of positions is searched on
+	// every CPU; the answer does not depend on how many.
+	f, err := validity.Check(g.Geom, &validity.Options{Workers: runtime.GOMAXPROCS(0)})
 	switch {
 	case err != nil:
 		// Where GEOS would raise an exception, the engine fails with

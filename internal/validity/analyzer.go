@@ -58,15 +58,39 @@ type analyzer struct {
 	// dedup holds rings with repeated points removed.
 	dedup []orb.Point
 
+	// judge judges pairs of segments for the sequential searches.
+	judge
+	// workers is how many goroutines a large sweep may use; judges are
+	// theirs.
+	workers int
+	judges  []judge
+}
+
+// judge judges pairs of segments as PolygonIntersectionAnalyzer does and
+// keeps what it found. The analyzer has one; each worker of a parallel
+// sweep has its own, which only records touches (deferTouches) for the
+// analyzer to add once the workers are done.
+type judge struct {
+	a  *analyzer
 	li lineIntersector
 
 	invalidCode     int
 	invalidLocation orb.Point
 	doubleTouch     bool
 	doubleTouchPt   orb.Point
+
+	deferTouches bool
+	touches      []touchRecord
+}
+
+// touchRecord is a touch a worker found: rings r0 and r1 meet at pt.
+type touchRecord struct {
+	r0, r1 int32
+	pt     orb.Point
 }
 
 func (a *analyzer) reset() {
+	a.judge.a = a
 	a.ss = a.ss[:0]
 	a.rings = a.rings[:0]
 	a.chains = a.chains[:0]
@@ -77,7 +101,7 @@ func (a *analyzer) reset() {
 }
 
 // done is PolygonIntersectionAnalyzer::isDone.
-func (a *analyzer) done() bool { return a.invalidCode >= 0 || a.doubleTouch }
+func (j *judge) done() bool { return j.invalidCode >= 0 || j.doubleTouch }
 
 // addPolygon adds a non-empty polygon's rings (shell first) as segment
 // strings, with PolygonRings when it has holes.
@@ -142,21 +166,22 @@ func (a *analyzer) analyze() {
 }
 
 // process is PolygonIntersectionAnalyzer::processIntersections.
-func (a *analyzer) process(ss0 int32, i0 int, ss1 int32, i1 int) {
+func (j *judge) process(ss0 int32, i0 int, ss1 int32, i1 int) {
 	if ss0 == ss1 && i0 == i1 {
 		return
 	}
-	if code := a.findInvalid(ss0, i0, ss1, i1); code != codeNone {
-		a.invalidCode = code
-		a.invalidLocation = a.li.pt[0]
+	if code := j.findInvalid(ss0, i0, ss1, i1); code != codeNone {
+		j.invalidCode = code
+		j.invalidLocation = j.li.pt[0]
 	}
 }
 
-func (a *analyzer) findInvalid(ss0 int32, i0 int, ss1 int32, i1 int) int {
+func (j *judge) findInvalid(ss0 int32, i0 int, ss1 int32, i1 int) int {
+	a := j.a
 	s0, s1 := &a.ss[ss0], &a.ss[ss1]
 	p00, p01 := s0.pts[i0], s0.pts[i0+1]
 	p10, p11 := s1.pts[i1], s1.pts[i1+1]
-	li := &a.li
+	li := &j.li
 	li.compute(p00, p01, p10, p11)
 	if li.result == noIntersection {
 		return codeNone
@@ -186,9 +211,15 @@ func (a *analyzer) findInvalid(ss0 int32, i0 int, ss1 int32, i1 int) int {
 	if isCrossing(pt, e00, e01, e10, e11) {
 		return codeSelfIntersection
 	}
+	if j.deferTouches {
+		if s0.ring >= 0 && s1.ring >= 0 && a.rings[s0.ring].shell == a.rings[s1.ring].shell {
+			j.touches = append(j.touches, touchRecord{s0.ring, s1.ring, pt})
+		}
+		return codeNone
+	}
 	if a.addTouch(s0.ring, s1.ring, pt) {
-		a.doubleTouch = true
-		a.doubleTouchPt = pt
+		j.doubleTouch = true
+		j.doubleTouchPt = pt
 	}
 	return codeNone
 }

@@ -10,7 +10,7 @@ import (
 
 func ExampleCheck() {
 	bowtie := orb.Polygon{{{0, 0}, {1, 1}, {1, 0}, {0, 1}, {0, 0}}}
-	fault, err := validity.Check(bowtie)
+	fault, err := validity.Check(bowtie, nil)
 	if err != nil {
 		fmt.Println("GEOS would fail:", err)
 		return
@@ -18,7 +18,7 @@ func ExampleCheck() {
 	fmt.Println(fault.Reason())
 
 	square := orb.Polygon{{{0, 0}, {1, 0}, {1, 1}, {0, 1}, {0, 0}}}
-	fault, _ = validity.Check(square)
+	fault, _ = validity.Check(square, nil)
 	fmt.Println(fault == nil)
 	// Output:
 	// Self-intersection[0.5 0.5]

@@ -135,7 +135,7 @@ func (a *analyzer) query(qi, node int32) bool {
 func (a *analyzer) visit(qi, ti int32) bool {
 	if ti > qi {
 		c0, c1 := &a.chains[qi], &a.chains[ti]
-		a.overlaps(c0, c0.start, c0.end, c1, c1.start, c1.end)
+		a.judge.overlaps(c0, c0.start, c0.end, c1, c1.start, c1.end)
 	}
 	return !a.done()
 }
@@ -143,13 +143,13 @@ func (a *analyzer) visit(qi, ti int32) bool {
 // overlaps is MonotoneChain::computeOverlaps: it halves both chains while
 // their parts' envelopes meet and hands every pair of single segments to
 // the analyzer.
-func (a *analyzer) overlaps(c0 *chain, s0, e0 int32, c1 *chain, s1, e1 int32) {
+func (j *judge) overlaps(c0 *chain, s0, e0 int32, c1 *chain, s1, e1 int32) {
 	if e0-s0 == 1 && e1-s1 == 1 {
-		a.process(c0.ss, int(s0), c1.ss, int(s1))
+		j.process(c0.ss, int(s0), c1.ss, int(s1))
 		return
 	}
-	p := a.ss[c0.ss].pts
-	q := a.ss[c1.ss].pts
+	p := j.a.ss[c0.ss].pts
+	q := j.a.ss[c1.ss].pts
 	if !envIntersects(p[s0], p[e0], q[s1], q[e1]) {
 		return
 	}
@@ -157,18 +157,18 @@ func (a *analyzer) overlaps(c0 *chain, s0, e0 int32, c1 *chain, s1, e1 int32) {
 	m1 := (s1 + e1) / 2
 	if s0 < m0 {
 		if s1 < m1 {
-			a.overlaps(c0, s0, m0, c1, s1, m1)
+			j.overlaps(c0, s0, m0, c1, s1, m1)
 		}
 		if m1 < e1 {
-			a.overlaps(c0, s0, m0, c1, m1, e1)
+			j.overlaps(c0, s0, m0, c1, m1, e1)
 		}
 	}
 	if m0 < e0 {
 		if s1 < m1 {
-			a.overlaps(c0, m0, e0, c1, s1, m1)
+			j.overlaps(c0, m0, e0, c1, s1, m1)
 		}
 		if m1 < e1 {
-			a.overlaps(c0, m0, e0, c1, m1, e1)
+			j.overlaps(c0, m0, e0, c1, m1, e1)
 		}
 	}
 }

@@ -44,7 +44,7 @@ func oracle(g orb.Geometry) (reason string) {
 
 // engine returns the pure-Go engine's answer in the oracle's terms.
 func engine(g orb.Geometry) string {
-	f, err := validity.Check(g)
+	f, err := validity.Check(g, nil)
 	switch {
 	case err != nil:
 		return "error: " + err.Error()

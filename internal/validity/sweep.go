@@ -3,6 +3,8 @@ package validity
 import (
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/paulmach/orb"
 )
@@ -140,7 +142,27 @@ func (a *analyzer) sweep() bool {
 		}
 	}
 	a.sweepBuf = s
-	budget := sweepBudget(n)
+	if a.workers > 1 && n >= parallelMinChains {
+		if !a.scanParallel(s) {
+			return false
+		}
+	} else if !a.scan(s) {
+		return false
+	}
+	for k := range a.rings {
+		for _, t := range a.rings[k].touches {
+			if t.pt[0] == 0 || t.pt[1] == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// scan is the sweep proper, on one goroutine: it reports false when it
+// finds a fault or a double touch, or runs out of budget.
+func (a *analyzer) scan(s []sweepEntry) bool {
+	budget := sweepBudget(len(s))
 	for k := range s {
 		e := &s[k]
 		for m := k + 1; m < len(s) && s[m].lo <= e.hi; m++ {
@@ -156,15 +178,81 @@ func (a *analyzer) sweep() bool {
 			if j < i {
 				i, j = j, i
 			}
-			a.overlapsClean(&a.chains[i], &a.chains[j])
+			a.judge.overlapsClean(&a.chains[i], &a.chains[j])
 			if a.done() {
 				return false
 			}
 		}
 	}
-	for k := range a.rings {
-		for _, t := range a.rings[k].touches {
-			if t.pt[0] == 0 || t.pt[1] == 0 {
+	return true
+}
+
+// parallelMinChains is the fewest chains worth a parallel sweep (a
+// variable so that tests can sweep small geometries in parallel), and
+// sweepChunk the entries a worker takes at a time.
+var parallelMinChains = 8192
+
+var sweepChunkSize = 512
+
+// scanParallel is scan on a.workers goroutines, each taking chunks of
+// entries and judging their pairs with a judge of its own that records
+// touches; the touches are added (and double touches found) once all are
+// done. Which worker meets which pair does not matter: without a fault
+// or a double touch, the pairs' verdicts and the touches are the same in
+// any order.
+func (a *analyzer) scanParallel(s []sweepEntry) bool {
+	w := a.workers
+	for len(a.judges) < w {
+		a.judges = append(a.judges, judge{})
+	}
+	var next atomic.Int64
+	var stop atomic.Bool
+	var budget atomic.Int64
+	budget.Store(int64(sweepBudget(len(s))))
+	var wg sync.WaitGroup
+	for g := range w {
+		j := &a.judges[g]
+		*j = judge{a: a, invalidCode: codeNone, deferTouches: true, touches: j.touches[:0]}
+		wg.Go(func() {
+			for !stop.Load() {
+				c := int(next.Add(int64(sweepChunkSize))) - sweepChunkSize
+				if c >= len(s) {
+					return
+				}
+				used := 0
+				for k := c; k < min(c+sweepChunkSize, len(s)); k++ {
+					e := &s[k]
+					for m := k + 1; m < len(s) && s[m].lo <= e.hi; m++ {
+						used++
+						f := &s[m]
+						if f.olo > e.ohi || f.ohi < e.olo {
+							continue
+						}
+						ci, cj := e.chain, f.chain
+						if cj < ci {
+							ci, cj = cj, ci
+						}
+						j.overlapsClean(&a.chains[ci], &a.chains[cj])
+						if j.done() {
+							stop.Store(true)
+							return
+						}
+					}
+				}
+				if budget.Add(-int64(used)) < 0 {
+					stop.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if stop.Load() {
+		return false
+	}
+	for g := range w {
+		for _, t := range a.judges[g].touches {
+			if a.addTouch(t.r0, t.r1, t.pt) {
 				return false
 			}
 		}
@@ -187,9 +275,9 @@ func (a *analyzer) restart() {
 // intersection"), without GEOS's recursive halving: the segments of a
 // monotone chain that meet a box are a contiguous run, found by binary
 // search, and the runs are usually a segment or two.
-func (a *analyzer) overlapsClean(c0, c1 *chain) {
-	p := a.ss[c0.ss].pts
-	q := a.ss[c1.ss].pts
+func (j *judge) overlapsClean(c0, c1 *chain) {
+	p := j.a.ss[c0.ss].pts
+	q := j.a.ss[c1.ss].pts
 	s0, e0, ok := runIn(p, c0.start, c0.end, &c1.env)
 	if !ok {
 		return
@@ -199,15 +287,15 @@ func (a *analyzer) overlapsClean(c0, c1 *chain) {
 		return
 	}
 	if (e0-s0+1)*(e1-s1+1) > 64 {
-		a.overlaps(c0, s0, e0+1, c1, s1, e1+1)
+		j.overlaps(c0, s0, e0+1, c1, s1, e1+1)
 		return
 	}
 	for i := s0; i <= e0; i++ {
 		a0, a1 := p[i], p[i+1]
-		for j := s1; j <= e1; j++ {
-			if envIntersects(a0, a1, q[j], q[j+1]) {
-				a.process(c0.ss, int(i), c1.ss, int(j))
-				if a.done() {
+		for k := s1; k <= e1; k++ {
+			if envIntersects(a0, a1, q[k], q[k+1]) {
+				j.process(c0.ss, int(i), c1.ss, int(k))
+				if j.done() {
 					return
 				}
 			}

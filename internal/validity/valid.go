@@ -74,10 +74,22 @@ type Validator struct {
 
 var pool = sync.Pool{New: func() any { return new(Validator) }}
 
+// Options configures a check. The zero value and nil use the defaults.
+type Options struct {
+	// Workers is the most goroutines one check may use. A geometry of
+	// thousands of monotone chains (hundreds of thousands of positions) is
+	// then searched for intersections in parallel; the answer is the same
+	// whatever the number. Default 1; at most 64.
+	Workers int
+}
+
+// maxWorkers bounds Options.Workers.
+const maxWorkers = 64
+
 // Check is [Validator.Check] on a pooled Validator.
-func Check(g orb.Geometry) (*Fault, error) {
+func Check(g orb.Geometry, opts *Options) (*Fault, error) {
 	v := pool.Get().(*Validator)
-	f, err := v.Check(g)
+	f, err := v.Check(g, opts)
 	v.release()
 	pool.Put(v)
 	return f, err
@@ -111,6 +123,17 @@ func (v *Validator) release() {
 	if len(a.pairs) > 0 {
 		a.pairs = nil
 	}
+	for i := range a.judges {
+		if cap(a.judges[i].touches) > maxKept {
+			a.judges[i].touches = nil
+		}
+	}
+	if cap(a.sweepBuf) > maxKept {
+		a.sweepBuf, a.sweepKeys, a.sweepTmp = nil, nil, nil
+	}
+	if cap(a.tree.keys) > maxKept {
+		a.tree.keys, a.tree.scratch = nil, nil
+	}
 	clear(a.ss[:cap(a.ss)])
 	a.ss = a.ss[:0]
 	clear(a.rings[:cap(a.rings)])
@@ -132,7 +155,11 @@ func (v *Validator) release() {
 // positions, no one-position lines): GEOS cannot even build a geometry
 // that fails those. It still answers for any other geometry without
 // panicking, as GEOS's IsValidOp would for the same rings.
-func (v *Validator) Check(g orb.Geometry) (*Fault, error) {
+func (v *Validator) Check(g orb.Geometry, opts *Options) (*Fault, error) {
+	v.a.workers = 1
+	if opts != nil {
+		v.a.workers = min(max(opts.Workers, 1), maxWorkers)
+	}
 	if isEmpty(g) {
 		return nil, nil
 	}
