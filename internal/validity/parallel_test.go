@@ -9,18 +9,21 @@ import (
 	"github.com/geodlq/geodlq/internal/validity/validitytest"
 )
 
-// TestParallelSweepAgrees runs the sweep on several goroutines over small
-// geometries (the threshold lowered, the chunks a few chains) and holds it
-// to the sequential answer; under the race detector it also shows the
+// TestParallelSweepAgrees runs the sweep and the nested-shell test on
+// several goroutines over small geometries (the thresholds lowered, the
+// chunks a few chains) and holds them to the sequential answer; under the race detector it also shows the
 // workers share nothing they write.
 func TestParallelSweepAgrees(t *testing.T) {
-	defer func(n, c int) { parallelMinChains, sweepChunkSize = n, c }(parallelMinChains, sweepChunkSize)
-	parallelMinChains, sweepChunkSize = 2, 3
+	defer func(n, c, p int) {
+		parallelMinChains, sweepChunkSize, parallelMinPolygons = n, c, p
+	}(parallelMinChains, sweepChunkSize, parallelMinPolygons)
+	parallelMinChains, sweepChunkSize, parallelMinPolygons = 2, 3, 2
 	rng := rand.New(rand.NewPCG(11, 12))
 	prog := make([]byte, 512)
 	var seq, par Validator
-	differ, checked := 0, 0
-	for range 3000 {
+	checked := 0
+	kinds := map[string]int{}
+	for range 6000 {
 		for j := 0; j < len(prog); j += 8 {
 			binary.LittleEndian.PutUint64(prog[j:], rng.Uint64())
 		}
@@ -31,13 +34,13 @@ func TestParallelSweepAgrees(t *testing.T) {
 		want, werr := seq.Check(g.Geom, nil)
 		got, gerr := par.Check(g.Geom, &Options{Workers: 4})
 		checked++
+		kinds[want.message()]++
 		if reason(want, werr) != reason(got, gerr) {
-			differ++
 			t.Errorf("program %x: sequential %q, parallel %q", prog, reason(want, werr), reason(got, gerr))
 		}
 	}
-	if checked < 1000 {
-		t.Fatalf("only %d geometries checked", checked)
+	if checked < 1000 || kinds[messages[codeNestedShells]] < 20 || kinds[messages[codeDisconnected]] < 20 {
+		t.Fatalf("only %d geometries checked: %v", checked, kinds)
 	}
 }
 
@@ -49,4 +52,11 @@ func reason(f *Fault, err error) string {
 		return "valid"
 	}
 	return f.Reason()
+}
+
+func (f *Fault) message() string {
+	if f == nil {
+		return "valid"
+	}
+	return f.Message
 }

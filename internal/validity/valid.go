@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/paulmach/orb"
 )
@@ -516,6 +517,9 @@ func (t *strTree) queryNode(node int32, e *env, buf []int32) []int32 {
 // shellsNotNested is checkShellsNotNested (IndexedNestedPolygonTester).
 // Here the candidates' order matters (the point reported depends on the
 // enclosing polygon), so the index is GEOS's tree, queried in its order.
+// The polygons are independent of each other (the fault is the first
+// polygon's, in order, that lies inside another), so with workers a large
+// MultiPolygon's polygons are tested in parallel.
 func (v *Validator) shellsNotNested(polys []orb.Polygon) (*Fault, error) {
 	if len(polys) <= 1 {
 		return nil, nil
@@ -533,32 +537,103 @@ func (v *Validator) shellsNotNested(polys []orb.Polygon) (*Fault, error) {
 		}
 	}
 	t.build()
+	n := shellTester{polys: polys, envs: envs, tree: t}
+	if w := v.a.workers; w > 1 && len(polys) >= parallelMinPolygons {
+		return n.parallel(w)
+	}
 	locs := make([]*polyLoc, len(polys))
-	for i, p := range polys {
-		if isEmpty(p) {
+	for i := range polys {
+		var f *Fault
+		var err error
+		f, err, v.buf = n.test(i, locs, v.buf)
+		if f != nil || err != nil {
+			return f, err
+		}
+	}
+	return nil, nil
+}
+
+// parallelMinPolygons is the fewest polygons tested in parallel.
+var parallelMinPolygons = 256
+
+// shellTester tests the shells of a MultiPolygon's polygons for nesting.
+type shellTester struct {
+	polys []orb.Polygon
+	envs  []env
+	tree  *strTree
+}
+
+// test tests polygon i's shell against the polygons whose envelopes
+// cover it, with locators from (and added to) locs.
+func (n *shellTester) test(i int, locs []*polyLoc, buf []int32) (*Fault, error, []int32) {
+	p := n.polys[i]
+	if isEmpty(p) {
+		return nil, nil, buf
+	}
+	shell := p[0]
+	buf = n.tree.query(&n.envs[i], buf[:0])
+	for _, j := range buf {
+		if int(j) == i || !n.envs[j].covers(&n.envs[i]) {
 			continue
 		}
-		shell := p[0]
-		v.buf = t.query(&envs[i], v.buf[:0])
-		for _, j := range v.buf {
-			if int(j) == i || !envs[j].covers(&envs[i]) {
-				continue
+		if locs[j] == nil {
+			l := &polyLoc{rings: make([]ringLoc, len(n.polys[j]))}
+			for k, r := range n.polys[j] {
+				l.rings[k].pts = r
 			}
-			if locs[j] == nil {
-				l := &polyLoc{rings: make([]ringLoc, len(polys[j]))}
-				for k, r := range polys[j] {
-					l.rings[k].pts = r
-				}
-				locs[j] = l
-			}
-			pt, nested, err := findNestedPoint(shell, polys[j], locs[j])
-			if err != nil {
-				return nil, err
-			}
-			if nested {
-				return fault(codeNestedShells, pt), nil
-			}
+			locs[j] = l
 		}
+		pt, nested, err := findNestedPoint(shell, n.polys[j], locs[j])
+		if err != nil {
+			return nil, err, buf
+		}
+		if nested {
+			return fault(codeNestedShells, pt), nil, buf
+		}
+	}
+	return nil, nil, buf
+}
+
+// parallel tests the polygons on w goroutines, each with locators of its
+// own, and returns the first polygon's fault in order.
+func (n *shellTester) parallel(w int) (*Fault, error) {
+	const chunk = 16
+	var next atomic.Int64
+	var first atomic.Int64 // the lowest polygon found at fault so far
+	first.Store(math.MaxInt64)
+	faults := make([]*Fault, len(n.polys))
+	errs := make([]error, len(n.polys))
+	var wg sync.WaitGroup
+	for range w {
+		wg.Go(func() {
+			locs := make([]*polyLoc, len(n.polys))
+			var buf []int32
+			for {
+				c := int(next.Add(chunk)) - chunk
+				if c >= len(n.polys) || int64(c) > first.Load() {
+					return
+				}
+				for i := c; i < min(c+chunk, len(n.polys)); i++ {
+					var f *Fault
+					var err error
+					f, err, buf = n.test(i, locs, buf)
+					if f != nil || err != nil {
+						faults[i], errs[i] = f, err
+						for {
+							cur := first.Load()
+							if int64(i) >= cur || first.CompareAndSwap(cur, int64(i)) {
+								break
+							}
+						}
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if i := first.Load(); i != math.MaxInt64 {
+		return faults[i], errs[i]
 	}
 	return nil, nil
 }
