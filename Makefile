@@ -50,18 +50,21 @@ importrule:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 -cpu 1 ./classify ./envelope ./spatial ./ingress ./internal/jsonscan
 
-# Issue 13's check-path comparison (docs/benchmarks.md), all in one run:
-# the corpus generated from npm world-atlas at the lockfile's pin
+# Issues 13 and 22's check-path comparison (docs/benchmarks.md), all in
+# one run: the corpus generated from npm world-atlas at the lockfile's pin
 # (scripts/bench-corpus.sh; never committed), the Python + shapely
-# baseline (Debian's python3-shapely), CheckEvent on one core and on
-# every core, the GEOS floor; then the whole `geodlq check` process
-# against the baseline's (time and peak RSS); then the offload build
-# against crypto/sha256. Feed the first part to benchstat.
+# baseline (Debian's python3-shapely), CheckEvent on one core (pure-Go
+# and GEOS engines) and on every core, the GEOS and pure-Go floors; the
+# same events through go-geos and simplefeatures (internal/enginebench);
+# then the whole `geodlq check` process against the baseline's (time and
+# peak RSS); then the offload build against crypto/sha256. Feed the Go
+# benchmarks' output to benchstat.
 bench-corpus: deps
 	@command -v npm >/dev/null || scripts/deps.sh npm
 	@scripts/deps.sh python3-shapely
 	@scripts/bench-corpus.sh >/dev/null
 	$(GO) test -run '^$$' -bench 'BenchmarkCorpus' -benchtime 3x -count 6 -timeout 60m ./spatial
+	$(GO) test -run '^$$' -bench 'BenchmarkEngines' -benchtime 3x -count 6 -timeout 60m ./internal/enginebench
 	$(GO) test -run '^$$' -bench 'BenchmarkCheckEventParallel' -cpu 1,2 -count 6 ./spatial
 	@ROUNDS=3 scripts/bench-check.sh
 	$(GO) test -run '^$$' -bench 'Offload40MB|SHA256_40MB' -cpu 2 -count 6 ./envelope

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paulmach/orb"
+
 	"github.com/geodlq/geodlq/internal/benchcorpus"
 	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/internal/validity"
 )
 
 // loadCorpus loads the benchmark corpus (internal/benchcorpus).
@@ -32,7 +35,10 @@ func loadCorpus(b *testing.B) (path string, events [][]byte, size int64) {
 //   - python: scripts/shapely-baseline.py, json.loads + shape() +
 //     is_valid + explain_validity when invalid, timed by the script over
 //     events already in memory (Debian's python3-shapely, same GEOS);
-//   - checkevent-1core: CheckEvent on each event in turn, GOMAXPROCS=1;
+//   - checkevent-1core: CheckEvent (the default, pure-Go engine) on each
+//     event in turn, GOMAXPROCS=1;
+//   - checkevent-geos-1core: the same with Options.Engine = EngineGEOS,
+//     the check path before the pure-Go engine (issue 22's baseline);
 //   - checkevent-allcores: CheckEvent on every core (one goroutine per
 //     CPU taking the next event), GOMAXPROCS=NumCPU;
 //   - checkevent-allcores-largest-first: the same with the events sorted
@@ -40,7 +46,9 @@ func loadCorpus(b *testing.B) (path string, events [][]byte, size int64) {
 //   - geos-isvalid: the floor: GEOSisValid_r alone, on one core, on the
 //     geometries CheckEvent hands to GEOS, built beforehand (events that
 //     fail before GEOS — NaN, unclosed rings, a wrong CRS — cost the floor
-//     nothing).
+//     nothing);
+//   - engine-isvalid: the pure-Go engine alone, one core, on the same
+//     geometries, parsed beforehand.
 func BenchmarkCorpus(b *testing.B) {
 	path, events, size := loadCorpus(b)
 	c := newChecker(b, nil)
@@ -51,17 +59,21 @@ func BenchmarkCorpus(b *testing.B) {
 		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N), "ns/op")
 		b.ReportMetric(float64(len(events))*float64(b.N)/elapsed.Seconds(), "events/s")
 	})
-	b.Run("checkevent-1core", func(b *testing.B) {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-		b.SetBytes(size)
-		start := time.Now()
-		for b.Loop() {
-			for _, e := range events {
-				_, _ = c.CheckEvent(e)
+	oneCore := func(c *Checker) func(b *testing.B) {
+		return func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			b.SetBytes(size)
+			start := time.Now()
+			for b.Loop() {
+				for _, e := range events {
+					_, _ = c.CheckEvent(e)
+				}
 			}
+			b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
 		}
-		b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
-	})
+	}
+	b.Run("checkevent-1core", oneCore(c))
+	b.Run("checkevent-geos-1core", oneCore(newChecker(b, &Options{Engine: EngineGEOS})))
 	allCores := func(events [][]byte) func(b *testing.B) {
 		return func(b *testing.B) {
 			n := runtime.NumCPU()
@@ -102,6 +114,23 @@ func BenchmarkCorpus(b *testing.B) {
 		start := time.Now()
 		for b.Loop() {
 			floor.run()
+		}
+		b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
+	})
+	b.Run("engine-isvalid", func(b *testing.B) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		var geoms []orb.Geometry
+		for _, e := range events {
+			if g, ok := geosInput(c, e); ok {
+				geoms = append(geoms, g.Geom)
+			}
+		}
+		b.SetBytes(size)
+		start := time.Now()
+		for b.Loop() {
+			for _, g := range geoms {
+				_, _ = validity.Check(g, nil)
+			}
 		}
 		b.ReportMetric(float64(len(events))*float64(b.N)/time.Since(start).Seconds(), "events/s")
 	})

@@ -49,6 +49,7 @@ var heavyModules = []string{
 	"github.com/apache/arrow",
 	"github.com/cloudevents/",
 	"github.com/aws/aws-lambda-go",
+	"github.com/peterstace/simplefeatures", // benchmark-only (internal/enginebench)
 	"github.com/geodlq/geodlq/", // a nested module: the core must not need one
 }
 
