@@ -50,7 +50,7 @@ var heavyModules = []string{
 	"github.com/cloudevents/",
 	"github.com/aws/aws-lambda-go",
 	"github.com/peterstace/simplefeatures", // benchmark-only (internal/enginebench)
-	"github.com/geodlq/geodlq/", // a nested module: the core must not need one
+	"github.com/geodlq/geodlq/",            // a nested module: the core must not need one
 }
 
 // userPins are the versions a user's module pins of the clients geodlq's
