@@ -8,7 +8,7 @@
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin python3 python3-jsonschema)
+want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin python3 python3-jsonschema npm)
 # Extra packages a make target needs (make bench-corpus: python3-shapely).
 want+=("$@")
 
