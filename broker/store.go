@@ -94,6 +94,13 @@ type (
 	Aser interface {
 		As(target any) bool
 	}
+	// Batcher writes several messages to one destination at once (see
+	// [Store.PublishBatch]), as Publish writes one: it returns nil only
+	// once every message is durable; on an error, any of them may have
+	// been written (each whole, none twice).
+	Batcher interface {
+		PublishBatch(ctx context.Context, destination string, ms []*Message) error
+	}
 )
 
 // MaxFetch is the most records one Fetch returns; a larger max is lowered
@@ -161,8 +168,8 @@ type StoreOptions struct {
 	ReadOnly bool
 	// Logger receives the adapter's log records. Nil discards.
 	Logger *slog.Logger
-	// TracerProvider traces geodlq.store.publish, .fetch, .ack, .release,
-	// .list, .stats and .purge. Nil traces nothing.
+	// TracerProvider traces geodlq.store.publish, .publish_batch, .fetch,
+	// .ack, .release, .list, .stats and .purge. Nil traces nothing.
 	TracerProvider trace.TracerProvider
 }
 
@@ -367,6 +374,53 @@ func (s *Store) Publish(ctx context.Context, destination string, m *Message) (er
 		return &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: limit}
 	}
 	return s.settled(ctx, func(ctx context.Context) error { return s.drv.Publish(ctx, destination, m) })
+}
+
+// MaxBatch is the most messages one [Store.PublishBatch] takes.
+const MaxBatch = 10_000
+
+// PublishBatch writes ms to destination, as many calls of Publish would,
+// through the driver's batched write when it has one ([Batcher]: one
+// transaction, one pipeline) and one Publish at a time otherwise. It
+// returns nil once every message is durable. On an error, any of them
+// may have been written (each whole, none twice): their idempotency keys
+// make writing them again harmless. Every message is checked as Publish
+// checks one, before anything is written; at most [MaxBatch] messages.
+func (s *Store) PublishBatch(ctx context.Context, destination string, ms []*Message) (err error) {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := s.writable("publish"); err != nil {
+		return err
+	}
+	ctx, span := s.span(ctx, "publish_batch", destination)
+	defer func() { telemetry.End(span, err) }()
+	if err := ValidDestination(destination); err != nil {
+		return s.errorf("publish", err)
+	}
+	if len(ms) > MaxBatch {
+		return s.errorf("publish", fmt.Errorf("a batch of %d messages (limit %d): %w", len(ms), MaxBatch, ErrInvalidArgument))
+	}
+	limit := s.MaxMessageBytes(destination)
+	for i, m := range ms {
+		if m == nil {
+			return s.errorf("publish", fmt.Errorf("message %d is nil: %w", i, ErrInvalidArgument))
+		}
+		if limit > 0 && len(m.Body) > limit {
+			return &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: limit}
+		}
+	}
+	span.SetAttributes(attribute.Int("geodlq.records", len(ms)))
+	if b, ok := s.drv.(Batcher); ok {
+		return s.settled(ctx, func(ctx context.Context) error { return b.PublishBatch(ctx, destination, ms) })
+	}
+	for _, m := range ms {
+		if err := s.settled(ctx, func(ctx context.Context) error { return s.drv.Publish(ctx, destination, m) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Fetch leases up to max records of destination that match f (see

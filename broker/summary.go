@@ -312,10 +312,11 @@ func excludedAttr(key string) bool {
 // attrsOf flattens env's raw payload (see [Indexed.Attrs]). It reads the
 // payload's structure with jsonscan, skipping the geometry without
 // decoding it, and stops at the first malformed byte, keeping what it
-// read before.
+// read before; jsonscan reads NaN and Infinity as numbers, so an event
+// that is not JSON only for a NaN coordinate keeps its attributes.
 func attrsOf(env *envelope.Envelope) string {
-	p := env.RawPayload
-	if len(p) == 0 || (env.RawPayloadEncoding != "" && env.RawPayloadEncoding != "json") {
+	p := env.RawPayload // whatever its encoding: a payload that is not quite JSON (a bare NaN) is read up to where it breaks
+	if len(p) == 0 {
 		return "\n"
 	}
 	w := attrWalker{out: []byte{'\n'}}

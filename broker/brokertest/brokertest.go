@@ -54,6 +54,9 @@
 //     the text search finds properties, event ids, reasons and messages,
 //     the source filters and Stats' source grouping follow the source
 //     pointer; pages end at MaxBytes.
+//   - PublishBatch: every message of a batch is stored whole, once, as
+//     Publish would store it, whether the adapter batches ([broker.Batcher])
+//     or not; a batch holding a message over the limit stores nothing.
 //   - Purge (adapters with a [broker.Purger]): a purge without a bound is
 //     refused; a dry run deletes nothing; a leased record is never deleted;
 //     one record can be discarded by id; the blobs the deleted envelopes
@@ -181,6 +184,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"ListSearchAndSource", testListSearch},
 		{"ListMaxBytes", testListMaxBytes},
 		{"Purge", testPurge},
+		{"PublishBatch", testPublishBatch},
 		{"CrashSafety", testCrashSafety},
 	}
 	for _, tc := range tests {

@@ -331,3 +331,47 @@ func testPurge(t *testing.T, h Harness) {
 	require.Empty(t, drain(t, s, d, broker.Filter{}), "purged records are gone")
 	ackAll(t, s, held)
 }
+
+// testPublishBatch checks Store.PublishBatch: every message stored whole,
+// in order, whether the driver batches or not; a batch holding one
+// message over the limit is refused before anything is stored.
+func testPublishBatch(t *testing.T, h Harness) {
+	s := makeStore(t, h)
+	ctx := context.Background()
+	d := dest(t, "batch")
+	msgs := Messages(t, SampleInputs())
+	msgs = append(msgs, &broker.Message{Body: []byte("not an envelope \x00\xff")})
+	for i := range 3 {
+		msgs = append(msgs, &broker.Message{Body: VariantBody(t, msgs[0].Body, i), Key: msgs[0].Key})
+	}
+	require.NoError(t, s.PublishBatch(ctx, d, nil), "an empty batch")
+	require.NoError(t, s.PublishBatch(ctx, d, msgs))
+	got := drain(t, s, d, broker.Filter{})
+	require.Len(t, got, len(msgs), "every message of the batch is stored once")
+	want := map[string]int{}
+	for _, m := range msgs {
+		want[string(m.Body)]++
+	}
+	for _, r := range got {
+		want[string(r.Message.Body)]--
+	}
+	for body, n := range want {
+		require.Zero(t, n, "body %q stored byte for byte", clipBody(body))
+	}
+	ackAll(t, s, got)
+
+	if limit := h.Capabilities().MaxMessageBytes; limit > 0 {
+		unsupported(t, h, CapSizeLimit)
+		d2 := dest(t, "batch-large")
+		err := s.PublishBatch(ctx, d2, []*broker.Message{msgs[0], {Body: make([]byte, limit+1)}})
+		require.ErrorIs(t, err, classify.ErrTooLarge, "a batch with a message over the limit is refused")
+		require.Empty(t, drain(t, s, d2, broker.Filter{}), "and nothing of it is stored")
+	}
+}
+
+func clipBody(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

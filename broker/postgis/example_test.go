@@ -26,6 +26,7 @@ func ExampleMigrations() {
 	// Output:
 	// 1 dead-letter table, triage indexes, GiST indexes, safe-parse helpers
 	// 2 indexes for purge's blob reference check
+	// 3 summaries, attributes and search text beside the body; sort, source and trigram indexes
 }
 
 // A pipeline dead-letters into PostGIS, and a replayer leases what it wants

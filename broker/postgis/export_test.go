@@ -2,6 +2,7 @@ package postgis
 
 import (
 	"context"
+	"github.com/geodlq/geodlq/internal/pgmigrate"
 
 	"github.com/geodlq/geodlq/broker"
 )
@@ -23,7 +24,7 @@ func WriteForTest(ctx context.Context, s *broker.Store, destination string, m *b
 
 // VersionForTest returns the schema version of the store's table.
 func VersionForTest(ctx context.Context, s *broker.Store) (int, error) {
-	return driverOf(s).version(ctx)
+	return driverOf(s).readVersion(ctx)
 }
 
 // Geometry statuses, for the tests.
@@ -35,3 +36,10 @@ const (
 	GeomOffloaded   = geomOffloaded
 	GeomNone        = geomNone
 )
+
+// MigrateToForTest applies the store's first upTo migrations to the
+// table of s (made by New without Migrate), as an older geodlq did.
+func MigrateToForTest(ctx context.Context, s *broker.Store, upTo int) error {
+	d := driverOf(s)
+	return pgmigrate.Migrate(ctx, d.pool, d.migrationTarget(), migrations[:upTo])
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -146,11 +147,54 @@ CREATE INDEX {n}_raw_offload_uri ON {t} ((envelope->>'raw_payload_offload_uri'))
 -- their bodies.
 CREATE INDEX {n}_opaque ON {t} (id) WHERE is_envelope AND envelope IS NULL;
 `,
+}, {
+	Version: 3,
+	Name:    "summaries, attributes and search text beside the body; sort, source and trigram indexes",
+	SQL: `
+-- broker.IndexOf, computed when a record is written: a page of summaries
+-- reads no body, every sort pages with a keyset cursor, Filter.Text is a
+-- trigram search, the source is cut from attrs. Rows written before this
+-- version are filled in by the store's backfill (summary IS NULL).
+ALTER TABLE {t}
+	ADD COLUMN vertex_count        integer NOT NULL DEFAULT 0,
+	ADD COLUMN geometry_bytes      bigint  NOT NULL DEFAULT 0,
+	ADD COLUMN attempts            integer NOT NULL DEFAULT 0,
+	ADD COLUMN dead_lettered_nanos bigint  NOT NULL DEFAULT -9223372036854775807,
+	ADD COLUMN source              text,
+	ADD COLUMN summary             text,
+	ADD COLUMN attrs               text,
+	ADD COLUMN search              text;
+COMMENT ON COLUMN {t}.summary IS 'broker.Summary as JSON (Source aside); NULL for a row written by a geodlq before schema version 3';
+COMMENT ON COLUMN {t}.attrs IS 'broker.Indexed.Attrs: the event''s scalar members, one "\n/pointer\tvalue" line each';
+COMMENT ON COLUMN {t}.search IS 'broker.Indexed.Search: what Filter.Text searches, folded to lower case';
+COMMENT ON COLUMN {t}.source IS 'the event''s source at broker.DefaultSourcePointer (/source_uri)';
+CREATE INDEX {n}_sort_time ON {t} (dead_lettered_nanos, id);
+CREATE INDEX {n}_sort_vertices ON {t} (vertex_count, id);
+CREATE INDEX {n}_sort_bytes ON {t} (geometry_bytes, id);
+CREATE INDEX {n}_sort_attempts ON {t} (attempts, id);
+CREATE INDEX {n}_source ON {t} (destination, source) WHERE replayed_at IS NULL;
+CREATE INDEX {n}_unindexed ON {t} (id) WHERE summary IS NULL;
+-- Filter.Text: a trigram index, when the pg_trgm extension is installed
+-- (the migration creates it when it may; without it the text is searched
+-- row by row).
+DO $trgm$
+BEGIN
+	IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
+		EXECUTE format('CREATE INDEX %I ON {t} USING gin (search %I.gin_trgm_ops)', '{n}_search',
+			(SELECT nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'));
+	END IF;
+END
+$trgm$;
+`,
 }}
 
 // minVersion is the oldest schema this package's queries work on: version
-// 2 only adds indexes.
+// 2 only adds indexes, and a table of version 1 or 2 is listed the old way
+// (see [driver.current]).
 const minVersion = 1
+
+// summaryVersion is the schema version with the summary columns.
+const summaryVersion = 3
 
 func (d *driver) render(q string) string {
 	return strings.NewReplacer("{s}", d.schemaQ, "{t}", d.table, "{n}", d.name).Replace(q)
@@ -161,7 +205,8 @@ func (d *driver) migrationTarget() pgmigrate.Target {
 }
 
 // createExtension creates the postgis extension when the database lacks
-// it (which needs the privilege to).
+// it (which needs the privilege to), and pg_trgm when it may (without it
+// the text search reads every row).
 func createExtension(ctx context.Context, tx pgx.Tx) error {
 	var have bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'postgis')`).Scan(&have); err != nil {
@@ -170,6 +215,19 @@ func createExtension(ctx context.Context, tx pgx.Tx) error {
 	if !have {
 		if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS postgis`); err != nil {
 			return fmt.Errorf("postgis: migrate: the postgis extension is not installed and could not be created (run CREATE EXTENSION postgis as a privileged user): %w", err)
+		}
+	}
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')`).Scan(&have); err != nil {
+		return fmt.Errorf("postgis: migrate: %w", err)
+	}
+	if !have {
+		if _, err := tx.Exec(ctx, `SAVEPOINT trgm`); err != nil {
+			return fmt.Errorf("postgis: migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_trgm`); err != nil {
+			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT trgm`); err != nil {
+				return fmt.Errorf("postgis: migrate: %w", err)
+			}
 		}
 	}
 	return nil
@@ -182,13 +240,97 @@ func createExtension(ctx context.Context, tx pgx.Tx) error {
 // an advisory lock. It is idempotent and safe to run concurrently from
 // several processes.
 func (d *driver) migrate(ctx context.Context) error {
-	return pgmigrate.Migrate(ctx, d.pool, d.migrationTarget(), migrations)
+	if err := pgmigrate.Migrate(ctx, d.pool, d.migrationTarget(), migrations); err != nil {
+		return err
+	}
+	d.version.Store(int64(len(migrations)))
+	return d.backfill(ctx)
 }
 
-// version returns the schema version the database is at (0 before the
-// first migration).
-func (d *driver) version(ctx context.Context) (int, error) {
-	return pgmigrate.Version(ctx, d.pool, d.migrationTarget())
+// backfillBatch is the rows one backfill statement indexes.
+const backfillBatch = 500
+
+// backfill fills in the summary, attributes, search text and sort values
+// of the rows that lack them (written before schema version 3, or since
+// by an older geodlq), a batch per statement, oldest first.
+func (d *driver) backfill(ctx context.Context) error {
+	var after int64
+	for {
+		rows, err := d.pool.Query(ctx, `SELECT id, headers, binary_headers, body FROM `+d.table+
+			` WHERE summary IS NULL AND id > $1 ORDER BY id LIMIT $2`, after, backfillBatch)
+		if err != nil {
+			return fmt.Errorf("postgis: indexing the records written before schema version %d: %w", summaryVersion, err)
+		}
+		var (
+			ids                            []int64
+			vertices, attempts             []int32
+			geomBytes, nanos               []int64
+			sources, sums, attrs, searches []*string
+		)
+		for rows.Next() {
+			var (
+				id      int64
+				headers map[string]string
+				binary  []byte
+				body    []byte
+			)
+			if err := rows.Scan(&id, &headers, &binary, &body); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgis: indexing the records written before schema version %d: %w", summaryVersion, err)
+			}
+			h, _ := decodeHeaders(headers, binary)
+			ix := indexOf(&broker.Message{Body: body, Headers: h}, nil)
+			ids = append(ids, id)
+			vertices, attempts = append(vertices, ix.vertices), append(attempts, ix.attempts)
+			geomBytes, nanos = append(geomBytes, ix.geomBytes), append(nanos, ix.nanos)
+			sources, sums = append(sources, ix.source), append(sums, &ix.summary)
+			attrs, searches = append(attrs, &ix.attrs), append(searches, &ix.search)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgis: indexing the records written before schema version %d: %w", summaryVersion, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		_, err = d.pool.Exec(ctx, `UPDATE `+d.table+` AS d SET vertex_count = u.v, geometry_bytes = u.gb, attempts = u.a,
+			dead_lettered_nanos = u.n, source = u.src, summary = u.sum, attrs = u.attrs, search = u.search
+			FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::integer[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[])
+				AS u(id, v, gb, a, n, src, sum, attrs, search)
+			WHERE d.id = u.id`, ids, vertices, geomBytes, attempts, nanos, sources, sums, attrs, searches)
+		if err != nil {
+			return fmt.Errorf("postgis: indexing the records written before schema version %d: %w", summaryVersion, err)
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// readVersion returns the schema version the database is at (0 before
+// the first migration), and remembers it (see [driver.current]).
+func (d *driver) readVersion(ctx context.Context) (int, error) {
+	v, err := pgmigrate.Version(ctx, d.pool, d.migrationTarget())
+	if err == nil {
+		d.version.Store(int64(v))
+		d.versionAt.Store(time.Now().UnixNano())
+	}
+	return v, err
+}
+
+// current reports whether the table has the summary columns (schema
+// version 3): then List, Stats and the text and source filters run in
+// SQL; a table of an older version is listed the old way, and the
+// portable store sorts, counts and searches. An older version is read
+// again at most every 10 seconds, so that a handle notices a migration
+// another process ran.
+func (d *driver) current(ctx context.Context) bool {
+	if d.version.Load() >= summaryVersion {
+		return true
+	}
+	if time.Since(time.Unix(0, d.versionAt.Load())) < 10*time.Second {
+		return false
+	}
+	v, err := d.readVersion(ctx)
+	return err == nil && v >= summaryVersion
 }
 
 // check reports, without writing anything, whether the store's table is
@@ -203,7 +345,7 @@ func (d *driver) check(ctx context.Context) error {
 	if !table || !book {
 		return fmt.Errorf("postgis: no geodlq table %s in this database (create it with Options.Migrate or OpenOptions.Create): %w", d.table, broker.ErrNoStore)
 	}
-	v, err := d.version(ctx)
+	v, err := d.readVersion(ctx)
 	if err != nil {
 		return err
 	}

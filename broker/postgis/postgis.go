@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -89,7 +90,11 @@ type driver struct {
 	limit    int
 	log      *slog.Logger
 
-	insertSQL, fetchSQL, ackSQL, releaseSQL string
+	insertSQL, insertOldSQL, fetchSQL, ackSQL, releaseSQL string
+
+	// version is the table's schema version as last read, versionAt when
+	// (see [driver.current]).
+	version, versionAt atomic.Int64
 }
 
 var (
@@ -99,6 +104,7 @@ var (
 	_ broker.Statser = (*driver)(nil)
 	_ broker.Purger  = (*driver)(nil)
 	_ broker.Aser    = (*driver)(nil)
+	_ broker.Batcher = (*driver)(nil)
 )
 
 // New returns a dead-letter store in a PostGIS table reached through pool,
@@ -162,6 +168,7 @@ func newDriver(pool *pgxpool.Pool, o *Options, owns bool) (*driver, error) {
 		log:      o.Logger,
 	}
 	d.insertSQL = d.render(insertSQL)
+	d.insertOldSQL = d.render(insertOldSQL)
 	d.fetchSQL = d.render(fetchSQL)
 	d.ackSQL = d.render(ackSQL)
 	d.releaseSQL = d.render(releaseSQL)
@@ -244,11 +251,15 @@ func (d *driver) write(ctx context.Context, destination string, m *broker.Messag
 	}
 	var res writeResult
 	var inserted bool
+	q, args := d.insertSQL, r.args()
+	if !d.current(ctx) {
+		q, args = d.insertOldSQL, args[:len(args)-len(r.ix.args())]
+	}
 	// A statement the server rolled back to resolve a conflict (a
 	// deadlock or serialization failure between concurrent upserts of one
 	// key) is run again.
 	if err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
-		return d.pool.QueryRow(ctx, d.insertSQL, r.args()...).Scan(&res.id, &inserted, &res.geomStatus, &res.geomError)
+		return d.pool.QueryRow(ctx, q, args...).Scan(&res.id, &inserted, &res.geomStatus, &res.geomError)
 	}, nil); err != nil {
 		return writeResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
 	}
@@ -263,6 +274,44 @@ func (d *driver) write(ctx context.Context, destination string, m *broker.Messag
 			slog.String("error", res.geomError))
 	}
 	return res, nil
+}
+
+// PublishBatch implements [broker.Batcher]: the messages' INSERTs (the
+// same statement Publish runs, duplicates absorbed the same way) sent as
+// one pipeline in one transaction: one round trip and one commit for the
+// batch. Nil when the transaction committed; otherwise nothing was written
+// (an error from the COMMIT itself leaves the outcome to the server: the
+// portable store reports it so).
+func (d *driver) PublishBatch(ctx context.Context, destination string, ms []*broker.Message) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	q := d.insertSQL
+	old := !d.current(ctx)
+	if old {
+		q = d.insertOldSQL
+	}
+	b := &pgx.Batch{}
+	for _, m := range ms {
+		r, err := d.prepare(destination, m)
+		if err != nil {
+			return err
+		}
+		args := r.args()
+		if old {
+			args = args[:len(args)-len(r.ix.args())]
+		}
+		b.Queue(q, args...)
+	}
+	err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
+		return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			return tx.SendBatch(ctx, b).Close()
+		})
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("postgis: publish %d messages to %q: %w", len(ms), destination, err)
+	}
+	return nil
 }
 
 func deref(p *string) string {
@@ -295,17 +344,72 @@ type row struct {
 	offloadURI    *string
 	locX, locY    *float64
 	srid          int32
+	ix            indexCols
+}
+
+// indexCols are the columns of broker.IndexOf (schema version 3).
+type indexCols struct {
+	vertices, attempts     int32
+	geomBytes, nanos       int64
+	source                 *string
+	summary, attrs, search string
+}
+
+func (c *indexCols) args() []any {
+	return []any{c.vertices, c.geomBytes, c.attempts, c.nanos, c.source, c.summary, c.attrs, c.search}
+}
+
+// indexOf computes m's index columns; env is m's envelope when decoded
+// (nil: decoded here, if it is one).
+func indexOf(m *broker.Message, env *envelope.Envelope) indexCols {
+	var x broker.Indexed
+	if env == nil {
+		x = broker.IndexOf(m)
+	} else {
+		x = broker.IndexOfEnvelope(env, int64(len(m.Body)), m.Headers)
+	}
+	sum, _ := json.Marshal(x.Summary) // a Summary always encodes
+	c := indexCols{vertices: int32(min(x.Summary.VertexCount, math.MaxInt32)), attempts: int32(min(x.Summary.Attempts, math.MaxInt32)),
+		geomBytes: x.Summary.GeometryBytes, nanos: broker.SortValue(&x.Summary, broker.SortDeadLetteredAt),
+		summary: string(sum), attrs: x.Attrs, search: x.Search}
+	if x.Summary.Envelope {
+		if src := broker.SourceValue(x.Attrs, broker.DefaultSourcePointer); src != "" {
+			c.source = &src
+		}
+	}
+	return c
 }
 
 func (r *row) args() []any {
-	return []any{
+	return append([]any{
 		r.destination, r.key, r.headers, r.binaryHeaders, r.body, r.isEnvelope, r.envelopeText,
 		r.eventID, r.idemKey, r.class, r.stage, r.epsg, r.kind, r.reason, r.topic, r.deadAt, r.deadNs,
 		r.geojson, r.geomStatus, r.offloadURI, r.locX, r.locY, r.srid,
-	}
+	}, r.ix.args()...)
 }
 
-const insertSQL = `
+// insertSQL writes a row with its index columns (schema version 3);
+// insertOldSQL without them, into a table of an older version.
+const (
+	insertSQL = `
+INSERT INTO {t} AS d (destination, msg_key, headers, binary_headers, body, is_envelope, envelope,
+	event_id, idempotency_key, failure_class, failed_stage, epsg, reason_kind, reason, source_topic,
+	dead_lettered_at, dead_lettered_ns, geom, geom_status, geom_error, offload_uri, location,
+	vertex_count, geometry_bytes, attempts, dead_lettered_nanos, source, summary, attrs, search)
+SELECT $1::text, $2::bytea, $3::text::jsonb, $4::text::jsonb, $5::bytea, $6::boolean, {s}.{n}_to_jsonb($7::text),
+	$8::text, $9::text, $10::text, $11::text, $12::bigint, $13::text, $14::text, $15::text,
+	$16::timestamptz, $17::smallint,
+	g.geom,
+	CASE WHEN $18::text IS NULL THEN $19::text WHEN g.geom IS NULL THEN 'unparseable' ELSE 'parsed' END,
+	g.err, $20::text,
+	CASE WHEN $21::float8 IS NULL OR $22::float8 IS NULL THEN NULL ELSE ST_SetSRID(ST_MakePoint($21, $22), $23) END,
+	$24::integer, $25::bigint, $26::integer, $27::bigint, $28::text, $29::text, $30::text, $31::text
+FROM {s}.{n}_parse_geojson($18::text, $23::integer) AS g
+ON CONFLICT (destination, idempotency_key) WHERE replayed_at IS NULL
+DO UPDATE SET duplicates = d.duplicates + 1, last_duplicate_at = now(),
+	redead_lettered = d.redead_lettered OR d.status = 'leased'
+RETURNING id, (xmax = 0), geom_status, COALESCE(geom_error, '')`
+	insertOldSQL = `
 INSERT INTO {t} AS d (destination, msg_key, headers, binary_headers, body, is_envelope, envelope,
 	event_id, idempotency_key, failure_class, failed_stage, epsg, reason_kind, reason, source_topic,
 	dead_lettered_at, dead_lettered_ns, geom, geom_status, geom_error, offload_uri, location)
@@ -321,6 +425,7 @@ ON CONFLICT (destination, idempotency_key) WHERE replayed_at IS NULL
 DO UPDATE SET duplicates = d.duplicates + 1, last_duplicate_at = now(),
 	redead_lettered = d.redead_lettered OR d.status = 'leased'
 RETURNING id, (xmax = 0), geom_status, COALESCE(geom_error, '')`
+)
 
 // maxSRID is PostGIS's SRID_USER_MAXIMUM; larger EPSG codes are stored
 // with SRID 0 (their code stays in the epsg column).
@@ -343,8 +448,10 @@ func (d *driver) prepare(destination string, m *broker.Message) (*row, error) {
 		if k := m.Header(broker.HeaderIdempotencyKey); k != "" {
 			r.idemKey = ptr(keyText(k))
 		}
+		r.ix = indexOf(&broker.Message{Body: m.Body, Headers: m.Headers}, nil)
 		return r, nil
 	}
+	r.ix = indexOf(m, env)
 	r.isEnvelope = true
 	if utf8.Valid(m.Body) && !slices.Contains(m.Body, 0) {
 		r.envelopeText = ptr(string(m.Body))
@@ -502,7 +609,7 @@ RETURNING d.id, d.msg_key, d.headers, d.binary_headers, d.body, d.deliveries, d.
 // expired are pending again.
 func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter, n int) ([]*broker.Record, error) {
 	a := &sqlArgs{list: []any{destination, n, max(d.ttl.Microseconds(), 1)}}
-	q := strings.Replace(d.fetchSQL, "{filter}", where(f, a), 1)
+	q := strings.Replace(d.fetchSQL, "{filter}", where(f, a, d.current(ctx)), 1)
 	var out []*broker.Record
 	// A statement the server rolled back to resolve a conflict is run
 	// again; nothing was leased.

@@ -3,6 +3,7 @@ package postgis
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -52,7 +53,11 @@ func (d *driver) purge(ctx context.Context, req broker.PurgeRequest) (res broker
 	} else {
 		cond += ` AND status = 'replayed'`
 	}
-	cond += where(req.Filter, a)
+	current := d.current(ctx)
+	if !current && req.Filter.HasAttrFields() {
+		return res, fmt.Errorf("postgis: purge: %s is older than schema version %d and cannot select by text or source: %w", d.table, summaryVersion, errors.ErrUnsupported)
+	}
+	cond += where(req.Filter, a, current)
 	const returning = ` id, destination, offload_uri, envelope->>'raw_payload_offload_uri', CASE WHEN is_envelope AND envelope IS NULL THEN body END`
 
 	txo := pgx.TxOptions{}

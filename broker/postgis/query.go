@@ -2,9 +2,11 @@ package postgis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +29,9 @@ func (a *sqlArgs) add(v any) string {
 // where renders f as SQL conditions, each starting with " AND", matching
 // exactly what broker.Filter.MatchRecord accepts. Every field but IDs is
 // a property of the envelope, so rows that are not envelopes match only a
-// filter without them.
-func where(f broker.Filter, a *sqlArgs) string {
+// filter without them. The text and source fields need the summary
+// columns (current): without them they are left to the portable store.
+func where(f broker.Filter, a *sqlArgs, current bool) string {
 	if f.IsZero() {
 		return ""
 	}
@@ -86,7 +89,61 @@ func where(f broker.Filter, a *sqlArgs) string {
 	if f.BBox != nil {
 		b.WriteString(" AND " + bboxCond(*f.BBox, a))
 	}
+	if !current {
+		return b.String()
+	}
+	if f.Text != "" {
+		// LIKE is served by the trigram index on search, when pg_trgm is
+		// installed; the text is folded as search was.
+		b.WriteString(` AND search LIKE '%' || ` + a.add(likeEscape(broker.SearchFold(f.Text))) + `::text || '%'`)
+	}
+	if len(f.Sources) > 0 {
+		b.WriteString(" AND " + sourceExpr(f.SourcePointer, a) + " = ANY(" + a.add(texts(f.Sources)) + "::text[])")
+	}
+	if f.SourcePrefix != "" {
+		b.WriteString(" AND starts_with(" + sourceExpr(f.SourcePointer, a) + ", " + a.add(lossyText(f.SourcePrefix)) + "::text)")
+	}
 	return b.String()
+}
+
+// likeEscape escapes LIKE's wildcards (and its escape character) in s.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// sourceExpr is the SQL of a record's source at pointer (see
+// [broker.SourceValue]): the source column for the default pointer, else
+// the text of attrs between "\n" + pointer + "\t" and the next "\n".
+func sourceExpr(pointer string, a *sqlArgs) string {
+	if pointer == "" || pointer == broker.DefaultSourcePointer {
+		return "COALESCE(source, '')"
+	}
+	return "split_part(split_part(COALESCE(attrs, ''), " + a.add("\n"+pointer+"\t") + "::text, 2), E'\\n', 1)"
+}
+
+// sortExpr is the column a sort key orders by.
+func sortExpr(k broker.SortKey) string {
+	switch k {
+	case broker.SortDeadLetteredAt:
+		return "dead_lettered_nanos"
+	case broker.SortVertexCount:
+		return "vertex_count"
+	case broker.SortGeometryBytes:
+		return "geometry_bytes"
+	case broker.SortAttempts:
+		return "attempts"
+	}
+	return ""
+}
+
+// ListCapabilities implements [broker.ListCapabler]: a table at schema
+// version 3 is sorted, counted, summarised, searched and grouped by source
+// in SQL; an older one lists the old way.
+func (d *driver) ListCapabilities() broker.ListCapabilities {
+	if !d.current(context.Background()) {
+		return broker.ListCapabilities{}
+	}
+	return broker.ListCapabilities{Sorts: broker.SortKeys()[1:], Summaries: true, Total: true, MaxBytes: true, Stats: true}
 }
 
 // texts converts string-backed values (classes, stages, reason kinds) for
@@ -177,30 +234,44 @@ func ListIntersecting(ctx context.Context, s *broker.Store, opts broker.ListOpti
 }
 
 // List implements [broker.Lister]: rows in id order (ids increase with
-// every write, across destinations), newest first with opts.Descending. The
-// cursor is the decimal id of the page's last row.
+// every write, across destinations), or by opts.Sort then id, descending
+// with opts.Descending, every filter field in SQL; a page ends at
+// opts.Limit rows or once its bodies hold opts.MaxBytes. With
+// opts.Summaries no body is read (a row written by an older geodlq,
+// without a summary, is summarised from its body). The cursor is the
+// decimal id of the page's last row, preceded by its sort value and ":"
+// in a sorted listing.
 func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
-	a := &sqlArgs{}
-	q := `SELECT id, destination, msg_key, headers, binary_headers, body, ` + statusSQL + `, published_at, replayed_at, deliveries
-		FROM ` + d.table + ` WHERE true`
-	if opts.Destination != "" {
-		q += ` AND destination = ` + a.add(opts.Destination) + `::text`
+	current := d.current(ctx)
+	if !current && (opts.Sort != broker.SortWritten || opts.Summaries || opts.Total) {
+		return broker.Page{}, fmt.Errorf("postgis: list: %s is older than schema version %d and lists in the written order only: %w", d.table, summaryVersion, errors.ErrUnsupported)
 	}
-	if !opts.IncludeReplayed {
-		q += ` AND replayed_at IS NULL`
-	}
+	key := sortExpr(opts.Sort)
+	var afterKey, afterID int64
 	if opts.After != "" {
-		after, err := strconv.ParseInt(opts.After, 10, 64)
-		if err != nil {
+		rest := opts.After
+		var err error
+		if key != "" {
+			k, r, ok := strings.Cut(rest, ":")
+			afterKey, err = strconv.ParseInt(k, 10, 64)
+			if !ok || err != nil {
+				return broker.Page{}, fmt.Errorf("postgis: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
+			}
+			rest = r
+		}
+		if afterID, err = strconv.ParseInt(rest, 10, 64); err != nil {
 			return broker.Page{}, fmt.Errorf("postgis: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
 		}
-		op := ">"
-		if opts.Descending {
-			op = "<"
-		}
-		q += ` AND id ` + op + ` ` + a.add(after) + `::bigint`
 	}
-	q += where(opts.Filter, a)
+	a := &sqlArgs{}
+	cond := ` FROM ` + d.table + ` WHERE true`
+	if opts.Destination != "" {
+		cond += ` AND destination = ` + a.add(opts.Destination) + `::text`
+	}
+	if !opts.IncludeReplayed {
+		cond += ` AND replayed_at IS NULL`
+	}
+	cond += where(opts.Filter, a, current)
 	if in, ok := ctx.Value(intersectsKey{}).(*intersects); ok {
 		bb := in.bound
 		p := a.add(in.srid)
@@ -209,48 +280,103 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 		// && uses the GiST index and tolerates mixed SRIDs; ST_Intersects
 		// raises on them, so it runs only on rows of the bound's SRID (a
 		// CASE, because AND does not fix the order of evaluation).
-		q += ` AND geom && ` + box + ` AND CASE WHEN ST_SRID(geom) = ` + p + `::integer THEN ST_Intersects(geom, ` + box + `) ELSE false END`
+		cond += ` AND geom && ` + box + ` AND CASE WHEN ST_SRID(geom) = ` + p + `::integer THEN ST_Intersects(geom, ` + box + `) ELSE false END`
 	}
-	order := ` ORDER BY id`
+	countQ, countArgs := `SELECT count(*)`+cond, slices.Clone(a.list)
+	sel := `SELECT id, destination, ` + statusSQL + `, published_at, replayed_at, deliveries`
+	if opts.Summaries {
+		sel += `, summary, ` + sourceExpr(opts.Filter.SourcePointer, a) + `, CASE WHEN summary IS NULL THEN headers END,
+			CASE WHEN summary IS NULL THEN binary_headers END, CASE WHEN summary IS NULL THEN body END, NULL::bytea`
+	} else {
+		sel += `, NULL::text, '', headers, binary_headers, body, msg_key`
+	}
+	if key != "" {
+		sel += `, ` + key
+	} else {
+		sel += `, 0::bigint`
+	}
+	q := sel + cond
+	op, dir := ">", ""
 	if opts.Descending {
-		order += ` DESC`
+		op, dir = "<", " DESC"
 	}
-	q += order + ` LIMIT ` + a.add(opts.Limit+1) + `::bigint`
+	if opts.After != "" {
+		if key != "" {
+			q += ` AND (` + key + `, id) ` + op + ` (` + a.add(afterKey) + `::bigint, ` + a.add(afterID) + `::bigint)`
+		} else {
+			q += ` AND id ` + op + ` ` + a.add(afterID) + `::bigint`
+		}
+	}
+	if key != "" {
+		q += ` ORDER BY ` + key + dir + `, id` + dir
+	} else {
+		q += ` ORDER BY id` + dir
+	}
+	q += ` LIMIT ` + a.add(opts.Limit+1) + `::bigint`
+	var page broker.Page
+	if opts.Total {
+		if err := d.pool.QueryRow(ctx, countQ, countArgs...).Scan(&page.Total); err != nil {
+			return broker.Page{}, fmt.Errorf("postgis: list: counting: %w", err)
+		}
+	}
 	rows, err := d.pool.Query(ctx, q, a.list...)
 	if err != nil {
 		return broker.Page{}, fmt.Errorf("postgis: list: %w", err)
 	}
 	defer rows.Close()
-	var page broker.Page
+	var lastKey, lastID int64
+	bytes := 0
 	for rows.Next() {
 		var (
-			id                int64
+			id, k             int64
 			dest, status      string
 			key, binary, body []byte
 			headers           map[string]string
 			published         time.Time
 			replayed          *time.Time
 			deliveries        int
+			summary           *string
+			source            string
 		)
-		if err := rows.Scan(&id, &dest, &key, &headers, &binary, &body, &status, &published, &replayed, &deliveries); err != nil {
+		if err := rows.Scan(&id, &dest, &status, &published, &replayed, &deliveries, &summary, &source, &headers, &binary, &body, &key, &k); err != nil {
 			return broker.Page{}, fmt.Errorf("postgis: list: %w", err)
 		}
-		if len(page.Entries) == opts.Limit {
-			page.Next = page.Entries[len(page.Entries)-1].Record.ID
+		if len(page.Entries) == opts.Limit || (!opts.Summaries && len(page.Entries) > 0 && opts.MaxBytes > 0 && bytes+len(body) > opts.MaxBytes) {
+			page.Next = strconv.FormatInt(lastID, 10)
+			if sortExpr(opts.Sort) != "" {
+				page.Next = strconv.FormatInt(lastKey, 10) + ":" + page.Next
+			}
 			break
 		}
-		h, err := decodeHeaders(headers, binary)
-		if err != nil {
-			return broker.Page{}, fmt.Errorf("postgis: record %d: %w", id, err)
-		}
+		lastKey, lastID = k, id
 		e := broker.Entry{
-			Record: &broker.Record{ID: strconv.FormatInt(id, 10), Destination: dest,
-				Message: &broker.Message{Key: key, Body: body, Headers: h}, Deliveries: deliveries},
+			Record:      &broker.Record{ID: strconv.FormatInt(id, 10), Destination: dest, Deliveries: deliveries},
 			Status:      broker.Status(status),
 			PublishedAt: published.UTC(),
 		}
 		if replayed != nil {
 			e.ReplayedAt = replayed.UTC()
+		}
+		if opts.Summaries && summary != nil {
+			var sum broker.Summary
+			if err := json.Unmarshal([]byte(*summary), &sum); err != nil {
+				return broker.Page{}, fmt.Errorf("postgis: record %d: its summary column is not the JSON this package wrote: %w", id, err)
+			}
+			sum.Source = source
+			e.Summary = &sum
+		} else {
+			h, err := decodeHeaders(headers, binary)
+			if err != nil {
+				return broker.Page{}, fmt.Errorf("postgis: record %d: %w", id, err)
+			}
+			m := &broker.Message{Key: key, Body: body, Headers: h}
+			if opts.Summaries {
+				sum := broker.SummaryOf(&broker.Record{Message: m}, opts.Filter.SourcePointer)
+				e.Summary = &sum
+			} else {
+				bytes += len(body)
+				e.Record.Message = m
+			}
 		}
 		page.Entries = append(page.Entries, e)
 	}
@@ -313,7 +439,12 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 	if opts.Bucket > 0 {
 		bucket = "date_bin(" + a.add(max(opts.Bucket.Microseconds(), 1)) + "::bigint * interval '1 microsecond', dead_lettered_at, " + bucketOrigin + ")"
 	}
-	q := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''), ` + bucket + `,
+	current := d.current(ctx)
+	src := "''"
+	if opts.BySource && current {
+		src = "CASE WHEN is_envelope THEN " + sourceExpr(opts.Filter.SourcePointer, a) + " ELSE '' END"
+	}
+	q := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''), ` + bucket + `, ` + src + `,
 		count(*) FILTER (WHERE status = 'pending' OR (status = 'leased' AND lease_until <= now())),
 		count(*) FILTER (WHERE status = 'leased' AND lease_until > now()),
 		count(*) FILTER (WHERE status = 'replayed')
@@ -321,7 +452,7 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 	if opts.Destination != "" {
 		q += ` AND destination = ` + a.add(opts.Destination) + `::text`
 	}
-	q += where(opts.Filter, a) + ` GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
+	q += where(opts.Filter, a, current) + ` GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7`
 	rows, err := d.pool.Query(ctx, q, a.list...)
 	if err != nil {
 		return nil, fmt.Errorf("postgis: stats: %w", err)
@@ -336,7 +467,7 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 			b                   *time.Time
 			pending, leased, rp int64
 		)
-		if err := rows.Scan(&c.Destination, &class, &stage, &epsg, &kind, &b, &pending, &leased, &rp); err != nil {
+		if err := rows.Scan(&c.Destination, &class, &stage, &epsg, &kind, &b, &c.Source, &pending, &leased, &rp); err != nil {
 			return nil, fmt.Errorf("postgis: stats: %w", err)
 		}
 		c.Class, c.Stage, c.ReasonKind = classify.Class(class), classify.Stage(stage), classify.ReasonKind(kind)
@@ -349,6 +480,9 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgis: stats: %w", err)
+	}
+	if opts.BySource && opts.SourceDepth > 0 {
+		out = broker.MergeCounts(out, func(c *broker.Count) { c.Source = broker.SourceGroup(c.Source, opts.SourceDepth) })
 	}
 	return out, nil
 }

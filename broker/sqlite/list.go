@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
@@ -102,13 +101,14 @@ func where(f broker.Filter, current bool) (string, []any) {
 		return b.String(), args
 	}
 	if f.Text != "" {
-		// The trigram index finds the rows holding every three-character
-		// piece of the text in a row (a phrase of trigrams); instr checks
-		// the exact substring. Shorter text is searched row by row.
+		// The trigram index (detail=none: which rows hold a trigram, not
+		// where) narrows the rows to those holding every trigram of the
+		// text; instr checks the exact substring. Text shorter than a
+		// trigram is searched row by row.
 		text := broker.SearchFold(f.Text)
-		if utf8.RuneCountInString(text) >= 3 {
+		if q := trigramQuery(text); q != "" {
 			b.WriteString(` AND id IN (SELECT rowid FROM dlq_search WHERE dlq_search MATCH ?)`)
-			args = append(args, `"`+strings.ReplaceAll(text, `"`, `""`)+`"`)
+			args = append(args, q)
 		}
 		b.WriteString(` AND instr(search, ?) > 0`)
 		args = append(args, text)
@@ -125,6 +125,35 @@ func where(f broker.Filter, current bool) (string, []any) {
 		args = append(args, f.SourcePrefix, f.SourcePrefix)
 	}
 	return b.String(), args
+}
+
+// maxTrigrams bounds the trigrams of a text search's index query (spread
+// over the text; instr checks the rest).
+const maxTrigrams = 12
+
+// trigramQuery is the FTS5 query for the rows holding every trigram of
+// text (each a quoted string, all ANDed), or "" when text has fewer than
+// three characters.
+func trigramQuery(text string) string {
+	runes := []rune(text)
+	n := len(runes) - 2
+	if n < 1 {
+		return ""
+	}
+	step := max(1, (n+maxTrigrams-1)/maxTrigrams)
+	seen := map[string]bool{}
+	var parts []string
+	for i := 0; i < n; i += step {
+		t := string(runes[i : i+3])
+		if !seen[t] {
+			seen[t] = true
+			parts = append(parts, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+		}
+	}
+	if last := string(runes[n-1:]); !seen[last] {
+		parts = append(parts, `"`+strings.ReplaceAll(last, `"`, `""`)+`"`)
+	}
+	return strings.Join(parts, " AND ")
 }
 
 // sourceExpr is the SQL of a record's source at pointer (see

@@ -90,7 +90,7 @@ CREATE INDEX IF NOT EXISTS dlq_raw_offload ON dlq_records (raw_offload_uri) WHER
 -- Rows an older geodlq wrote (no summary): read from their bodies.
 CREATE INDEX IF NOT EXISTS dlq_unindexed ON dlq_records (id) WHERE summary IS NULL;
 -- Filter.Text: a trigram index of the search text.
-CREATE VIRTUAL TABLE IF NOT EXISTS dlq_search USING fts5(search, tokenize = 'trigram case_sensitive 1', content = '', contentless_delete = 1);
+CREATE VIRTUAL TABLE IF NOT EXISTS dlq_search USING fts5(search, tokenize = 'trigram case_sensitive 1', content = '', contentless_delete = 1, detail = none);
 CREATE TRIGGER IF NOT EXISTS dlq_search_insert AFTER INSERT ON dlq_records WHEN new.search IS NOT NULL BEGIN
 	INSERT INTO dlq_search (rowid, search) VALUES (new.id, new.search);
 END;

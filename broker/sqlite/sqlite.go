@@ -71,6 +71,7 @@ var (
 	_ broker.Statser = (*drv)(nil)
 	_ broker.Purger  = (*drv)(nil)
 	_ broker.Aser    = (*drv)(nil)
+	_ broker.Batcher = (*drv)(nil)
 )
 
 // Open opens the store in the SQLite file at path, creating the file and
@@ -288,6 +289,50 @@ func (d *drv) Publish(ctx context.Context, destination string, m *broker.Message
 				Size: len(m.Body) + len(r.headers) + len(m.Key), Limit: maxRowBytes}
 		}
 		return fmt.Errorf("sqlite: publish to %q: %w", destination, err)
+	}
+	return nil
+}
+
+// PublishBatch implements [broker.Batcher]: every message in one write
+// transaction, so that the batch costs one commit (one fsync). Its
+// outcome is certain, as Publish's: nil when the transaction committed,
+// else nothing was written.
+func (d *drv) PublishBatch(ctx context.Context, destination string, ms []*broker.Message) error {
+	if d.ro != nil {
+		return errReadOnly("publish")
+	}
+	rows := make([]row, len(ms))
+	for i, m := range ms {
+		r, err := rowOf(m)
+		if err != nil {
+			return fmt.Errorf("sqlite: publish to %q: %w", destination, err)
+		}
+		if len(m.Body)+len(r.headers)+len(m.Key) > maxRowBytes {
+			return &classify.TooLargeError{What: "message with its headers and key", Destination: destination,
+				Size: len(m.Body) + len(r.headers) + len(m.Key), Limit: maxRowBytes}
+		}
+		rows[i] = r
+	}
+	now := nanos(d.now())
+	err := d.tx(ctx, func(c *sql.Conn) error {
+		nc := context.WithoutCancel(ctx)
+		st, err := c.PrepareContext(nc, insertSQL)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for i, m := range ms {
+			r := rows[i]
+			if _, err := st.ExecContext(nc, destination, m.Key, r.headers, m.Body, r.isEnv, r.eventID, r.key,
+				r.class, r.stage, r.epsg, r.kind, r.locX, r.locY, r.topic, r.deadAt, now,
+				r.ix.vertices, r.ix.geomBytes, r.ix.attempts, r.ix.source, r.ix.offload, r.ix.rawOffload, r.ix.summary, r.ix.attrs, r.ix.search); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: publish %d messages to %q: %w", len(ms), destination, err)
 	}
 	return nil
 }
