@@ -111,6 +111,7 @@ FUZZ_TARGETS := \
 	./internal/contracttest:FuzzSchemaAgreesWithDecode \
 	./internal/geojson:FuzzCoordinatesMatchEncodingJSON \
 	./internal/geojson:FuzzNesting \
+	./internal/geojson:FuzzParallelParse \
 	./internal/geojson:FuzzParseGeometry \
 	./internal/geojson:FuzzReadNumber \
 	./internal/geojson:FuzzReadNumberParts \

@@ -187,7 +187,7 @@ func NewChecker(opts *Options) (*Checker, error) {
 	}
 	c := &Checker{
 		opts:     o,
-		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles},
+		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles, Workers: runtime.GOMAXPROCS(0)},
 		geos:     newGEOSPool(runtime.GOMAXPROCS(0)),
 		handles:  newGEOSHandles(runtime.GOMAXPROCS(0)),
 		programs: sync.Pool{New: func() any { return new(geosProgram) }},

@@ -20,6 +20,9 @@ const (
 	DefaultMaxNumberLength = 512
 )
 
+// maxWorkers bounds Limits.Workers.
+const maxWorkers = 64
+
 // CeilingMaxNesting is the most GeometryCollection nesting any [Limits]
 // allows: a larger MaxNesting is lowered to it. Parsing a collection is
 // recursive (a few hundred bytes of stack per level), and the walkers of
@@ -63,6 +66,13 @@ type Limits struct {
 	// before its members are read. Default DefaultMaxNesting; at most
 	// CeilingMaxNesting.
 	MaxNesting int
+	// Workers is the most goroutines a parse may use: the coordinates of a
+	// large MultiPolygon (4 MiB or more of the document left when they
+	// start) are read in chunks of whole polygons in parallel, each checked
+	// to end where the next begins, so that the result (positions,
+	// structure, errors and their offsets) is the sequential parse's.
+	// Default 1.
+	Workers int
 	// MaxDepth bounds the nesting of arrays and objects inside each JSON
 	// value that is skipped rather than parsed (properties, bbox, unknown
 	// members, and coordinates or geometries met before their "type"): a
@@ -101,6 +111,7 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultMaxDepth
 	}
+	l.Workers = min(max(l.Workers, 1), maxWorkers)
 	return l
 }
 
@@ -783,6 +794,12 @@ func (p *parser) array(t Type, depth int) *Error {
 		return nil
 	}
 	rings := depth == 3 && (t == Polygon || t == MultiPolygon) // an array of a polygon's rings
+	if depth == 4 && p.lim.Workers > 1 && p.zs == nil && len(p.data)-p.pos >= parallelMinBytes {
+		if n, ok := p.parallelPolygons(); ok {
+			p.counts[slot] = n
+			return nil
+		}
+	}
 	count := 0
 	for {
 		var err *Error

@@ -1,0 +1,146 @@
+package geojson
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+
+	"github.com/paulmach/orb"
+)
+
+// Parallel parsing of a large MultiPolygon's coordinates (Limits.Workers).
+//
+// The polygons of a MultiPolygon are parsed independently of each other,
+// so the coordinates array is cut into chunks at places where one polygon
+// ends and the next begins ("]]],[[["; in a MultiPolygon's coordinates
+// that sequence occurs only there), and each chunk is parsed by a parser
+// of its own. A chunk is accepted only if its parse ends exactly where the
+// next chunk begins (the last one at the array's end): by induction from
+// the array's start, every chunk then starts at an element boundary and
+// is parsed exactly as a sequential parse would parse it. Anything else — a
+// cut outside the coordinates (where the sequence can also occur, in a
+// string, say), a parse error, a third ordinate, a limit the chunks reach
+// together — abandons the attempt, and the sequential parse runs from the
+// array's start, giving its own result and its own errors at their own
+// offsets. The chunks' positions and counts, concatenated in order, are
+// what the sequential parse would have appended.
+
+// parallelMinBytes is the smallest rest of a document worth parsing in
+// parallel.
+var parallelMinBytes = 4 << 20
+
+// parallelParses counts the parallel parses that were accepted (for
+// tests).
+var parallelParses atomic.Int64
+
+// polygonSeam separates two polygons of a compact MultiPolygon.
+var polygonSeam = []byte("]]],[[[")
+
+// chunkResult is what one chunk's parser read.
+type chunkResult struct {
+	pts    []orb.Point
+	counts []int
+	parts  int
+	polys  int
+	end    int // where the parse ended
+	ok     bool
+}
+
+// parallelPolygons parses the elements of the MultiPolygon coordinates
+// array whose '[' has just been read, through its closing ']', and returns
+// how many polygons it holds; ok is false when the attempt was abandoned,
+// and then p is as it was.
+func (p *parser) parallelPolygons() (polys int, ok bool) {
+	start := p.pos
+	w := p.lim.Workers
+	rest := len(p.data) - start
+	cuts := []int{start}
+	for k := 1; k < w; k++ {
+		from := max(start+k*(rest/w), cuts[len(cuts)-1]+1)
+		if from >= len(p.data) {
+			break
+		}
+		i := bytes.Index(p.data[from:], polygonSeam)
+		if i < 0 {
+			break
+		}
+		cuts = append(cuts, from+i+4) // just after the comma
+	}
+	if len(cuts) < 2 {
+		return 0, false
+	}
+	results := make([]chunkResult, len(cuts))
+	var wg sync.WaitGroup
+	for k := range cuts {
+		end := -1 // the last chunk ends with the array
+		if k+1 < len(cuts) {
+			end = cuts[k+1]
+		}
+		wg.Go(func() { results[k] = p.parseChunk(cuts[k], end) })
+	}
+	wg.Wait()
+	total, parts := 0, 0
+	for _, r := range results {
+		if !r.ok {
+			return 0, false
+		}
+		total += len(r.pts)
+		parts += r.parts
+		polys += r.polys
+	}
+	if len(p.pts)+total > p.lim.MaxVertices || p.parts+parts > p.lim.MaxParts {
+		return 0, false // the sequential parse reports where
+	}
+	if p.pts == nil {
+		p.pts = make([]orb.Point, 0, total)
+	}
+	for _, r := range results {
+		p.pts = append(p.pts, r.pts...)
+		p.counts = append(p.counts, r.counts...)
+	}
+	p.parts += parts
+	p.pos = results[len(results)-1].end
+	parallelParses.Add(1)
+	return polys, true
+}
+
+// parseChunk parses polygons from start until the one that ends just
+// before end's polygon begins (a ',' then end), or for the last chunk
+// (end < 0) until the array's closing ']'.
+func (p *parser) parseChunk(start, end int) chunkResult {
+	q := &parser{
+		scanner: scanner{data: p.data, pos: start, maxDepth: p.maxDepth, maxNumber: p.maxNumber},
+		lim:     p.lim,
+		counts:  make([]int, 0, 64),
+	}
+	stop := end
+	if stop < 0 {
+		stop = len(p.data)
+	}
+	// Room for every position the chunk can hold: each opens with '['.
+	q.pts = make([]orb.Point, 0, bytes.Count(p.data[start:stop], []byte{'['})+1)
+	var r chunkResult
+	for {
+		if err := q.array(MultiPolygon, 3); err != nil || q.zs != nil {
+			return r
+		}
+		r.polys++
+		c := q.ws()
+		if c == ']' && end < 0 {
+			q.pos++
+			break
+		}
+		if c != ',' {
+			return r
+		}
+		q.pos++
+		if q.pos == end {
+			break
+		}
+		if end >= 0 && q.pos > end {
+			return r
+		}
+	}
+	r.pts, r.counts, r.parts, r.end, r.ok = q.pts, q.counts, q.parts, q.pos, true
+	return r
+}
