@@ -125,7 +125,20 @@
 // {table}_migrations; it is idempotent and safe to run from many
 // processes at once. It creates a missing table only with Options.Create,
 // never touches a table of the same name that has no bookkeeping table,
-// and runs nothing with StoreOptions.ReadOnly.
+// and runs nothing with StoreOptions.ReadOnly (a read-only open of a table
+// at another version is refused).
+//
+// Version 2 keeps beside each body what [broker.IndexOf] computes when the
+// record is written — its summary and attributes, and its vertex count,
+// geometry size, attempts and dead-letter time in indexed columns, with a
+// covering index for Stats — and its search text in a narrow table of its
+// own, {table}_search (deleted with the record, by a foreign key): every
+// [broker.SortKey] pages with a keyset cursor, a page of summaries reads
+// no body, and Filter.Text reads the narrow table (MySQL has no substring
+// index), not the bodies. Migrating to it indexes the rows already there,
+// 500 per transaction, before New returns (about two minutes per million
+// rows); rows an older geodlq writes later are summarised from their
+// bodies when listed, and indexed by the next read-write open.
 //
 // # As
 //

@@ -9,7 +9,7 @@ import (
 // SchemaVersion is the version of the table this package reads and
 // writes: the number of its migrations. [New] brings an older table up to
 // it (unless ReadOnly) and refuses a newer one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the table's steps, oldest first; {t} is the quoted table
 // name. A step is a list of statements MySQL runs one by one; each must be
@@ -57,10 +57,39 @@ CREATE TABLE {t} (
 	KEY blob_raw_payload (raw_payload_uri(255)),
 	KEY replayed (acked_at)
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC COMMENT='geodlq dead-letter store (broker/mysql): one row per dead-lettered message'`},
+}, {
+	Version: 2,
+	Name:    "summaries and attributes beside the body, sort and stats indexes, the search table",
+	Statements: []string{`
+ALTER TABLE {t}
+	ADD COLUMN vertex_count        INT             NOT NULL DEFAULT 0,
+	ADD COLUMN geometry_bytes      BIGINT          NOT NULL DEFAULT 0,
+	ADD COLUMN attempts            INT             NOT NULL DEFAULT 0,
+	ADD COLUMN dead_lettered_nanos BIGINT          NOT NULL DEFAULT -9223372036854775807,
+	ADD COLUMN source              VARBINARY(512)  NULL COMMENT 'the event source at broker.DefaultSourcePointer',
+	ADD COLUMN summary             MEDIUMBLOB      NULL COMMENT 'broker.Summary as JSON; NULL: written before schema version 2',
+	ADD COLUMN attrs               BLOB            NULL COMMENT 'broker.Indexed.Attrs',
+	ADD COLUMN indexed             BOOLEAN         NOT NULL DEFAULT FALSE COMMENT 'the columns above are set (false: written before schema version 2)',
+	ADD KEY sort_time (dead_lettered_nanos, id),
+	ADD KEY sort_vertices (vertex_count, id),
+	ADD KEY sort_bytes (geometry_bytes, id),
+	ADD KEY sort_attempts (attempts, id),
+	ADD KEY stats (destination, failure_class, failed_stage, epsg, reason_kind, source, dead_lettered_us, acked_at, lease_until, is_envelope),
+	ADD KEY unindexed (indexed, id)`, `
+CREATE TABLE {s} (
+	id     BIGINT UNSIGNED NOT NULL,
+	search MEDIUMBLOB      NOT NULL COMMENT 'broker.Indexed.Search: what Filter.Text searches',
+	PRIMARY KEY (id),
+	CONSTRAINT {n}_search_record FOREIGN KEY (id) REFERENCES {t} (id) ON DELETE CASCADE
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC COMMENT='geodlq (broker/mysql): the search text of each record, narrow, for Filter.Text'`},
 }}
 
 func (d *driver) target() schema.Target {
 	return schema.Target{Prefix: "mysql", Table: d.name, Render: d.render}
 }
 
-func (d *driver) render(q string) string { return strings.ReplaceAll(q, "{t}", d.table) }
+// render substitutes {t} (the quoted table), {s} (the quoted search
+// table) and {n} (the bare table name).
+func (d *driver) render(q string) string {
+	return strings.NewReplacer("{t}", d.table, "{s}", d.search, "{n}", d.name).Replace(q)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/geodlq/geodlq/broker/mysql/internal/schema"
 	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
 )
 
 // Defaults of [Options].
@@ -69,6 +70,7 @@ type driver struct {
 	ownsDB   bool // the opener made db; Close closes it
 	name     string
 	table    string // quoted
+	search   string // the search table, quoted
 	ttl      time.Duration
 	limit    int
 	packet   int
@@ -84,6 +86,7 @@ var (
 	_ broker.Statser = (*driver)(nil)
 	_ broker.Purger  = (*driver)(nil)
 	_ broker.Aser    = (*driver)(nil)
+	_ broker.Batcher = (*driver)(nil)
 )
 
 // New returns a dead-letter store in a table of db's database. db stays
@@ -132,7 +135,7 @@ func newDriver(ctx context.Context, db *sql.DB, opts *Options) (*driver, error) 
 	if o.MaxMessageBytes < 0 {
 		return nil, fmt.Errorf("mysql: MaxMessageBytes %d is negative: %w", o.MaxMessageBytes, broker.ErrInvalidArgument)
 	}
-	d := &driver{db: db, name: o.Table, table: schema.Quote(o.Table), ttl: o.LeaseTTL, readOnly: o.ReadOnly}
+	d := &driver{db: db, name: o.Table, table: schema.Quote(o.Table), search: schema.Quote(o.Table + "_search"), ttl: o.LeaseTTL, readOnly: o.ReadOnly}
 	if err := d.checkServer(ctx); err != nil {
 		return nil, err
 	}
@@ -156,8 +159,13 @@ func newDriver(ctx context.Context, db *sql.DB, opts *Options) (*driver, error) 
 		if v != SchemaVersion {
 			return nil, fmt.Errorf("mysql: table %s is at schema version %d, this package reads %d (a read-write open migrates it)", d.name, v, SchemaVersion)
 		}
-	} else if err := schema.Migrate(ctx, db, d.target(), migrations, o.Create); err != nil {
-		return nil, err
+	} else {
+		if err := schema.Migrate(ctx, db, d.target(), migrations, o.Create); err != nil {
+			return nil, err
+		}
+		if err := d.backfill(ctx); err != nil {
+			return nil, err
+		}
 	}
 	d.insertSQL = d.render(insertSQL)
 	d.ackSQL = d.render(ackSQL)
@@ -221,8 +229,126 @@ func (d *driver) writable(op string) error {
 
 const insertSQL = `INSERT INTO {t} (destination, msg_key, headers, binary_headers, body, is_envelope,
 	event_id, idempotency_key, failure_class, failed_stage, epsg, reason_kind, dead_lettered_us, dead_lettered_ns,
-	loc_x, loc_y, geometry_uri, raw_payload_uri, published_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))`
+	loc_x, loc_y, geometry_uri, raw_payload_uri,
+	vertex_count, geometry_bytes, attempts, dead_lettered_nanos, source, summary, attrs, indexed, published_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, TRUE, UTC_TIMESTAMP(6))`
+
+// insertSearchSQL writes the search text of the row just inserted.
+const insertSearchSQL = `INSERT INTO {s} (id, search) VALUES (?, ?)`
+
+// insert writes r, and its search text, in tx; it returns the row's id.
+func (d *driver) insert(ctx context.Context, tx *sql.Tx, r *row) (int64, error) {
+	res, err := tx.ExecContext(ctx, d.insertSQL, r.args()...)
+	if err != nil {
+		return 0, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	_, err = tx.ExecContext(ctx, d.render(insertSearchSQL), id, r.ix.search)
+	return id, err
+}
+
+// PublishBatch implements [broker.Batcher]: every message's rows in one
+// transaction, committed once, with Publish's certain outcome (a lost
+// COMMIT is checked by reading the batch's last row).
+func (d *driver) PublishBatch(ctx context.Context, destination string, ms []*broker.Message) error {
+	if err := d.writable("publish"); err != nil {
+		return err
+	}
+	rows := make([]*row, len(ms))
+	for i, m := range ms {
+		r, err := d.prepare(destination, m)
+		if err != nil {
+			return err
+		}
+		rows[i] = r
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	var last int64
+	return d.certain(ctx, "publish "+strconv.Itoa(len(ms))+" messages to "+strconv.Quote(destination),
+		func(ctx context.Context, tx *sql.Tx) error {
+			for _, r := range rows {
+				id, err := d.insert(ctx, tx, r)
+				if err != nil {
+					return err
+				}
+				last = id
+			}
+			return nil
+		},
+		func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			var n int
+			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+d.table+` WHERE id = ? AND destination = ? LOCK IN SHARE MODE`,
+				last, destination).Scan(&n)
+			return n == 1, err
+		})
+}
+
+// backfillBatch is the rows one backfill transaction indexes.
+const backfillBatch = 500
+
+// backfill fills in the index columns and search text of the rows written
+// before schema version 2 (or since by an older geodlq): indexed is false.
+func (d *driver) backfill(ctx context.Context) error {
+	var after uint64
+	for {
+		rows, err := d.db.QueryContext(ctx, `SELECT id, headers, binary_headers, body FROM `+d.table+
+			` WHERE indexed = FALSE AND id > ? ORDER BY indexed, id LIMIT ?`, after, backfillBatch)
+		if err != nil {
+			return fmt.Errorf("mysql: indexing the records written before schema version 2: %w", err)
+		}
+		type todo struct {
+			id uint64
+			ix indexCols
+		}
+		var batch []todo
+		for rows.Next() {
+			var id uint64
+			var hdr, bin, body []byte
+			if err := rows.Scan(&id, &hdr, &bin, &body); err != nil {
+				rows.Close()
+				return fmt.Errorf("mysql: indexing the records written before schema version 2: %w", err)
+			}
+			h, _ := decodeHeaders(hdr, bin)
+			m := &broker.Message{Body: body, Headers: h}
+			var env *envelope.Envelope
+			if e, err := broker.EnvelopeOf(m); err == nil {
+				env = e
+			}
+			batch = append(batch, todo{id, indexOf(m, env)})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("mysql: indexing the records written before schema version 2: %w", err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		err = d.tx(ctx, sql.LevelReadCommitted, func(tx *sql.Tx) error {
+			for _, t := range batch {
+				c := t.ix
+				if _, err := tx.ExecContext(ctx, `UPDATE `+d.table+` SET vertex_count = ?, geometry_bytes = ?, attempts = ?,
+					dead_lettered_nanos = ?, source = ?, summary = ?, attrs = ?, indexed = TRUE WHERE id = ?`,
+					c.vertices, c.geomBytes, c.attempts, c.nanos, c.source, c.summary, c.attrs, t.id); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO `+d.search+` (id, search) VALUES (?, ?) ON DUPLICATE KEY UPDATE search = VALUES(search)`,
+					t.id, c.search); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("mysql: indexing the records written before schema version 2: %w", err)
+		}
+		after = batch[len(batch)-1].id
+	}
+}
 
 // Publish inserts m as one row in a transaction of its own, and returns
 // once MySQL committed it. The outcome it reports is certain: a failure
@@ -239,12 +365,8 @@ func (d *driver) Publish(ctx context.Context, destination string, m *broker.Mess
 	}
 	var id int64
 	err = d.certain(ctx, "publish to "+strconv.Quote(destination),
-		func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, d.insertSQL, r.args()...)
-			if err != nil {
-				return err
-			}
-			id, err = res.LastInsertId()
+		func(ctx context.Context, tx *sql.Tx) (err error) {
+			id, err = d.insert(ctx, tx, r)
 			return err
 		},
 		func(ctx context.Context, tx *sql.Tx) (bool, error) {
@@ -356,7 +478,7 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	if err := d.writable("fetch"); err != nil {
 		return nil, err
 	}
-	w := where(f)
+	w := d.where(f)
 	if w.none {
 		return nil, nil
 	}

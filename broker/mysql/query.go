@@ -3,10 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -89,6 +91,66 @@ func where(f broker.Filter) cond {
 	return c
 }
 
+// where is [where] with the text and source fields, which need the
+// search table and the attributes (schema version 2).
+func (d *driver) where(f broker.Filter) cond {
+	c := where(f)
+	if c.none {
+		return c
+	}
+	if f.Text != "" {
+		// The narrow search table is read row by row (MySQL has no
+		// substring index): far less than the table's rows, bodies and all.
+		c.add("id IN (SELECT id FROM "+d.search+" WHERE LOCATE(?, search) > 0)", []byte(broker.SearchFold(f.Text)))
+	}
+	if len(f.Sources) > 0 {
+		expr, args := sourceExpr(f.SourcePointer)
+		c.sql += " AND " + expr + " IN (" + placeholders(len(f.Sources)) + ")"
+		c.args = append(c.args, args...)
+		for _, s := range f.Sources {
+			c.args = append(c.args, []byte(s))
+		}
+	}
+	if f.SourcePrefix != "" {
+		expr, args := sourceExpr(f.SourcePointer)
+		c.add("LEFT("+expr+", ?) = ?", append(args, len(f.SourcePrefix), []byte(f.SourcePrefix))...)
+	}
+	return c
+}
+
+// sourceExpr is the SQL of a record's source at pointer (see
+// [broker.SourceValue]), with its arguments: the source column for the
+// default pointer, else the bytes of attrs between "\n" + pointer + "\t"
+// and the next "\n".
+func sourceExpr(pointer string) (string, []any) {
+	if pointer == "" || pointer == broker.DefaultSourcePointer {
+		return "COALESCE(source, '')", nil
+	}
+	n := []byte("\n" + pointer + "\t")
+	return "IF(LOCATE(?, attrs) > 0, SUBSTRING_INDEX(SUBSTRING(attrs, LOCATE(?, attrs) + ?), '\\n', 1), '')", []any{n, n, len(n)}
+}
+
+// sortColumn is the column a sort key orders by.
+func sortColumn(k broker.SortKey) string {
+	switch k {
+	case broker.SortDeadLetteredAt:
+		return "dead_lettered_nanos"
+	case broker.SortVertexCount:
+		return "vertex_count"
+	case broker.SortGeometryBytes:
+		return "geometry_bytes"
+	case broker.SortAttempts:
+		return "attempts"
+	}
+	return ""
+}
+
+// ListCapabilities implements [broker.ListCapabler]: every list option,
+// in SQL.
+func (d *driver) ListCapabilities() broker.ListCapabilities {
+	return broker.ListCapabilities{Sorts: broker.SortKeys()[1:], Summaries: true, Total: true, MaxBytes: true, Stats: true}
+}
+
 // statusSQL is a row's status: replayed, leased (a live lease) or
 // pending.
 const statusSQL = `CASE WHEN acked_at IS NOT NULL THEN 'replayed'
@@ -100,14 +162,19 @@ func usSQL(col string) string {
 	return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " + col + ")"
 }
 
-// List implements [broker.Lister]: records in id order (newest first with
-// opts.Descending) across destinations, every filter field in SQL. The cursor
-// is the last listed id.
+// List implements [broker.Lister]: records in id order, or by opts.Sort
+// then id (descending with opts.Descending), across destinations, every
+// filter field in SQL; a page ends at opts.Limit records or once its
+// bodies hold opts.MaxBytes. With opts.Summaries no body is read (a row an
+// older geodlq wrote, without a summary, is summarised from its body).
+// The cursor is the last listed id, preceded by its sort value and ":" in
+// a sorted listing.
 func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
-	w := where(opts.Filter)
+	w := d.where(opts.Filter)
 	if w.none {
 		return broker.Page{}, nil
 	}
+	key := sortColumn(opts.Sort)
 	var c cond
 	if opts.Destination != "" {
 		c.add("destination = ?", []byte(opts.Destination))
@@ -117,62 +184,117 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	}
 	c.sql += w.sql
 	c.args = append(c.args, w.args...)
-	order := "ASC"
+	var page broker.Page
+	if opts.Total {
+		if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+d.table+` WHERE TRUE`+c.sql, c.args...).Scan(&page.Total); err != nil {
+			return broker.Page{}, fmt.Errorf("mysql: list: counting: %w", err)
+		}
+	}
+	order := " ASC"
+	op := ">"
 	if opts.Descending {
-		order = "DESC"
+		order, op = " DESC", "<"
 	}
 	if opts.After != "" {
-		after, err := strconv.ParseUint(opts.After, 10, 64)
+		rest := opts.After
+		var afterKey int64
+		if key != "" {
+			k, r, ok := strings.Cut(rest, ":")
+			v, err := strconv.ParseInt(k, 10, 64)
+			if !ok || err != nil {
+				return broker.Page{}, fmt.Errorf("mysql: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
+			}
+			afterKey, rest = v, r
+		}
+		after, err := strconv.ParseUint(rest, 10, 64)
 		if err != nil {
 			return broker.Page{}, fmt.Errorf("mysql: list cursor %q: %w", opts.After, broker.ErrInvalidArgument)
 		}
-		if opts.Descending {
-			c.add("id < ?", after)
+		if key != "" {
+			c.add("("+key+", id) "+op+" (?, ?)", afterKey, after)
 		} else {
-			c.add("id > ?", after)
+			c.add("id "+op+" ?", after)
 		}
 	}
-	q := `SELECT id, destination, msg_key, headers, binary_headers, body, deliveries, ` + statusSQL + `,
+	var selArgs []any
+	cols := `msg_key, headers, binary_headers, body, NULL, ''`
+	if opts.Summaries {
+		src, srcArgs := sourceExpr(opts.Filter.SourcePointer)
+		cols = `NULL, IF(indexed, NULL, headers), IF(indexed, NULL, binary_headers), IF(indexed, NULL, body), IF(indexed, summary, NULL), ` + src
+		selArgs = srcArgs
+	}
+	keyCol := "0"
+	orderBy := "id" + order
+	if key != "" {
+		keyCol = key
+		orderBy = key + order + ", id" + order
+	}
+	q := `SELECT id, destination, ` + cols + `, ` + keyCol + `, deliveries, ` + statusSQL + `,
 		` + usSQL("published_at") + `, COALESCE(` + usSQL("acked_at") + `, 0)
-		FROM ` + d.table + ` WHERE TRUE` + c.sql + ` ORDER BY id ` + order + ` LIMIT ?`
-	rows, err := d.db.QueryContext(ctx, q, append(c.args, opts.Limit+1)...)
+		FROM ` + d.table + ` WHERE TRUE` + c.sql + ` ORDER BY ` + orderBy + ` LIMIT ?`
+	args := append(append(selArgs, c.args...), opts.Limit+1)
+	rows, err := d.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return broker.Page{}, fmt.Errorf("mysql: list: %w", err)
 	}
 	defer rows.Close()
-	var page broker.Page
-	var last uint64
+	var (
+		last    uint64
+		lastKey int64
+		bytes   int
+	)
 	for rows.Next() {
 		var (
 			id                  uint64
+			k                   int64
 			dest                []byte
 			key, hdr, bin, body []byte
+			summary, source     []byte
 			deliveries          int
 			status              string
 			published, acked    int64
 		)
-		if err := rows.Scan(&id, &dest, &key, &hdr, &bin, &body, &deliveries, &status, &published, &acked); err != nil {
+		if err := rows.Scan(&id, &dest, &key, &hdr, &bin, &body, &summary, &source, &k, &deliveries, &status, &published, &acked); err != nil {
 			return broker.Page{}, fmt.Errorf("mysql: list: %w", err)
 		}
-		if len(page.Entries) == opts.Limit {
+		if len(page.Entries) == opts.Limit || (!opts.Summaries && len(page.Entries) > 0 && opts.MaxBytes > 0 && bytes+len(body) > opts.MaxBytes) {
 			page.Next = strconv.FormatUint(last, 10)
+			if sortColumn(opts.Sort) != "" {
+				page.Next = strconv.FormatInt(lastKey, 10) + ":" + page.Next
+			}
 			break
 		}
-		last = id
-		h, err := decodeHeaders(hdr, bin)
-		if err != nil {
-			return broker.Page{}, fmt.Errorf("mysql: list: record %d: %w", id, err)
-		}
-		if body == nil {
-			body = []byte{}
-		}
+		last, lastKey = id, k
 		e := broker.Entry{
-			Record: &broker.Record{ID: strconv.FormatUint(id, 10), Destination: string(dest),
-				Message: &broker.Message{Key: key, Body: body, Headers: h, DeliveryAttempt: deliveries}, Deliveries: deliveries},
+			Record: &broker.Record{ID: strconv.FormatUint(id, 10), Destination: string(dest), Deliveries: deliveries},
 			Status: broker.Status(status), PublishedAt: time.UnixMicro(published).UTC(),
 		}
 		if acked != 0 {
 			e.ReplayedAt = time.UnixMicro(acked).UTC()
+		}
+		if opts.Summaries && summary != nil {
+			var sum broker.Summary
+			if err := json.Unmarshal(summary, &sum); err != nil {
+				return broker.Page{}, fmt.Errorf("mysql: list: record %d: its summary column is not the JSON this package wrote: %w", id, err)
+			}
+			sum.Source = string(source)
+			e.Summary = &sum
+		} else {
+			h, err := decodeHeaders(hdr, bin)
+			if err != nil {
+				return broker.Page{}, fmt.Errorf("mysql: list: record %d: %w", id, err)
+			}
+			if body == nil {
+				body = []byte{}
+			}
+			m := &broker.Message{Key: key, Body: body, Headers: h, DeliveryAttempt: deliveries}
+			if opts.Summaries {
+				sum := broker.SummaryOf(&broker.Record{Message: m}, opts.Filter.SourcePointer)
+				e.Summary = &sum
+			} else {
+				bytes += len(body)
+				e.Record.Message = m
+			}
 		}
 		page.Entries = append(page.Entries, e)
 	}
@@ -208,7 +330,7 @@ func (d *driver) Destinations(ctx context.Context) ([]string, error) {
 // columns (and the time bucket, in whole microseconds since the Unix
 // epoch).
 func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
-	w := where(opts.Filter)
+	w := d.where(opts.Filter)
 	if w.none {
 		return nil, nil
 	}
@@ -227,13 +349,19 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 	}
 	c.sql += w.sql
 	c.args = append(c.args, w.args...)
+	src := "''"
+	if opts.BySource {
+		expr, srcArgs := sourceExpr(opts.Filter.SourcePointer)
+		src = "IF(is_envelope, " + expr + ", '')"
+		args = append(args, srcArgs...)
+	}
 	q := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0),
-		COALESCE(reason_kind, ''), ` + bucket + ` AS bucket,
+		COALESCE(reason_kind, ''), ` + bucket + ` AS bucket, ` + src + `,
 		SUM(acked_at IS NULL AND (lease_until IS NULL OR lease_until <= UTC_TIMESTAMP(6))),
 		SUM(acked_at IS NULL AND lease_until IS NOT NULL AND lease_until > UTC_TIMESTAMP(6)),
 		SUM(acked_at IS NOT NULL)
 		FROM ` + d.table + ` WHERE TRUE` + c.sql + `
-		GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
+		GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2, 3, 4, 5, 6, 7`
 	rows, err := d.db.QueryContext(ctx, q, append(args, c.args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: stats: %w", err)
@@ -243,15 +371,16 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 	for rows.Next() {
 		var (
 			dest, class, stage, kind []byte
+			source                   []byte
 			epsg                     int64
 			b                        sql.NullInt64
 			cnt                      broker.Count
 		)
-		if err := rows.Scan(&dest, &class, &stage, &epsg, &kind, &b, &cnt.Pending, &cnt.Leased, &cnt.Replayed); err != nil {
+		if err := rows.Scan(&dest, &class, &stage, &epsg, &kind, &b, &source, &cnt.Pending, &cnt.Leased, &cnt.Replayed); err != nil {
 			return nil, fmt.Errorf("mysql: stats: %w", err)
 		}
 		cnt.Destination, cnt.Class, cnt.Stage = string(dest), classify.Class(class), classify.Stage(stage)
-		cnt.EPSG, cnt.ReasonKind = int(epsg), classify.ReasonKind(kind)
+		cnt.EPSG, cnt.ReasonKind, cnt.Source = int(epsg), classify.ReasonKind(kind), string(source)
 		if b.Valid {
 			cnt.Bucket = time.UnixMicro(b.Int64 * bucketUS).UTC()
 		}
@@ -259,6 +388,9 @@ func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysql: stats: %w", err)
+	}
+	if opts.BySource && opts.SourceDepth > 0 {
+		out = broker.MergeCounts(out, func(c *broker.Count) { c.Source = broker.SourceGroup(c.Source, opts.SourceDepth) })
 	}
 	return out, nil
 }
@@ -276,7 +408,7 @@ func (d *driver) Purge(ctx context.Context, req broker.PurgeRequest) (broker.Pur
 			return broker.PurgeResult{}, err
 		}
 	}
-	w := where(req.Filter)
+	w := d.where(req.Filter)
 	if w.none {
 		return broker.PurgeResult{}, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
 )
 
 // row is a message turned into the insert's parameters; nil is NULL.
@@ -27,12 +28,46 @@ type row struct {
 	locX, locY          any
 	geometryURI, rawURI any
 	size                int
+	ix                  indexCols
 }
 
 func (r *row) args() []any {
 	return []any{r.destination, r.key, r.headers, r.binaryHeaders, r.body, r.isEnvelope,
 		r.eventID, r.idemKey, r.class, r.stage, r.epsg, r.kind, r.deadUS, r.deadNS,
-		r.locX, r.locY, r.geometryURI, r.rawURI}
+		r.locX, r.locY, r.geometryURI, r.rawURI,
+		r.ix.vertices, r.ix.geomBytes, r.ix.attempts, r.ix.nanos, r.ix.source, r.ix.summary, r.ix.attrs}
+}
+
+// indexCols are the columns of broker.IndexOf (schema version 2); search
+// goes to the search table.
+type indexCols struct {
+	vertices, attempts int64
+	geomBytes, nanos   int64
+	source             any // []byte or nil
+	summary, attrs     []byte
+	search             []byte
+}
+
+// maxSource is the size of the source column.
+const maxSource = 512
+
+// indexOf computes m's index columns; env is m's envelope (nil: not one).
+func indexOf(m *broker.Message, env *envelope.Envelope) indexCols {
+	var x broker.Indexed
+	if env == nil {
+		x = broker.IndexOf(&broker.Message{Body: m.Body, Headers: m.Headers})
+	} else {
+		x = broker.IndexOfEnvelope(env, int64(len(m.Body)), m.Headers)
+	}
+	sum, _ := json.Marshal(x.Summary) // a Summary always encodes
+	c := indexCols{vertices: int64(x.Summary.VertexCount), attempts: int64(x.Summary.Attempts), geomBytes: x.Summary.GeometryBytes,
+		nanos: broker.SortValue(&x.Summary, broker.SortDeadLetteredAt), summary: sum, attrs: []byte(x.Attrs), search: []byte(x.Search)}
+	if env != nil {
+		if src := broker.SourceValue(x.Attrs, broker.DefaultSourcePointer); src != "" && len(src) <= maxSource {
+			c.source = []byte(src)
+		}
+	}
+	return c
 }
 
 // Column sizes of the triage columns (see migrations). An envelope whose
@@ -65,11 +100,13 @@ func (d *driver) prepare(destination string, m *broker.Message) (*row, error) {
 		r.binaryHeaders = binary
 	}
 	r.size = len(r.body) + len(m.Key) + len(clean) + len(binary) + len(destination)
+	r.ix = indexOf(m, nil)
 	if env, err := broker.EnvelopeOf(m); err == nil && fits(env.EventID, maxEventID) && fits(env.IdempotencyKey, maxIdemKey) &&
 		fits(string(env.FailureClass), maxClass) && fits(string(env.FailedStage), maxClass) &&
 		fits(env.Geometry.OffloadURI, maxURI) && fits(env.RawPayloadOffloadURI, maxURI) &&
 		(env.GeometryError == nil || fits(env.GeometryError.Kind, maxKind)) {
 		r.isEnvelope = true
+		r.ix = indexOf(m, env)
 		r.eventID, r.idemKey = []byte(env.EventID), []byte(env.IdempotencyKey)
 		r.class, r.stage = []byte(env.FailureClass), []byte(env.FailedStage)
 		r.epsg = int64(broker.EPSGOf(env))
@@ -89,6 +126,7 @@ func (d *driver) prepare(destination string, m *broker.Message) (*row, error) {
 		}
 		r.size += len(env.EventID) + len(env.IdempotencyKey) + len(env.Geometry.OffloadURI) + len(env.RawPayloadOffloadURI)
 	}
+	r.size += len(r.ix.summary) + len(r.ix.attrs)
 	if r.size > d.packet-rowOverhead {
 		return nil, d.tooLarge(destination, r.size)
 	}

@@ -64,7 +64,10 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	s, err := broker.OpenStore(ctx, storeURL, &broker.OpenOptions{Create: true, ConnectTimeout: 30 * time.Second})
+	// A batch waits for the others' transactions: on a busy machine that
+	// can take longer than the default 30 s.
+	s, err := broker.OpenStore(ctx, storeURL, &broker.OpenOptions{Create: true, ConnectTimeout: 30 * time.Second,
+		Store: broker.StoreOptions{WriteTimeout: 30 * time.Minute}})
 	if err != nil {
 		return err
 	}
