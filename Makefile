@@ -105,6 +105,8 @@ FUZZ_TARGETS := \
 	./envelope:FuzzBuild \
 	./envelope:FuzzDecode \
 	./envelope:FuzzFromCloudEvent \
+	./envelope:FuzzFromCloudEventHTTP \
+	./envelope:FuzzFromCloudEventKafka \
 	./envelope:FuzzLocateMember \
 	./envelope:FuzzWireTime \
 	./ingress:FuzzValidate \

@@ -39,33 +39,71 @@ func TestCloudEventRoundTrip(t *testing.T) {
 				require.NoError(t, json.Unmarshal(ce, &attrs))
 				name := regexp.MustCompile(`^[a-z0-9]{1,20}$`)
 				for k := range attrs {
-					if k != "data" {
+					if k != "data_base64" {
 						require.Regexp(t, name, k, "CloudEvents attribute names")
 					}
 				}
-				require.Equal(t, string(data), string(attrs["data"]), "the envelope is the data, byte for byte")
+				require.NotContains(t, attrs, "data")
+				require.JSONEq(t, `"`+base64.StdEncoding.EncodeToString(data)+`"`, string(attrs["data_base64"]),
+					"the envelope is the data, byte for byte, in base64 by default")
+				require.JSONEq(t, `"`+envelope.CloudEventDataContentType+`"`, string(attrs["datacontenttype"]))
 				require.JSONEq(t, `"/geodlq/kafka/spatial%20events%2Feu"`, string(attrs["source"]))
 				require.JSONEq(t, `"`+envelope.CloudEventType+`"`, string(attrs["type"]))
 				require.JSONEq(t, `"crs_mismatch"`, string(attrs[envelope.ExtClass]))
 				require.JSONEq(t, `"poison"`, string(attrs[envelope.ExtDestination]))
 				require.JSONEq(t, `"`+env.EventID+`"`, string(attrs["subject"]))
+				same := func(back *envelope.Envelope, err error) {
+					t.Helper()
+					require.NoError(t, err)
+					again, err := back.Encode()
+					require.NoError(t, err)
+					require.Equal(t, string(data), string(again))
+				}
+				same(envelope.FromCloudEvent(ce))
 
-				back, err := envelope.FromCloudEvent(ce)
+				// JSONData: the envelope embedded as JSON.
+				js, err := envelope.ToCloudEvent(env, &envelope.CloudEventOptions{JSONData: true})
 				require.NoError(t, err)
-				again, err := back.Encode()
-				require.NoError(t, err)
-				require.Equal(t, string(data), string(again))
+				attrs = nil
+				require.NoError(t, json.Unmarshal(js, &attrs))
+				require.Equal(t, string(data), string(attrs["data"]), "JSONData embeds the envelope byte for byte")
+				require.JSONEq(t, `"application/json"`, string(attrs["datacontenttype"]))
+				require.NotContains(t, attrs, "data_base64")
+				same(envelope.FromCloudEvent(js))
 
-				// The same event in data_base64 form, as a binary-minded SDK
-				// may write it.
-				i := strings.Index(string(ce), `,"data":`)
+				// The envelope as a JSON string, as the SDKs write data of a
+				// type other than application/json.
+				i := strings.Index(string(js), `,"data":`)
 				require.Positive(t, i)
-				b64 := []byte(string(ce[:i]) + `,"data_base64":"` + base64.StdEncoding.EncodeToString(data) + `"}`)
-				back, err = envelope.FromCloudEvent(b64)
+				quoted, err := json.Marshal(string(data))
 				require.NoError(t, err)
-				again, err = back.Encode()
+				same(envelope.FromCloudEvent([]byte(string(js[:i]) + `,"data":` + string(quoted) + `}`)))
+
+				// Binary mode over HTTP and Kafka: the same attributes as
+				// headers, the envelope as the body.
+				h := map[string][]string{"Ce-Stale": {"x"}, "content-type": {"text/plain"}, "X-Other": {"kept"}}
+				body, err := envelope.ToCloudEventHTTP(env, h, nil)
 				require.NoError(t, err)
-				require.Equal(t, string(data), string(again))
+				require.Equal(t, string(data), string(body))
+				require.Equal(t, []string{envelope.CloudEventDataContentType}, h["Content-Type"])
+				require.Equal(t, []string{"kept"}, h["X-Other"])
+				require.NotContains(t, h, "Ce-Stale")
+				require.NotContains(t, h, "content-type")
+				require.Equal(t, []string{"/geodlq/kafka/spatial%2520events%252Feu"}, h["Ce-Source"], "percent-encoded once more")
+				require.Equal(t, []string{"crs_mismatch"}, h["Ce-Dlqclass"])
+				same(envelope.FromCloudEventHTTP(h, body))
+
+				kh, value, err := envelope.ToCloudEventKafka(env, nil)
+				require.NoError(t, err)
+				require.Equal(t, string(data), string(value))
+				got := map[string]string{}
+				for _, hh := range kh {
+					got[hh.Key] = string(hh.Value)
+				}
+				require.Equal(t, envelope.CloudEventDataContentType, got["content-type"])
+				require.Equal(t, "/geodlq/kafka/spatial%20events%2Feu", got["ce_source"])
+				require.Equal(t, "idem:v1:"+tc.name, got["ce_dlqidempotencykey"])
+				same(envelope.FromCloudEventKafka(kh, value))
 			})
 		}
 	}
@@ -86,12 +124,12 @@ func TestCloudEventIDAndSource(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ce, &attrs))
 	require.Equal(t, "x-1", attrs["id"])
 	require.Equal(t, "urn:example:pipeline", attrs["source"])
-	ce, err = envelope.ToCloudEvent(env, &envelope.CloudEventOptions{Base64Data: true})
+	ce, err = envelope.ToCloudEvent(env, &envelope.CloudEventOptions{JSONData: true})
 	require.NoError(t, err)
 	attrs = nil
 	require.NoError(t, json.Unmarshal(ce, &attrs))
-	require.Equal(t, base64.StdEncoding.EncodeToString(data), attrs["data_base64"])
-	require.NotContains(t, attrs, "data")
+	require.NotContains(t, attrs, "data_base64")
+	require.Contains(t, string(ce), `,"data":`+string(data)+`}`)
 	back, err := envelope.FromCloudEvent(ce)
 	require.NoError(t, err)
 	require.Equal(t, env.EventID, back.EventID)
@@ -108,7 +146,7 @@ func TestFromCloudEventRules(t *testing.T) {
 	env, _, err := newBuilder(t, nil).Build(context.Background(), envelope.Input{Payload: []byte(bowtie), IdempotencyKey: "k",
 		Err: classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))})
 	require.NoError(t, err)
-	ce, err := envelope.ToCloudEvent(env, nil)
+	ce, err := envelope.ToCloudEvent(env, &envelope.CloudEventOptions{JSONData: true})
 	require.NoError(t, err)
 	// mutate changes the attributes, keeping the data verbatim.
 	mutate := func(f func(m map[string]any)) []byte {
@@ -238,7 +276,7 @@ func FuzzFromCloudEvent(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		ce, err := envelope.ToCloudEvent(env, &envelope.CloudEventOptions{Base64Data: i%2 == 1})
+		ce, err := envelope.ToCloudEvent(env, &envelope.CloudEventOptions{JSONData: i%2 == 1})
 		if err != nil {
 			f.Fatal(err)
 		}

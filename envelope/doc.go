@@ -101,8 +101,14 @@
 //
 // internal/contracttest holds Decode, the schema and the Python reader in
 // contrib/python to the same verdicts on every corpus in the repository.
-// [ToCloudEvent] and [FromCloudEvent] bind an envelope to CloudEvents 1.0;
-// docs/asyncapi.yaml describes the dead-letter channels. docs/contract.md
+// [ToCloudEvent] and [FromCloudEvent] bind an envelope to CloudEvents 1.0
+// in structured JSON mode (the envelope as data_base64 by default, so that
+// no intermediary re-serialises it), [ToCloudEventHTTP] and
+// [FromCloudEventHTTP], [ToCloudEventKafka] and [FromCloudEventKafka] in
+// the binary mode of the HTTP and Kafka protocol bindings (attributes as
+// ce-* and ce_* headers, the envelope as the body); every From function
+// applies the same checks. docs/asyncapi.yaml describes the dead-letter
+// channels. docs/contract.md
 // has the whole contract.
 //
 // # Versioning

@@ -121,7 +121,14 @@ if [ ! -f "$ui/node_modules/playwright-core/package.json" ] || [ ! -f "$ui/node_
   (cd "$ui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
+# --- The CloudEvents JS SDK (internal/contracttest's round trips) -------------
+js="$(dirname "$0")/../internal/contracttest/js"
+if [ ! -f "$js/node_modules/cloudevents/package.json" ]; then
+  echo "services: installing the CloudEvents JS SDK (npm ci in $js)" >&2
+  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
 # --- SQS (local-aws-sqs on Node.js) -------------------------------------------
 "$(dirname "$0")/local-sqs.sh"
 
-echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ, MariaDB and SQS (local-aws-sqs) are up on 127.0.0.1; chromium and the console's npm packages are installed" >&2
+echo "services: PostgreSQL+PostGIS, Redis, NATS JetStream, RabbitMQ, MariaDB and SQS (local-aws-sqs) are up on 127.0.0.1; chromium, the console's npm packages and the CloudEvents JS SDK are installed" >&2

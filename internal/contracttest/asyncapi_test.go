@@ -145,6 +145,72 @@ func TestAsyncAPIDocument(t *testing.T) {
 	}
 	require.Positive(t, withEPSG)
 	require.Error(t, headerSchema.Validate(map[string]any{broker.HeaderSchema: "dlq.v2"}))
+
+	checkCloudEventMessages(t, doc)
+}
+
+// checkCloudEventMessages holds the CloudEvents messages to the binding:
+// their header schemas name every attribute ToCloudEventKafka and
+// ToCloudEventHTTP write and accept those headers for every corpus
+// envelope, and the structured schema accepts ToCloudEvent's events.
+func checkCloudEventMessages(t *testing.T, doc any) {
+	t.Helper()
+	dlq, err := os.ReadFile("../../envelope/dlq.v1.schema.json")
+	require.NoError(t, err)
+	dlqDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(dlq))
+	require.NoError(t, err)
+	compile := func(ptr string) *jsonschema.Schema {
+		t.Helper()
+		v, ok := pointer(doc, ptr)
+		require.True(t, ok, ptr)
+		c := jsonschema.NewCompiler()
+		require.NoError(t, c.AddResource("https://asyncapi.invalid/envelope/dlq.v1.schema.json", dlqDoc))
+		require.NoError(t, c.AddResource("https://asyncapi.invalid/docs/x.json", v))
+		s, err := c.Compile("https://asyncapi.invalid/docs/x.json")
+		require.NoError(t, err)
+		return s
+	}
+	for _, m := range []string{"deadLetterCloudEvent", "deadLetterCloudEventKafka", "deadLetterCloudEventHTTP"} {
+		for _, ch := range []string{"retry", "poison"} {
+			_, ok := pointer(doc, "/channels/"+ch+"/messages/"+m)
+			require.True(t, ok, "channel %s lists %s", ch, m)
+		}
+	}
+	kafka, http, structured := compile("/components/schemas/cloudEventKafkaHeaders"), compile("/components/schemas/cloudEventHTTPHeaders"),
+		compile("/components/schemas/cloudEvent")
+	kprops, _ := pointer(doc, "/components/schemas/cloudEventKafkaHeaders/properties")
+	hprops, _ := pointer(doc, "/components/schemas/cloudEventHTTPHeaders/properties")
+	for _, d := range builtCorpus(t, false) {
+		env, err := envelope.Decode(d.data)
+		require.NoError(t, err)
+		kh, _, err := envelope.ToCloudEventKafka(env, nil)
+		require.NoError(t, err)
+		hk := map[string]any{}
+		for _, h := range kh {
+			hk[h.Key] = string(h.Value)
+		}
+		require.Subset(t, keys(kprops), keys(hk), "every Kafka header is described")
+		require.NoError(t, kafka.Validate(hk), d.name)
+
+		hh := map[string][]string{}
+		_, err = envelope.ToCloudEventHTTP(env, hh, nil)
+		require.NoError(t, err)
+		hl := map[string]any{}
+		for k, v := range hh {
+			hl[strings.ToLower(k)] = v[0]
+		}
+		require.Subset(t, keys(hprops), keys(hl), "every HTTP header is described")
+		require.NoError(t, http.Validate(hl), d.name)
+
+		for _, opts := range []*envelope.CloudEventOptions{nil, {JSONData: true}} {
+			ce, err := envelope.ToCloudEvent(env, opts)
+			require.NoError(t, err)
+			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(ce))
+			require.NoError(t, err)
+			require.NoError(t, structured.Validate(v), d.name)
+		}
+	}
+	require.Error(t, kafka.Validate(map[string]any{"ce_specversion": "1.0", "ce_id": "1", "ce_source": "/", "ce_type": "x", "content-type": "text/plain"}))
 }
 
 func keys(v any) []string {

@@ -1,7 +1,8 @@
 // Package contracttest proves the dlq.v1 contract from outside package
 // envelope. It is a module of its own, for tests only, so that its
-// dependencies (a JSON Schema validator, the CloudEvents SDK, a YAML
-// parser) never enter the module graph of geodlq's users.
+// dependencies (a JSON Schema validator, the CloudEvents SDK and its
+// Kafka binding, a YAML parser) never enter the module graph of geodlq's
+// users.
 //
 // Its tests build envelopes with envelope.Builder over every corpus in the
 // repository (internal/corpus's sample events and hostile inputs, the
@@ -29,7 +30,11 @@
 // short of memory and wants a LimitError in one line, never a traceback.
 //
 // The tests also validate docs/asyncapi.yaml against the AsyncAPI 3.0.0
-// schema and check the CloudEvents binding against the CloudEvents Go SDK.
+// schema, and send every corpus dead letter through the CloudEvents Go SDK
+// (its HTTP binding over a real connection, its Kafka binding
+// kafka_sarama) and JS SDK (npm cloudevents, run with node from js/, which
+// scripts/services.sh installs with npm ci) in structured and binary
+// mode: what the SDKs write back must read back to the same envelope.
 package contracttest
 
 // BeyondSchema returns the rules (as envelope.Violation.Rule values) of
