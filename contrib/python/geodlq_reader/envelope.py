@@ -57,8 +57,8 @@ class LimitError(EnvelopeError):
     """Reading or restoring needed more than a limit allows: the memory the
     process may have (a MemoryError, as under ulimit -v or a container's
     limit), or the interpreter's recursion limit. Nothing was read; the
-    envelope may be valid. Memory: about three times the envelope's size
-    (see the package README)."""
+    envelope may be valid. Reading takes two to three times the envelope's
+    size (see the package README)."""
 
 
 class BlobNotFound(EnvelopeError):
