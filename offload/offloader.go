@@ -253,7 +253,9 @@ func (o *Offloader) putSum(ctx context.Context, data []byte, hexsum, ext string)
 }
 
 // Fetch reads the blob ref points at and verifies it: its URI must pass
-// [Offloader.KeyFor] (and name the same hash as ref.SHA256), it must hold
+// [Offloader.Resolve] — [Offloader.KeyFor], or a file:// URI of a blob
+// directory that has moved since — and name the same hash as ref.SHA256;
+// the blob must hold
 // exactly ref.Size bytes and hash to ref.SHA256. Fetch reads at most
 // ref.Size+1 bytes and hashes while reading. A blob that is missing yields
 // an error wrapping [ErrNotFound]; one that is truncated, extended or
@@ -271,7 +273,7 @@ func (o *Offloader) putSum(ctx context.Context, data []byte, hexsum, ext string)
 // if the store is blocked in Get or in a Read of its reader: that call is
 // then abandoned (and the reader closed when it returns).
 func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
-	key, err := o.KeyFor(ref.URI)
+	key, _, err := o.Resolve(ref.URI)
 	if err != nil {
 		return nil, err
 	}
@@ -468,17 +470,78 @@ func (o *Offloader) KeyFor(uri string) (string, error) {
 	return rest, nil
 }
 
-// URIError reports an offload URI that [Offloader.KeyFor] refuses. It wraps
-// [ErrForbiddenURI].
+// Resolve returns the key, in this offloader's store, of the blob an
+// offload URI read from an envelope names. It accepts what
+// [Offloader.KeyFor] accepts, and one more form: a file:// URI under
+// another base whose last two segments are exactly
+// <Prefix>/<64 lowercase hex>.<ext> — written by an offloader over a blob
+// directory that has since been copied or moved (to this store) — for
+// which moved is true. That form reads only this offloader's store, under
+// the key built from the validated prefix, hash and extension, never the
+// path the URI names, and [Offloader.Fetch] verifies the blob's size and
+// SHA-256 against the envelope as for any other: a moved directory just
+// works, and nothing outside the store can be reached. The old base must
+// itself be a well-formed base URI (see [Options].BaseURI). Anything else
+// is a [*URIError]; one that is a blob URI of this prefix under another
+// base (another bucket, another scheme) carries that base as
+// [URIError].Base.
+func (o *Offloader) Resolve(uri string) (key string, moved bool, err error) {
+	key, err = o.KeyFor(uri)
+	if err == nil {
+		return key, false, nil
+	}
+	ue, ok := err.(*URIError)
+	if !ok || len(uri) > maxURILen {
+		return "", false, err
+	}
+	i := strings.LastIndexByte(uri, '/')
+	if i < 0 {
+		return "", false, err
+	}
+	tail := "/" + o.prefix + uri[i:]
+	if !strings.HasSuffix(uri, tail) || len(uri) == len(tail) {
+		return "", false, err
+	}
+	base := uri[:len(uri)-len(tail)]
+	name := uri[i+1:]
+	if checkBaseURI(base) != nil || !safeURIChars(name) {
+		return "", false, err
+	}
+	hexsum, ext, ok := strings.Cut(name, ".")
+	if !ok || !isHex64(hexsum) || checkExt(ext) != nil {
+		return "", false, err
+	}
+	if !strings.HasPrefix(base, "file://") {
+		ue.Base = base
+		return "", false, ue
+	}
+	return o.Key(hexsum, ext), true, nil
+}
+
+// maxURILen is the longest offload URI an envelope holds.
+const maxURILen = 2048
+
+// URIError reports an offload URI that [Offloader.KeyFor] (or
+// [Offloader.Resolve]) refuses. It wraps [ErrForbiddenURI].
 type URIError struct {
 	// URI is the refused URI.
 	URI string
 	// Reason says why.
 	Reason string
+	// Base is the base URI the refused URI is under when it is otherwise
+	// a blob URI of this offloader's prefix — the blobs were written
+	// under another base (another bucket, host or scheme), and an
+	// offloader with that BaseURI over this store would read it. Empty
+	// otherwise.
+	Base string
 }
 
 // Error implements error.
 func (e *URIError) Error() string {
+	if e.Base != "" {
+		return fmt.Sprintf("offload: forbidden offload URI %q: %s (it names a blob written under the base URI %s)",
+			truncate(e.URI, 200), e.Reason, truncate(e.Base, 200))
+	}
 	return fmt.Sprintf("offload: forbidden offload URI %q: %s", truncate(e.URI, 200), e.Reason)
 }
 

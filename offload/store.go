@@ -7,7 +7,9 @@
 // geometries are stored once), writes, and on the way back verifies size
 // and hash while reading. It also guards the way back: an offload_uri read
 // from an envelope is untrusted input, and [Offloader.KeyFor] accepts only
-// the exact form the Offloader itself writes.
+// the exact form the Offloader itself writes ([Offloader.Resolve] also
+// reads a file:// URI of a blob directory that has since moved, from the
+// Offloader's own store, verified by hash).
 //
 // Storage is behind the small [Store] interface. This package provides an
 // in-memory store ([NewMemStore]) and a local-directory store

@@ -14,6 +14,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/console"
 	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/replay"
@@ -417,6 +418,9 @@ func (r *replayReport) add(dest string, res replay.Report, h replaying.Hints) {
 		}
 		if it.Err != nil {
 			ri.Error = it.Err.Error()
+			if h := console.BlobsHint(it.Err); h != "" {
+				ri.Error += "; " + h
+			}
 			if errors.Is(it.Err, context.Canceled) && it.Outcome != replay.OutcomeAckFailed {
 				// Ctrl-C cut this record short: it was released untouched,
 				// not failed.

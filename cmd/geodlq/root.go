@@ -108,7 +108,7 @@ verify: a blob is missing or altered, replay: a record failed); 2 usage error;
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.storeURL, "store", envOr("GEODLQ_STORE", defaultStore), "dead-letter store URL ($GEODLQ_STORE)")
 	pf.StringVar(&a.blobsURL, "blobs", os.Getenv("GEODLQ_BLOBS"), "blob store URL for offloaded geometries, e.g. file:///var/lib/geodlq/blobs or s3://bucket ($GEODLQ_BLOBS)")
-	pf.StringVar(&a.blobsBase, "blobs-base", os.Getenv("GEODLQ_BLOBS_BASE"), "base URI the envelopes' offload URIs were written with, when the blobs moved (default: the blob store's own URI)")
+	pf.StringVar(&a.blobsBase, "blobs-base", os.Getenv("GEODLQ_BLOBS_BASE"), "base URI the envelopes' offload URIs were written with, when it was another scheme, bucket or host (default: the blob store's own URI; a blob directory that moved needs none)")
 	pf.StringVar(&a.blobsPrefix, "blobs-prefix", "", "blob key prefix (default "+offload.DefaultPrefix+")")
 	pf.StringSliceVar(&a.dests, "dest", nil, "dead-letter destinations to look at (default: every destination holding envelopes)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log the library's decisions (and client libraries' own lines) to stderr")

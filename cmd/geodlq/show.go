@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/console"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/jsonscan"
 	"github.com/geodlq/geodlq/offload"
@@ -130,7 +131,11 @@ func restoreError(err error) error {
 	case errors.Is(err, errNoBlobs):
 		return &usageError{err: err}
 	case errors.Is(err, offload.ErrIntegrity), errors.Is(err, offload.ErrNotFound), errors.Is(err, offload.ErrForbiddenURI):
-		return &problemsError{msg: "payload: " + err.Error()}
+		msg := "payload: " + err.Error()
+		if h := console.BlobsHint(err); h != "" {
+			msg += "; " + h
+		}
+		return &problemsError{msg: msg}
 	}
 	return err
 }

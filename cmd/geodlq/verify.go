@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/console"
 	"github.com/geodlq/geodlq/offload"
 )
 
@@ -22,6 +23,7 @@ type blobCheck struct {
 	Status  string   `json:"status"` // ok, missing, forbidden_uri, truncated, extended, hash_mismatch, bad_ref, error
 	Detail  string   `json:"detail,omitempty"`
 	Records []string `json:"records"`
+	base    string   // the base URI a forbidden URI is under, when it shows one
 }
 
 func newVerifyCmd(a *app) *cobra.Command {
@@ -107,6 +109,9 @@ ok, -o wide every blob, -o json and jsonl every blob as data.`,
 					return ctx.Err()
 				}
 				b.Status, b.Detail = blobStatus(ferr)
+				if ue := (*offload.URIError)(nil); errors.As(ferr, &ue) {
+					b.base = ue.Base
+				}
 				m.add(1)
 				m.count(b.Status, 1)
 				if b.Status != "ok" {
@@ -144,6 +149,9 @@ ok, -o wide every blob, -o json and jsonl every blob as data.`,
 					fmt.Fprintln(a.stdout)
 				}
 				fmt.Fprintf(a.stdout, "%d blobs referenced: %d ok, %d missing or altered\n", len(checks), len(checks)-bad, bad)
+				if hint := forbiddenHint(checks); hint != "" {
+					fmt.Fprintln(a.stdout, hint)
+				}
 			}
 			if bad > 0 {
 				return &problemsError{}
@@ -165,9 +173,34 @@ func blobStatus(err error) (string, string) {
 	case errors.Is(err, offload.ErrNotFound):
 		return "missing", ""
 	case errors.Is(err, offload.ErrForbiddenURI):
-		return "forbidden_uri", err.Error()
+		return "forbidden_uri", err.Error() + "; " + console.BlobsHint(err)
 	case errors.As(err, &ie):
 		return string(ie.Problem), ie.Error()
 	}
 	return "error", err.Error()
+}
+
+// forbiddenHint says, when blobs were refused for their URI, how many and
+// which flag points verify at them: --blobs-base (with the base the URIs
+// are under, when they show one). "" when none was.
+func forbiddenHint(checks []*blobCheck) string {
+	n, bases := 0, map[string]bool{}
+	for _, b := range checks {
+		if b.Status != "forbidden_uri" {
+			continue
+		}
+		n++
+		if base := b.base; base != "" {
+			bases[base] = true
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	if len(bases) == 1 {
+		for base := range bases {
+			return fmt.Sprintf("%d blobs are addressed outside --blobs: they were written under %s; pass --blobs-base %s (with --blobs naming where they are now)", n, base, base)
+		}
+	}
+	return fmt.Sprintf("%d blobs are addressed outside --blobs: if they were written under another base URI, pass it as --blobs-base (and their prefix as --blobs-prefix)", n)
 }

@@ -744,10 +744,10 @@ var hostileEnvelopes = []Family{
 			f.env.RawPayloadOffloadURI = HostileBaseURI + "/geodlq/../../etc/" + f.env.PayloadSHA256 + ".json"
 		})},
 	{Name: "envelope_uri_foreign", RestoreErr: offload.ErrForbiddenURI,
-		Description: "a geometry offload_uri in another store",
+		Description: "a geometry offload_uri in another store (another scheme and bucket)",
 		gen: forge(func(f *forger) {
 			f.offloadGeometry(bowtieEvent)
-			uri := "file:///etc/geodlq/" + f.env.Geometry.ContentSHA256 + ".geojson"
+			uri := "s3://attacker-bucket/geodlq/" + f.env.Geometry.ContentSHA256 + ".geojson"
 			ref := `{"$ref":"` + f.env.Geometry.OffloadURI + `"}`
 			f.env.RawPayload = bytes.Replace(f.env.RawPayload, []byte(ref), []byte(`{"$ref":"`+uri+`"}`), 1)
 			f.env.Geometry.OffloadURI = uri

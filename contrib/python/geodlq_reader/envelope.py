@@ -489,9 +489,13 @@ class BlobDirFetcher:
     """Reads offloaded blobs from a local directory written by Go's
     offload.DirStore (through an offload.Offloader), verifying each.
 
-    URIs are untrusted input: as Go's Offloader.KeyFor, fetch accepts only
+    URIs are untrusted input: as Go's Offloader.Resolve, fetch accepts only
     <base_uri>/<prefix>/<64 lower-case hex>.(geojson|json), byte for byte,
-    whose hash is the one expected. The file is found as DirStore finds it
+    whose hash is the one expected, and the same name under another
+    well-formed file:// base (a blob directory copied or moved since the
+    envelope was written): that one is read from this directory, under
+    <prefix>/<name>, never from the path the URI names, and verified by
+    hash like any other. The file is found as DirStore finds it
     through Go's os.Root: a directory on the way (the prefix's, or any
     below the blob directory) may be a symbolic link that resolves inside
     the blob directory by a relative path; one that leads out of it (an
@@ -511,6 +515,9 @@ class BlobDirFetcher:
     def key_for(self, uri):
         rest = uri[len(self.base_uri) + 1:] if uri.startswith(self.base_uri + "/") else None
         if rest is None:
+            moved = self._moved_key(uri)
+            if moved is not None:
+                return moved
             raise IntegrityError("offload URI %r is not under %s" % (uri, self.base_uri))
         if not _SAFE.match(rest) or "%" in rest or "?" in rest or "#" in rest or "\\" in rest:
             raise IntegrityError("offload URI %r has a forbidden character" % uri)
@@ -523,6 +530,25 @@ class BlobDirFetcher:
         if any(p in ("", ".", "..") for p in rest.split("/")):
             raise IntegrityError("offload URI %r has an empty, '.' or '..' path segment" % uri)
         return rest
+
+    def _moved_key(self, uri):
+        """The key of a file:// URI under another base whose last two
+        segments are <prefix>/<64 lower-case hex>.(geojson|json), as Go's
+        Offloader.Resolve reads it; None for anything else."""
+        if len(uri) > 2048 or not uri.startswith("file://"):
+            return None
+        name = uri[uri.rfind("/") + 1:]
+        tail = "/" + self.prefix + "/" + name
+        if not uri.endswith(tail) or len(uri) == len(tail):
+            return None
+        if not _SAFE.match(name) or any(c in name for c in "%?#\\"):
+            return None
+        digest, _, ext = name.partition(".")
+        if not _HEX64.match(digest) or ext not in ("geojson", "json"):
+            return None
+        if not _good_base(uri[:-len(tail)]):
+            return None
+        return self.prefix + "/" + name
 
     def fetch(self, uri, size, sha256):
         key = self.key_for(uri)
@@ -542,6 +568,29 @@ class BlobDirFetcher:
         return data
 
 
+def _good_base(base):
+    """Go's offload checkBaseURI: scheme "://" location, printable ASCII
+    without '?', '#', '\\' or space, percent escapes but of '.', '/', '\\'
+    and NUL, no "//", "." or ".." segment."""
+    scheme, sep, rest = base.partition("://")
+    if not sep or not _SCHEME.match(scheme) or (rest == "" and scheme != "file"):
+        return False
+    i = 0
+    while i < len(rest):
+        c = rest[i]
+        if c == "%":
+            esc = rest[i + 1:i + 3]
+            if len(esc) < 2 or not all(h in "0123456789abcdefABCDEF" for h in esc) or esc.lower() in ("2e", "2f", "5c", "00"):
+                return False
+            i += 3
+            continue
+        if c <= " " or c >= "\x7f" or c in "?#\\":
+            return False
+        i += 1
+    return "//" not in rest and not any(seg in (".", "..") for seg in rest.split("/"))
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _SAFE = re.compile(r"[!-~]*\Z")
 

@@ -150,7 +150,7 @@ func (s *Server) geometryBytes(ctx context.Context, env *envelope.Envelope) ([]b
 	}
 	b, err := s.opts.Blobs.Fetch(ctx, offload.Ref{URI: g.OffloadURI, Size: g.ByteSize, SHA256: g.ContentSHA256})
 	if err != nil {
-		return nil, &unprocessableError{"the offloaded geometry cannot be restored: " + err.Error()}
+		return nil, &unprocessableError{withBlobsHint("the offloaded geometry cannot be restored: "+err.Error(), err)}
 	}
 	return b, nil
 }

@@ -464,7 +464,7 @@ func (s *Server) restore(ctx context.Context, dest, id string) (broker.Entry, *e
 	}
 	b, err := env.Restore(ctx, f)
 	if err != nil {
-		return e, env, nil, &unprocessableError{"restoring the payload failed (not shown, since it cannot be verified): " + err.Error()}
+		return e, env, nil, &unprocessableError{withBlobsHint("restoring the payload failed (not shown, since it cannot be verified): "+err.Error(), err)}
 	}
 	return e, env, b, nil
 }
