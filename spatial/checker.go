@@ -187,7 +187,7 @@ func NewChecker(opts *Options) (*Checker, error) {
 	}
 	c := &Checker{
 		opts:     o,
-		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles, Workers: runtime.GOMAXPROCS(0)},
+		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles},
 		geos:     newGEOSPool(runtime.GOMAXPROCS(0)),
 		handles:  newGEOSHandles(runtime.GOMAXPROCS(0)),
 		programs: sync.Pool{New: func() any { return new(geosProgram) }},
@@ -358,7 +358,7 @@ func (c *Checker) checkEvent(payload []byte) (Result, error) {
 	if err := c.checkBytes(len(payload)); err != nil {
 		return res, err
 	}
-	ev, err := geojson.ParseEvent(payload, c.lim)
+	ev, err := geojson.ParseEvent(payload, c.limits())
 	if err != nil {
 		return res, parseError(err)
 	}
@@ -399,12 +399,21 @@ func (c *Checker) checkEvent(payload []byte) (Result, error) {
 	return res, nil
 }
 
+// limits are the parse limits, with a worker per CPU: a large
+// MultiPolygon's coordinates are read in parallel (the result does not
+// depend on how many).
+func (c *Checker) limits() geojson.Limits {
+	l := c.lim
+	l.Workers = runtime.GOMAXPROCS(0)
+	return l
+}
+
 // parseGeometry applies the byte budget and parses a geometry object.
 func (c *Checker) parseGeometry(data []byte) (geojson.Geometry, *classify.Error) {
 	if err := c.checkBytes(len(data)); err != nil {
 		return geojson.Geometry{}, err
 	}
-	g, err := geojson.ParseGeometry(data, c.lim)
+	g, err := geojson.ParseGeometry(data, c.limits())
 	if err != nil {
 		return geojson.Geometry{}, parseError(err)
 	}
