@@ -451,8 +451,8 @@ func TestRetryAfter(t *testing.T) {
 func TestTooLargeError(t *testing.T) {
 	err := fmt.Errorf("publish: %w", &classify.TooLargeError{What: "envelope", Destination: "t.poison.dlt", Size: 300, Limit: 256, Hint: "configure an Offloader"})
 	require.ErrorIs(t, err, classify.ErrTooLarge)
-	tl, ok := errors.AsType[*classify.TooLargeError](err)
-	require.True(t, ok)
+	var tl *classify.TooLargeError
+	require.True(t, errors.As(err, &tl))
 	require.Equal(t, 256, tl.Limit)
 	require.Equal(t, `publish: envelope of 300 bytes exceeds the 256-byte limit of "t.poison.dlt" (configure an Offloader)`, err.Error())
 	require.Equal(t, "message of 2 bytes exceeds the 1-byte limit", (&classify.TooLargeError{Size: 2, Limit: 1}).Error())

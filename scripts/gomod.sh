@@ -12,6 +12,10 @@
 #   scripts/gomod.sh tidy     rewrite every module's go.mod/go.sum
 #   scripts/gomod.sh check    fail if any module is not tidy (CI)
 #   scripts/gomod.sh list     print the module directories
+#   scripts/gomod.sh go DIR ARGS…
+#                             run `go ARGS…` in module DIR the same way
+#                             (e.g. `go DIR get pkg@version` to move a
+#                             requirement), then drop the replaces again
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
@@ -32,6 +36,29 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+if [ "$cmd" = go ]; then
+  [ $# -ge 3 ] || { echo "usage: $0 go DIR SUBCOMMAND [ARGS…]" >&2; exit 2; }
+  d=${2%/}; d=${d#./}; [ "$d" = . ] && d=
+  sub=($3); shift 3
+  if [ "${sub[0]}" = mod ] && [ $# -gt 0 ]; then sub+=("$1"); shift; fi
+  found=
+  reps=(); drops=()
+  for j in "${!dirs[@]}"; do
+    if [ "${dirs[$j]}" = "$d" ]; then found=1; continue; fi
+    reps+=("-replace=${paths[$j]}=$top/${dirs[$j]:-.}")
+    drops+=("-dropreplace=${paths[$j]}")
+  done
+  [ -n "$found" ] || { echo "gomod: ${d:-.} is not a module of go.work" >&2; exit 2; }
+  cp "$top/${d:-.}/go.mod" "$tmp/go.mod"
+  [ -f "$top/${d:-.}/go.sum" ] && cp "$top/${d:-.}/go.sum" "$tmp/go.sum" || : > "$tmp/go.sum"
+  (cd "$top/${d:-.}" && go mod edit -modfile="$tmp/go.mod" "${reps[@]}" &&
+    GOWORK=off GOFLAGS=-mod=mod go "${sub[@]}" -modfile="$tmp/go.mod" "$@")
+  (cd "$top/${d:-.}" && go mod edit -modfile="$tmp/go.mod" "${drops[@]}")
+  cp "$tmp/go.mod" "$top/${d:-.}/go.mod"
+  if [ -s "$tmp/go.sum" ]; then cp "$tmp/go.sum" "$top/${d:-.}/go.sum"; fi
+  exit 0
+fi
 bad=0
 for i in "${!dirs[@]}"; do
   d=${dirs[$i]:-.}
@@ -64,7 +91,7 @@ for i in "${!dirs[@]}"; do
       echo "gomod: $d/go.sum is not tidy" >&2; bad=1
     fi
     ;;
-  *) echo "usage: $0 tidy|check|list" >&2; exit 2 ;;
+  *) echo "usage: $0 tidy|check|list|go DIR ARGS…" >&2; exit 2 ;;
   esac
 done
 [ "$bad" = 0 ] || { echo "gomod: run scripts/gomod.sh tidy" >&2; exit 1; }

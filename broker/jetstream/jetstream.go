@@ -30,6 +30,13 @@ const HeaderKey = "Geodlq-Key"
 // headerMsgID is JetStream's de-duplication header.
 const headerMsgID = natsjs.MsgIDHeader
 
+// jsErrCodeMessageExceedsMaximum is the JetStream API error code of a
+// message larger than the stream's max_msg_size (nats-server's
+// JSStreamMessageExceedsMaximumErr). nats.go names it
+// JSErrCodeStreamMessageExceedsMaximum only from v1.54; the adapter's floor
+// is older.
+const jsErrCodeMessageExceedsMaximum natsjs.ErrorCode = 10054
+
 // Defaults of [Options].
 const (
 	// DefaultStream is Options.Stream's default.
@@ -396,7 +403,7 @@ func (d *driver) Publish(ctx context.Context, destination string, m *broker.Mess
 		ack, err := d.js.PublishMsg(ctx, msg)
 		if err != nil {
 			var apiErr *natsjs.APIError
-			if errors.Is(err, nats.ErrMaxPayload) || (errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamMessageExceedsMaximum) {
+			if errors.Is(err, nats.ErrMaxPayload) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeMessageExceedsMaximum) {
 				return fmt.Errorf("jetstream: %w", &classify.TooLargeError{What: "message", Destination: destination, Size: len(m.Body), Limit: d.limit})
 			}
 			return fmt.Errorf("jetstream: publishing to %q: %w", subject, err)

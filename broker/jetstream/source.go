@@ -87,7 +87,7 @@ func (p sourcePublisher) Publish(ctx context.Context, subject string, m *broker.
 		case errors.Is(err, nats.ErrMaxPayload):
 			return fmt.Errorf("jetstream: %w: %w", &classify.TooLargeError{What: "message", Destination: subject, Size: len(m.Body),
 				Limit: max(0, int(p.d.nc.MaxPayload())-headerLen(msg.Header))}, err)
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamMessageExceedsMaximum:
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeMessageExceedsMaximum:
 			return fmt.Errorf("jetstream: %w: %w", &classify.TooLargeError{What: "message", Destination: subject, Size: len(m.Body),
 				Limit: p.streamLimit(ctx, subject, headerLen(msg.Header)), Hint: "the stream's max_msg_size, headers included"}, err)
 		case errors.Is(err, nats.ErrConnectionClosed):

@@ -7,27 +7,27 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/kafka"
+	"github.com/geodlq/geodlq/broker/kafka/kafkatest"
 	"github.com/geodlq/geodlq/internal/benchenv"
 )
 
 const benchDest = "spatial.parcels.poison.dlt"
 
-// openBench starts an in-process kfake cluster as the conformance harness
+// openBench starts a kfake cluster (package kafkatest) as the conformance harness
 // does and returns a store with the harness's options on a client with
 // kafka.ProducerOpts (acks=all, idempotent producer), the destination
 // topic created, and the client.
 func openBench(b *testing.B) (*broker.Store, *kgo.Client) {
 	b.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	c, err := kafkatest.NewCluster(context.Background(), &kafkatest.Options{GroupMinSessionTimeout: 100 * time.Millisecond})
 	require.NoError(b, err)
-	b.Cleanup(c.Close)
+	b.Cleanup(func() { _ = c.Close() })
 	o := harnessOpts
-	cl, err := kgo.NewClient(append(kafka.ProducerOpts(&o), kgo.SeedBrokers(c.ListenAddrs()...))...)
+	cl, err := kgo.NewClient(append(kafka.ProducerOpts(&o), kgo.SeedBrokers(c.Addrs()...))...)
 	require.NoError(b, err)
 	b.Cleanup(cl.Close)
 	s, err := kafka.New(cl, &o)

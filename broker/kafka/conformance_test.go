@@ -9,20 +9,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/kafka"
+	"github.com/geodlq/geodlq/broker/kafka/kafkatest"
 )
 
-// harness runs an in-process kfake cluster per test. Every handle is its own
+// harness runs a kfake cluster (package kafkatest) per test. Every handle is its own
 // kgo client and store, as another process would be; a crashed handle is
 // simply abandoned, and leaves the replay group when its leases outlive
 // LeaseTTL.
 type harness struct {
-	c      *kfake.Cluster
+	c      *kafkatest.Cluster
 	stores []*broker.Store
 	cls    []*kgo.Client
 }
@@ -37,7 +37,7 @@ var harnessOpts = kafka.Options{
 func (h *harness) MakeStore(ctx context.Context) (*broker.Store, error) { return h.Reopen(ctx) }
 
 func (h *harness) Reopen(context.Context) (*broker.Store, error) {
-	cl, err := kgo.NewClient(append(kafka.ProducerOpts(&harnessOpts), kgo.SeedBrokers(h.c.ListenAddrs()...))...)
+	cl, err := kgo.NewClient(append(kafka.ProducerOpts(&harnessOpts), kgo.SeedBrokers(h.c.Addrs()...))...)
 	if err != nil {
 		return nil, err
 	}
@@ -62,16 +62,16 @@ func (h *harness) Close() {
 	for _, cl := range h.cls {
 		cl.Close()
 	}
-	h.c.Close()
+	_ = h.c.Close()
 }
 
-func newFake() (*kfake.Cluster, error) {
-	return kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+func newFake(ctx context.Context) (*kafkatest.Cluster, error) {
+	return kafkatest.NewCluster(ctx, &kafkatest.Options{GroupMinSessionTimeout: 100 * time.Millisecond})
 }
 
 func TestConformance(t *testing.T) {
-	brokertest.RunConformanceTests(t, func(context.Context, *testing.T) (brokertest.Harness, error) {
-		c, err := newFake()
+	brokertest.RunConformanceTests(t, func(ctx context.Context, _ *testing.T) (brokertest.Harness, error) {
+		c, err := newFake(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 // clients of the earlier ones (their Run ended: they crashed or shut
 // down), so that they leave the group.
 type consumerHarness struct {
-	c     *kfake.Cluster
+	c     *kafkatest.Cluster
 	topic string
 	group string
 	prod  *kgo.Client
@@ -118,7 +118,7 @@ func (h *consumerHarness) MakeConsumer(_ context.Context, proc *broker.Processor
 		cl.Close()
 	}
 	cl, err := kgo.NewClient(append(kafka.ConsumerOpts(h.group, h.topic),
-		kgo.SeedBrokers(h.c.ListenAddrs()...), kgo.FetchMaxWait(200*time.Millisecond))...)
+		kgo.SeedBrokers(h.c.Addrs()...), kgo.FetchMaxWait(200*time.Millisecond))...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (h *consumerHarness) Close() {
 	}
 	h.mu.Unlock()
 	h.prod.Close()
-	h.c.Close()
+	_ = h.c.Close()
 }
 
 func TestConsumerConformance(t *testing.T) {
@@ -150,14 +150,14 @@ func TestConsumerConformance(t *testing.T) {
 	}
 	n := 0
 	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
-		c, err := newFake()
+		c, err := newFake(ctx)
 		if err != nil {
 			return nil, err
 		}
 		n++
 		h := &consumerHarness{c: c, topic: fmt.Sprintf("source.%d", n), group: fmt.Sprintf("app.%d", n)}
-		if h.prod, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
-			c.Close()
+		if h.prod, err = kgo.NewClient(kgo.SeedBrokers(c.Addrs()...)); err != nil {
+			_ = c.Close()
 			return nil, err
 		}
 		resp, err := kadm.NewClient(h.prod).CreateTopic(ctx, sourcePartitions, 1, nil, h.topic)

@@ -10,25 +10,25 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/kafka"
+	"github.com/geodlq/geodlq/broker/kafka/kafkatest"
 	"github.com/geodlq/geodlq/classify"
 )
 
 // A failed record is dead-lettered to "<topic>.poison.dlt" with its key,
 // the envelope and its provenance headers, and read back for replay. The
-// cluster here is franz-go's in-process kfake.
+// cluster here is franz-go's kfake, run by package kafkatest.
 func Example() {
 	ctx := context.Background()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	c, err := kafkatest.NewCluster(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	cl, err := kgo.NewClient(append(kafka.ProducerOpts(nil), kgo.SeedBrokers(c.ListenAddrs()...))...)
+	cl, err := kgo.NewClient(append(kafka.ProducerOpts(nil), kgo.SeedBrokers(c.Addrs()...))...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -128,12 +128,12 @@ func ExampleNewConsumer() {
 // leases, nothing written. Here the store is opened by URL, read-only.
 func Example_list() {
 	ctx := context.Background()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	c, err := kafkatest.NewCluster(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	url := "kafka://" + strings.Join(c.ListenAddrs(), ",") + "?partitions=2"
+	url := "kafka://" + strings.Join(c.Addrs(), ",") + "?partitions=2"
 	w, err := broker.OpenStore(ctx, url, &broker.OpenOptions{Create: true})
 	if err != nil {
 		log.Fatal(err)

@@ -9,32 +9,32 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/kafka"
+	"github.com/geodlq/geodlq/broker/kafka/kafkatest"
 	"github.com/geodlq/geodlq/classify"
 )
 
-// cluster is an in-process Kafka for one test.
+// cluster is a kfake cluster (package kafkatest) for one test.
 type cluster struct {
 	t *testing.T
-	c *kfake.Cluster
+	c *kafkatest.Cluster
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	c, err := kafkatest.NewCluster(context.Background(), &kafkatest.Options{GroupMinSessionTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return &cluster{t: t, c: c}
 }
 
 // client returns a new client of the cluster, closed when the test ends.
 func (c *cluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.c.ListenAddrs()...)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.c.Addrs()...)}, opts...)...)
 	require.NoError(c.t, err)
 	c.t.Cleanup(cl.Close)
 	return cl

@@ -33,7 +33,7 @@ func listIDs(t *testing.T, s *broker.Store, opts broker.ListOptions) []string {
 // readOnly opens the cluster by URL, read-only.
 func (c *cluster) readOnly() *broker.Store {
 	c.t.Helper()
-	s, err := broker.OpenStore(context.Background(), "kafka://"+strings.Join(c.c.ListenAddrs(), ","), &broker.OpenOptions{ReadOnly: true})
+	s, err := broker.OpenStore(context.Background(), "kafka://"+strings.Join(c.c.Addrs(), ","), &broker.OpenOptions{ReadOnly: true})
 	require.NoError(c.t, err)
 	c.t.Cleanup(func() { _ = s.Close() })
 	return s

@@ -16,7 +16,7 @@ import (
 )
 
 func (c *cluster) url(query string) string {
-	u := "kafka://" + strings.Join(c.c.ListenAddrs(), ",")
+	u := "kafka://" + strings.Join(c.c.Addrs(), ",")
 	if query != "" {
 		u += "?" + query
 	}
@@ -27,7 +27,7 @@ func TestOpenURL(t *testing.T) {
 	require.Contains(t, broker.StoreSchemes(), "kafka", "importing the package registers the scheme")
 	c := newCluster(t)
 	ctx := context.Background()
-	host := strings.Join(c.c.ListenAddrs(), ",")
+	host := strings.Join(c.c.Addrs(), ",")
 	for name, raw := range map[string]string{
 		"no brokers":        "kafka://",
 		"only commas":       "kafka://,,",

@@ -11,8 +11,8 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/postgis"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 	"github.com/geodlq/geodlq/internal/benchenv"
-	"github.com/geodlq/geodlq/internal/pgtest"
 )
 
 const benchDest = "spatial.parcels.poison.dlt"

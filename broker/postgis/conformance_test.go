@@ -12,8 +12,8 @@ import (
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/broker/postgis"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/internal/pgtest"
 )
 
 // harness gives each conformance test its own schema; every handle is a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/postgis"
-	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 )
 
 // newStore returns a migrated store in a schema of its own, closed when

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/internal/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate"
 )
 
 // Migration is one step of the store's schema, applied once, in order, in

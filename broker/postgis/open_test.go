@@ -12,7 +12,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/postgis"
-	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 	"github.com/geodlq/geodlq/internal/testenv"
 )
 

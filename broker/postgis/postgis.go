@@ -23,7 +23,7 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/txretry"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/internal/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate"
 )
 
 // Defaults of [Options].

@@ -23,9 +23,9 @@ import (
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/broker/postgis"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/internal/pgtest"
 	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/offload"
 )

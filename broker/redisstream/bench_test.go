@@ -14,8 +14,8 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/redisstream"
+	"github.com/geodlq/geodlq/broker/redisstream/internal/redistest"
 	"github.com/geodlq/geodlq/internal/benchenv"
-	"github.com/geodlq/geodlq/internal/redistest"
 )
 
 const benchDest = "spatial.parcels.poison.dlt"

@@ -13,7 +13,7 @@ import (
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/broker/redisstream"
-	"github.com/geodlq/geodlq/internal/redistest"
+	"github.com/geodlq/geodlq/broker/redisstream/internal/redistest"
 )
 
 // opts are the conformance harness's store options.

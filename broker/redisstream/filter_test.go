@@ -124,7 +124,7 @@ func randomFilter(r *rand.Rand) broker.Filter {
 func TestFilterMatchesBrokerFilterMatch(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 2))
-	s, err := redisstream.New(newClient(t), new(lease(uniquePrefix(t), time.Minute)))
+	s, err := redisstream.New(newClient(t), ptr(lease(uniquePrefix(t), time.Minute)))
 	require.NoError(t, err)
 	d := "filters"
 	bodies := corpus(t, r, 150)
@@ -190,7 +190,7 @@ func TestFilterMatchesBrokerFilterMatch(t *testing.T) {
 func TestFilteredFetchScansPastTheBudget(t *testing.T) {
 	ctx := context.Background()
 	prefix := uniquePrefix(t)
-	s, err := redisstream.New(newClient(t), new(lease(prefix, time.Minute)))
+	s, err := redisstream.New(newClient(t), ptr(lease(prefix, time.Minute)))
 	require.NoError(t, err)
 	d := "budget"
 	const n = 2500 // two and a half script budgets
@@ -223,7 +223,7 @@ func TestFilteredFetchScansPastTheBudget(t *testing.T) {
 	require.Equal(t, 2, recs[0].Deliveries)
 	require.NoError(t, s.Ack(ctx, recs[0]))
 
-	other, err := redisstream.New(newClient(t), new(lease(prefix, time.Minute)))
+	other, err := redisstream.New(newClient(t), ptr(lease(prefix, time.Minute)))
 	require.NoError(t, err)
 	total := 0
 	for {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/geodlq/geodlq/internal/redistest"
+	"github.com/geodlq/geodlq/broker/redisstream/internal/redistest"
 )
 
 // newClient connects to the test Redis; the client is closed when t ends.

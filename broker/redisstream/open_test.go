@@ -16,7 +16,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/redisstream"
-	"github.com/geodlq/geodlq/internal/redistest"
+	"github.com/geodlq/geodlq/broker/redisstream/internal/redistest"
 )
 
 // snapshot is every key under a prefix with its type and length: what a

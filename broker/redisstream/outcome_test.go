@@ -12,7 +12,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/redisstream"
-	"github.com/geodlq/geodlq/internal/redistest"
+	"github.com/geodlq/geodlq/broker/redisstream/internal/redistest"
 )
 
 // count returns how many entries of key have body.

@@ -605,3 +605,6 @@ func TestOptionsAndArguments(t *testing.T) {
 	require.ErrorAs(t, err, &tl)
 	require.Equal(t, classify.TooLargeError{What: "message", Destination: "d", Size: 11, Limit: 10}, *tl)
 }
+
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }

@@ -1,25 +1,27 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/geodlq/geodlq/broker/kafka/kafkatest"
 )
 
-// TestKafka runs the binary against an in-process Kafka (kfake, on
+// TestKafka runs the binary against a kfake Kafka (package kafkatest, on
 // loopback): dead-letter into a topic, list and show through the replay
 // group (lease and release), replay with a repair into the source topic,
 // and a second replay that finds nothing (committed offsets).
 func TestKafka(t *testing.T) {
 	t.Parallel()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parcels"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	kc, err := kafkatest.NewCluster(context.Background(), &kafkatest.Options{Topics: []string{"parcels"}, GroupMinSessionTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
-	t.Cleanup(kc.Close)
-	c := cli{t: t, store: "kafka://" + strings.Join(kc.ListenAddrs(), ",") + "?lease_ttl=10s&join_wait=5s",
+	t.Cleanup(func() { _ = kc.Close() })
+	c := cli{t: t, store: "kafka://" + strings.Join(kc.Addrs(), ",") + "?lease_ttl=10s&join_wait=5s",
 		blobs: "file://" + filepath.Join(t.TempDir(), "blobs")}
 	c.must(exitProblems, seedLines(), "check", "--dead-letter", "parcels", "--max-vertices", "5000", "-")
 

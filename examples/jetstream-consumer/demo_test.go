@@ -31,7 +31,6 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/jetstream"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -52,8 +51,8 @@ func demoOutput(t *testing.T) io.Writer {
 	return &buf
 }
 
-// demoEvents are what producers sent (see sample.Events).
-var demoEvents = sample.Events()
+// demoEvents are what producers sent (see sampleEventList).
+var demoEvents = sampleEventList()
 
 // demoResult is what the demo did, for its test.
 type demoResult struct {
@@ -83,7 +82,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return nil, err
 	}
 	defer p.close()
-	tiles := sample.NewTileServer()
+	tiles := newTileServer()
 	p.enrich = tiles.Enrich
 	res := &demoResult{deadLettered: map[string][]*envelope.Envelope{}, calls: map[string]int{}, stored: map[string]int{}}
 	var mu sync.Mutex
@@ -168,7 +167,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	if err != nil {
 		return res, err
 	}
-	crashing, err := p.replayer(sample.CrashBeforeAck{DeadLetterSource: crashed})
+	crashing, err := p.replayer(crashBeforeAck{DeadLetterSource: crashed})
 	if err != nil {
 		return res, err
 	}

@@ -20,8 +20,6 @@ import (
 	"github.com/geodlq/geodlq/broker/jetstream"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/internal/redistest"
-	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/redisclaims"
 )
@@ -33,7 +31,7 @@ func testConfig(t *testing.T) config {
 	_, _ = rand.Read(b[:])
 	run := hex.EncodeToString(b[:])
 	c := config{
-		natsURL: testenv.NATS(t), stream: "SRC_" + run, subject: "geodlqtest." + run + ".spatial.events", durable: "spatial-app",
+		natsURL: testNATS(t), stream: "SRC_" + run, subject: "geodlqtest." + run + ".spatial.events", durable: "spatial-app",
 		maxDeliver: 5, ackWait: 30 * time.Second, fetchWait: 200 * time.Millisecond, kv: "PARCELS_" + run,
 		dlqStream: "DLQ_" + run, dlqPrefix: "geodlqtest." + run + ".dlq", replayer: "geodlq-replay", lease: 30 * time.Second,
 		claims: "memory", offloadDir: t.TempDir(), maxAttempts: 4, retryDelay: 5 * time.Millisecond,
@@ -155,9 +153,9 @@ func TestCommandLine(t *testing.T) {
 	ctx := context.Background()
 	c := testConfig(t)
 	js := connect(t, c)
-	rdb := redistest.Client(t)
-	claimsPrefix := redistest.Prefix(t, "jetstream-consumer")
-	claimsURL := "redis://" + testenv.Redis(t) + "/0?geodlq_prefix=" + url.QueryEscape(claimsPrefix)
+	rdb := testRedisClient(t)
+	claimsPrefix := testRedisPrefix(t, "jetstream-consumer")
+	claimsURL := "redis://" + testRedis(t) + "/0?geodlq_prefix=" + url.QueryEscape(claimsPrefix)
 	flags := []string{"-nats", c.natsURL, "-stream", c.stream, "-subject", c.subject, "-kv", c.kv, "-dlq-stream", c.dlqStream,
 		"-dlq-prefix", c.dlqPrefix, "-claims", claimsURL, "-offload-dir", c.offloadDir, "-fetch-wait", "200ms", "-retry-delay", "5ms",
 		"-concurrency", "1"} // one event at a time: the walkthrough checks outputs and dead letters in order, behind sentinels

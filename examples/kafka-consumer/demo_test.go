@@ -1,13 +1,14 @@
 package main
 
-// The demo: an in-process Kafka (kfake), sample events through the
+// The demo: a Kafka of its own (franz-go's kfake, run by package
+// kafkatest), sample events through the
 // consumer, and the dead-letter topics read back as a replayer sees them.
 // Run it with
 //
 //	go test -v -run TestDemo ./examples/kafka-consumer
 //
 // It lives in a test file so that main.go, which a service copies, does
-// not link an in-process Kafka.
+// not link a test Kafka.
 
 import (
 	"bytes"
@@ -23,11 +24,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/kafka"
+	"github.com/geodlq/geodlq/broker/kafka/kafkatest"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 )
@@ -71,12 +72,12 @@ func demoEvents() [][]byte {
 // demo starts an in-process Kafka, produces the sample events, consumes
 // them, and prints the dead-letter topics as a replay tool sees them.
 func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) error {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, c.topic))
+	cluster, err := kafkatest.NewCluster(ctx, &kafkatest.Options{Topics: []string{c.topic}, Partitions: 3})
 	if err != nil {
 		return err
 	}
 	defer cluster.Close()
-	c.brokers = cluster.ListenAddrs()
+	c.brokers = cluster.Addrs()
 
 	prod, err := kgo.NewClient(append(kafka.ProducerOpts(nil), kgo.SeedBrokers(c.brokers...))...)
 	if err != nil {

@@ -31,7 +31,6 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/postgis"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -81,7 +80,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return nil, err
 	}
 	defer p.close()
-	tiles := sample.NewTileServer()
+	tiles := newTileServer()
 	p.enrich = tiles.Enrich
 	res := &demoResult{outcomes: map[int]broker.Result{}}
 
@@ -116,7 +115,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	if res.dry, err = replayDestinations(ctx, r, dry, "   ", "dry run", out); err != nil {
 		return res, err
 	}
-	crashing, err := p.replayer(sample.CrashBeforeAck{DeadLetterSource: p.store})
+	crashing, err := p.replayer(crashBeforeAck{DeadLetterSource: p.store})
 	if err != nil {
 		return res, err
 	}

@@ -18,8 +18,6 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/postgis"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/internal/pgtest"
-	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -30,7 +28,7 @@ const (
 
 func testConfig(t *testing.T, schema string) config {
 	return config{
-		db: testenv.Postgres(t), schema: schema, topic: "spatial.events", offloadDir: t.TempDir(),
+		db: testPostgres(t), schema: schema, topic: "spatial.events", offloadDir: t.TempDir(),
 		lease: 30 * time.Second, maxAttempts: 4, retryDelay: 5 * time.Millisecond, maxLine: 1 << 20,
 	}
 }
@@ -52,7 +50,7 @@ func parcel(t *testing.T, pool *pgxpool.Pool, schema, eventID string) (writes in
 // acknowledging and the one after it; then checks the tables themselves.
 func TestDemo(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.NewPool(t, 4)
+	pool := testPool(t, 4)
 	c := testConfig(t, "geodlq_demo_"+strings.ToLower(rand.Text()[:12]))
 	t.Cleanup(func() {
 		if *keep {
@@ -163,8 +161,8 @@ func TestDemo(t *testing.T) {
 // replay it.
 func TestCommandLine(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.NewPool(t, 4)
-	c := testConfig(t, pgtest.Schema(t))
+	pool := testPool(t, 4)
+	c := testConfig(t, testSchema(t))
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	require.NoError(t, os.WriteFile(events, []byte(
 		`{"event_id":"evt-ok","geometry":{"type":"Point","coordinates":[12.49,41.89]}}`+"\n\n"+

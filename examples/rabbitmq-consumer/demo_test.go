@@ -30,12 +30,11 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/rabbitmq"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
 
-// demoEvents are what producers sent (see sample.Events).
-var demoEvents = sample.Events()
+// demoEvents are what producers sent (see sampleEventList).
+var demoEvents = sampleEventList()
 
 var keep = flag.Bool("keep", false, "keep the queues and exchanges the tests made (TestDemo's, to look at them)")
 
@@ -81,7 +80,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return nil, err
 	}
 	defer p.close()
-	tiles := sample.NewTileServer()
+	tiles := newTileServer()
 	p.enrich = tiles.Enrich
 	res := &demoResult{deadLettered: map[string][]*envelope.Envelope{}, calls: map[string]int{}, emitted: map[string]int{}, repairs: map[string]string{}}
 	// Settled deliveries: handled successfully, or dead-lettered with the
@@ -168,7 +167,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	if err != nil {
 		return res, err
 	}
-	crashing, err := p.replayer(sample.CrashBeforeAck{DeadLetterSource: crashed})
+	crashing, err := p.replayer(crashBeforeAck{DeadLetterSource: crashed})
 	if err != nil {
 		_ = crashed.Close()
 		return res, err

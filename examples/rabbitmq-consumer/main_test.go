@@ -19,8 +19,6 @@ import (
 	"github.com/geodlq/geodlq/broker/rabbitmq"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/internal/pgtest"
-	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -31,7 +29,7 @@ func testConfig(t *testing.T) config {
 	_, _ = rand.Read(b[:])
 	run := "geodlqtest." + hex.EncodeToString(b[:])
 	c := config{
-		amqpURL: testenv.AMQP(t), queue: run + ".spatial.events", deliveryLimit: 20, prefetch: 1, out: run + ".spatial.parcels",
+		amqpURL: testAMQP(t), queue: run + ".spatial.events", deliveryLimit: 20, prefetch: 1, out: run + ".spatial.parcels",
 		exchange: run + ".dlq", lease: time.Minute, claims: "memory", offloadDir: t.TempDir(), maxAttempts: 4, retryDelay: 5 * time.Millisecond,
 	}
 	t.Cleanup(func() {
@@ -145,9 +143,9 @@ func TestCommandLine(t *testing.T) {
 	ctx := context.Background()
 	c := testConfig(t)
 	conn := dial(t, c)
-	pool := pgtest.NewPool(t, 2)
-	schema := pgtest.Schema(t)
-	u, err := url.Parse(testenv.Postgres(t))
+	pool := testPool(t, 2)
+	schema := testSchema(t)
+	u, err := url.Parse(testPostgres(t))
 	require.NoError(t, err)
 	q := u.Query()
 	q.Set("geodlq_schema", schema)

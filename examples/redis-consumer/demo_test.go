@@ -31,12 +31,11 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/redisstream"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/examples/internal/sample"
 	"github.com/geodlq/geodlq/replay"
 )
 
-// demoEvents are what producers sent (see sample.Events).
-var demoEvents = sample.Events()
+// demoEvents are what producers sent (see sampleEventList).
+var demoEvents = sampleEventList()
 
 var keep = flag.Bool("keep", false, "keep TestDemo's keys, to look at them")
 
@@ -85,7 +84,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 		return nil, err
 	}
 	defer p.close()
-	tiles := sample.NewTileServer()
+	tiles := newTileServer()
 	p.enrich = tiles.Enrich
 	res := &demoResult{}
 
@@ -175,7 +174,7 @@ func demo(ctx context.Context, c config, out io.Writer, log *slog.Logger) (*demo
 	if err != nil {
 		return res, err
 	}
-	crashing, err := p.replayer(sample.CrashBeforeAck{DeadLetterSource: crashed})
+	crashing, err := p.replayer(crashBeforeAck{DeadLetterSource: crashed})
 	if err != nil {
 		return res, err
 	}

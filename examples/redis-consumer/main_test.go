@@ -17,15 +17,13 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/internal/redistest"
-	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/redisclaims"
 )
 
 func testConfig(t *testing.T, prefix string) config {
 	return config{
-		redisURL: "redis://" + testenv.Redis(t) + "/0", stream: prefix + ":spatial.events", group: "spatial-app", consumer: "test",
+		redisURL: "redis://" + testRedis(t) + "/0", stream: prefix + ":spatial.events", group: "spatial-app", consumer: "test",
 		out: prefix + ":spatial.parcels", prefix: prefix + ":dlq", replayGroup: "geodlq-replay", claimsPrefix: prefix + ":claim",
 		claimIdle: time.Minute, poll: 50 * time.Millisecond, lease: 30 * time.Second, offloadDir: t.TempDir(),
 		maxAttempts: 4, retryDelay: 5 * time.Millisecond,
@@ -71,8 +69,8 @@ func eventID(body []byte) string {
 // acknowledging and the one after it; then checks the streams and claims.
 func TestDemo(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, "redis-consumer") // deleted when the test ends
+	rdb := testRedisClient(t)
+	prefix := testRedisPrefix(t, "redis-consumer") // deleted when the test ends
 	if *keep {
 		prefix = "geodlq-demo:" + strings.ToLower(rand.Text()[:8])
 	}
@@ -177,8 +175,8 @@ func TestDemo(t *testing.T) {
 // subcommand repairs and re-injects it, and the consumer handles it.
 func TestCommandLine(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, "redis-consumer")
+	rdb := testRedisClient(t)
+	prefix := testRedisPrefix(t, "redis-consumer")
 	c := testConfig(t, prefix)
 	flags := []string{"-redis", c.redisURL, "-stream", c.stream, "-group", c.group, "-out", c.out, "-prefix", c.prefix,
 		"-claims-prefix", c.claimsPrefix, "-offload-dir", c.offloadDir, "-claim-idle", "100ms", "-poll", "50ms", "-retry-delay", "5ms",

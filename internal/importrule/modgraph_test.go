@@ -115,7 +115,7 @@ func scratchModule(t *testing.T, imports []string, requires map[string]string) s
 	t.Helper()
 	dir := t.TempDir()
 	var mod strings.Builder
-	fmt.Fprintf(&mod, "module example.com/user\n\ngo 1.26.0\n\nrequire (\n\tgithub.com/geodlq/geodlq v0.0.0-00010101000000-000000000000\n")
+	fmt.Fprintf(&mod, "module example.com/user\n\ngo 1.25.0\n\nrequire (\n\tgithub.com/geodlq/geodlq v0.0.0-00010101000000-000000000000\n")
 	for p, v := range requires {
 		fmt.Fprintf(&mod, "\t%s %s\n", p, v)
 	}
@@ -129,6 +129,7 @@ func scratchModule(t *testing.T, imports []string, requires map[string]string) s
 	src.WriteString(")\n\nfunc main() {}\n")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src.String()), 0o644))
 	goCmd(t, dir, "mod", "tidy")
+	require.Equal(t, "1.25.0", goDirective(t, filepath.Join(dir, "go.mod")), "importing the core raised the user's go line")
 	return dir
 }
 

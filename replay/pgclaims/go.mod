@@ -1,32 +1,25 @@
 module github.com/geodlq/geodlq/replay/pgclaims
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/geodlq/geodlq v0.0.0-00010101000000-000000000000
-	github.com/geodlq/geodlq/internal/pgmigrate v0.0.0-00010101000000-000000000000
-	github.com/geodlq/geodlq/internal/pgtest v0.0.0-00010101000000-000000000000
-	github.com/jackc/pgx/v5 v5.13.0
+	github.com/geodlq/geodlq/pgmigrate v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.7.6
 	github.com/stretchr/testify v1.12.1
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/gabriel-vasile/mimetype v1.4.16 // indirect
-	github.com/go-playground/locales v0.14.2 // indirect
-	github.com/go-playground/universal-translator v0.18.2 // indirect
-	github.com/go-playground/validator/v10 v10.30.6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/leodido/go-urn v1.5.0 // indirect
 	github.com/paulmach/orb v0.14.0 // indirect
-	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/metric v1.47.0 // indirect
-	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.opentelemetry.io/otel v1.46.0 // indirect
+	go.opentelemetry.io/otel/metric v1.46.0 // indirect
+	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 )

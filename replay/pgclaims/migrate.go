@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/geodlq/geodlq/internal/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate"
 )
 
 // Migration is one step of the store's schema, applied once, in order, in

@@ -76,7 +76,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/txretry"
-	"github.com/geodlq/geodlq/internal/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate"
 	"github.com/geodlq/geodlq/replay"
 )
 

@@ -12,11 +12,11 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/internal/faultnet"
-	"github.com/geodlq/geodlq/internal/pgtest"
 	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/claimstest"
 	"github.com/geodlq/geodlq/replay/pgclaims"
+	"github.com/geodlq/geodlq/replay/pgclaims/internal/pgtest"
 )
 
 func TestConformance(t *testing.T) {

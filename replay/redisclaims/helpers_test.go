@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/geodlq/geodlq/internal/redistest"
+	"github.com/geodlq/geodlq/replay/redisclaims/internal/redistest"
 )
 
 // newClient connects to the test Redis; the client is closed when t ends.

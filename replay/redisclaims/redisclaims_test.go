@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/internal/redistest"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/replay/redisclaims"
+	"github.com/geodlq/geodlq/replay/redisclaims/internal/redistest"
 )
 
 // A stale holder is fenced out even when the claim that replaced it has

@@ -25,8 +25,8 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	_ "github.com/geodlq/geodlq/broker/postgis"
 	_ "github.com/geodlq/geodlq/broker/sqlite"
-	"github.com/geodlq/geodlq/internal/pgtest"
 	"github.com/geodlq/geodlq/internal/testenv"
+	"github.com/geodlq/geodlq/warehouse/enginetest/internal/pgtest"
 	"github.com/geodlq/geodlq/warehouse/internal/fixture"
 )
 

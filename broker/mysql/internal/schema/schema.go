@@ -1,6 +1,6 @@
 // Package schema applies the versioned schema migrations of geodlq's
 // MySQL/MariaDB tables (broker/mysql, broker/mysql/mysqlclaims): the
-// MySQL counterpart of internal/pgmigrate.
+// MySQL counterpart of package pgmigrate (github.com/geodlq/geodlq/pgmigrate).
 //
 // A table's steps are numbered from 1 without gaps. [Migrate] applies the
 // ones a database lacks, each once and in order, under the server-wide

@@ -1,6 +1,11 @@
 // Package pgtest gives geodlq's PostgreSQL integration tests a pool on
 // the test database ([testenv.Postgres]) and a schema of their own, dropped
 // when the test ends. It is for tests only.
+//
+// Each module whose tests need it holds a copy (broker/postgis,
+// replay/pgclaims, pgmigrate, warehouse/enginetest), so that no module
+// requires a test-support module; internal/importrule's TestHelperCopies
+// keeps the copies identical. Its own tests are broker/postgis's.
 package pgtest
 
 import (

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/geodlq/geodlq/internal/pgmigrate"
-	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate/internal/pgtest"
 )
 
 // migration stands for an adapter's own exported Migration type.

@@ -1,6 +1,11 @@
 // Package redistest gives geodlq's Redis integration tests a client on the
 // test server ([testenv.Redis]) and a key prefix of their own, whose keys
 // are deleted when the test ends. It is for tests only.
+//
+// Each module whose tests need it holds a copy (broker/redisstream,
+// replay/redisclaims), so that no module requires a test-support module;
+// internal/importrule's TestHelperCopies keeps the copies identical. Its
+// own tests are broker/redisstream's.
 package redistest
 
 import (

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 )
 
 // TestProxy: the proxy passes the protocol through, delays answers when

@@ -3,7 +3,7 @@ package pgmigrate_test
 import (
 	"fmt"
 
-	"github.com/geodlq/geodlq/internal/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate"
 )
 
 // Schema and table names are checked before they are put into SQL.

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/geodlq/geodlq/internal/redistest"
+	"github.com/geodlq/geodlq/broker/redisstream/internal/redistest"
 )
 
 // A test points a client at the proxy and loses the reply of one write

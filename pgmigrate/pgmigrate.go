@@ -10,6 +10,10 @@
 //
 // Every error message starts with the calling adapter's prefix, so the
 // adapters' errors read as they always have.
+//
+// It is a module of its own because both adapters' modules need it at run
+// time; it is public only for them, and its API follows theirs (it may
+// change in any release before v1, docs/api.md).
 package pgmigrate
 
 import (
