@@ -669,9 +669,9 @@ func checkCallerFields(in *Input) error {
 		vs = append(vs, violation("trace_id", "max", fmt.Sprintf("trace_id longer than %d bytes", maxTraceIDLen)))
 	}
 	if in.Source != nil {
-		if err := structValidator().Struct(in.Source); err != nil {
-			vs = append(vs, validatorViolations(err, "source.")...)
-		}
+		c := fieldCheck{vs: vs, prefix: "source."}
+		c.source(in.Source)
+		vs = c.vs
 	}
 	if len(vs) > 0 {
 		return fmt.Errorf("envelope: build: %w", &ValidationError{Violations: vs})

@@ -20,7 +20,10 @@ const SchemaVersion = "dlq.v1"
 
 // Envelope is a dead-lettered spatial event: everything a replay needs to
 // act on it safely. Field names on the wire are those of the dlq.v1 format;
-// see the package documentation for the table.
+// see the package documentation for the table. The validate tags of it and
+// of the types it holds state the field rules in go-playground/validator's
+// notation; [Envelope.Validate] checks them by hand (a test checks the two
+// agree), so that linking envelope does not link validator.
 type Envelope struct {
 	// SchemaVersion is always "dlq.v1".
 	SchemaVersion string `json:"schema_version" validate:"required"`

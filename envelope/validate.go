@@ -3,12 +3,7 @@ package envelope
 import (
 	"errors"
 	"fmt"
-	"math"
-	"reflect"
 	"strings"
-	"sync"
-
-	"github.com/go-playground/validator/v10"
 
 	"github.com/geodlq/geodlq/classify"
 )
@@ -28,8 +23,8 @@ type Violation struct {
 	// Field is the wire path of the field, e.g. "geometry.content_sha256";
 	// empty for the document as a whole.
 	Field string
-	// Rule names the rule: a validator tag ("required", "max", "oneof", …)
-	// or one of ours ("sha256hex", "exactly_one", "destination", "epsg",
+	// Rule names the rule: a validator tag of the struct field
+	// ("required", "max", "oneof", …; see [Envelope]) or one of ours ("sha256hex", "exactly_one", "destination", "epsg",
 	// "json", "type", …).
 	Rule string
 	// Message explains the violation in a sentence.
@@ -97,30 +92,6 @@ func (e *VersionError) Error() string {
 // Unwrap returns [ErrUnsupportedVersion].
 func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
 
-var structValidator = sync.OnceValue(func() *validator.Validate {
-	v := validator.New(validator.WithRequiredStructEnabled())
-	v.RegisterTagNameFunc(func(f reflect.StructField) string {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			return ""
-		}
-		return name
-	})
-	must := func(err error) {
-		if err != nil {
-			panic(err) // a programming error in this package
-		}
-	}
-	must(v.RegisterValidation("sha256hex", func(fl validator.FieldLevel) bool {
-		return isHex64(fl.Field().String())
-	}))
-	must(v.RegisterValidation("finite", func(fl validator.FieldLevel) bool {
-		f := fl.Field().Float()
-		return !math.IsNaN(f) && !math.IsInf(f, 0)
-	}))
-	return v
-})
-
 func isHex64(s string) bool {
 	if len(s) != 64 {
 		return false
@@ -164,9 +135,7 @@ func isHex64(s string) bool {
 func (e *Envelope) Validate() error { return e.validate(nil) }
 
 func (e *Envelope) validate(vs []Violation) error {
-	if err := structValidator().Struct(e); err != nil {
-		vs = append(vs, validatorViolations(err, "")...)
-	}
+	vs = e.fieldViolations(vs)
 	add := func(field, rule, msg string) { vs = append(vs, violation(field, rule, msg)) }
 	if e.SchemaVersion != SchemaVersion {
 		add("schema_version", "eq", fmt.Sprintf("schema_version is %q, want %q", e.SchemaVersion, SchemaVersion))
@@ -240,27 +209,4 @@ func (e *Envelope) validate(vs []Violation) error {
 		return &ValidationError{Violations: vs}
 	}
 	return nil
-}
-
-// validatorViolations converts validator errors into violations whose
-// fields are wire paths (prefix + path below the validated struct).
-func validatorViolations(err error, prefix string) []Violation {
-	var verrs validator.ValidationErrors
-	if !errors.As(err, &verrs) {
-		return []Violation{violation("", "validator", err.Error())}
-	}
-	vs := make([]Violation, 0, len(verrs))
-	for _, fe := range verrs {
-		field := fe.Namespace()
-		if _, rest, ok := strings.Cut(field, "."); ok {
-			field = rest // drop the struct type name
-		}
-		field = prefix + field
-		msg := fmt.Sprintf("%s fails %q", field, fe.Tag())
-		if fe.Param() != "" {
-			msg += "=" + fe.Param()
-		}
-		vs = append(vs, violation(field, fe.Tag(), msg))
-	}
-	return vs
 }
