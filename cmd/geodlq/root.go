@@ -133,7 +133,7 @@ verify: a blob is missing or altered, replay: a record failed); 2 usage error;
 	root.AddCommand(
 		newCheckCmd(a), newListCmd(a), newShowCmd(a), newStatsCmd(a), newRenderCmd(a),
 		newExportCmd(a), newReplayCmd(a), newDiscardCmd(a), newTriageCmd(a), newVerifyCmd(a), newPurgeCmd(a),
-		newWarehouseCmd(a), newServeCmd(a),
+		newWarehouseCmd(a), newServeCmd(a), newVersionCmd(a),
 	)
 	return root
 }
