@@ -1,8 +1,11 @@
 # geodlq — two commands on a fresh Debian machine:
 #   make demo   runs the quickstart on the embedded store
-#   make test   vet, race tests of every module, the CGO_ENABLED=0 core build,
-#               the import rule and module graph, every example built as a
-#               copy in a module of its own, go.mod tidiness
+#   make test   vet, the tests of every module (race detector where
+#               concurrency lives; no skip outside scripts/skip-allowlist;
+#               times per package), the CGO_ENABLED=0 core build, the
+#               import rule, module graph and import cost, go.mod tidiness,
+#               and the release check (every module served at a simulated
+#               tag, installed and built with no go.work and no replace)
 # Both install what is missing (scripts/deps.sh, scripts/services.sh).
 #
 # geodlq is several Go modules (the core at the root; each heavy adapter,
@@ -17,7 +20,7 @@ PKGS := github.com/geodlq/geodlq/...
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo importrule bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
+.PHONY: all demo test deps test-deps vet race core-nocgo importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
 
 all: test
 
@@ -30,20 +33,23 @@ test-deps: deps
 demo: deps
 	$(GO) run ./examples/quickstart
 
-test: test-deps vet tidy-check race core-nocgo
+test: test-deps vet tidy-check race core-nocgo release-check
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 
+# Every package's tests (scripts/test.sh): -race except the packages
+# scripts/test-plain lists, through internal/testreport (fails on a skip
+# scripts/skip-allowlist does not list; prints each package's time).
 race:
-	GEODLQ_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 30m $(PKGS)
+	@scripts/test.sh
 
 core-nocgo:
 	CGO_ENABLED=0 $(GO) build $(CORE)
 
-# internal/importrule (the import rule, the module graph, the examples
-# copied into scratch modules) runs as part of race; this target runs it alone.
+# internal/importrule (the import rule, the module graph, the import cost,
+# the shared helpers' copies) runs as part of race; this target runs it alone.
 importrule:
 	$(GO) test -count=1 ./internal/importrule/
 
@@ -158,3 +164,11 @@ tidy:
 
 tidy-check:
 	@scripts/gomod.sh check
+
+# A release tried as a user would before any tag exists (docs/releasing.md):
+# scripts/release.sh on a scratch clone, every module served from a
+# file:// proxy, the README's install lines (with the clients' floors) and
+# every example directory copied whole, with no go.work and no replace.
+RELEASE_CHECK_VERSION ?= v0.1.0
+release-check: deps
+	@RELEASE_CHECK_VERSION=$(RELEASE_CHECK_VERSION) scripts/release-check.sh

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# make release-check: tries a release as an adopting team would, before
+# any tag exists. On a scratch clone of HEAD it runs the release step
+# (scripts/release.sh VERSION), serves every module at VERSION from a
+# temporary file:// module proxy (internal/modproxy, zips made with
+# golang.org/x/mod/zip from the release commit), and then, with no go.work
+# and no replace, in fresh modules of their own:
+#
+#   1. runs every `go get` and `go install` line of the README's Install
+#      section, each alone: the module comes at VERSION, the user's
+#      `go 1.25.0` line stays, and the module's packages build; before an
+#      adapter's line, the user pins each client of the README's floor
+#      table at its floor, and the pin must stay (and the adapter build
+#      against it); the installed geodlq must say `geodlq VERSION`;
+#   2. copies every example directory whole (tests included) into a module
+#      of its own, requires the geodlq modules it imports at VERSION, and
+#      runs go mod tidy, go build, go vet and its tests with every test
+#      server unreachable: tests that need none must pass, the others may
+#      only skip for an unreachable server.
+#
+# Our modules come from the temporary proxy; the rest from the local
+# module cache (as a file:// proxy) or the Go module proxy. The sum DB is
+# not consulted for geodlq's modules (GONOSUMDB), which no sum DB knows
+# yet. A module cache of its own keeps the served zips from mixing with
+# earlier runs'.
+#
+#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0)
+#   RELEASE_CHECK_KEEP=1    keep the scratch directory and print its path
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+version=${RELEASE_CHECK_VERSION:-v0.1.0}
+start=$SECONDS
+say() { printf 'release-check: [%3ds] %s\n' $((SECONDS - start)) "$*"; }
+fail() { printf 'release-check: FAIL: %s\n' "$*" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/geodlq-release-check.XXXXXX")
+if [ "${RELEASE_CHECK_KEEP:-}" = 1 ]; then
+  trap 'echo "release-check: kept $tmp"' EXIT
+else
+  trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+fi
+
+# --- The release step, on a scratch clone. --------------------------------
+git clone -q --no-local "$top" "$tmp/repo"
+(cd "$tmp/repo" && git checkout -q "$(git -C "$top" rev-parse HEAD)")
+export GIT_AUTHOR_NAME=release-check GIT_AUTHOR_EMAIL=release-check@localhost
+export GIT_COMMITTER_NAME=release-check GIT_COMMITTER_EMAIL=release-check@localhost
+(cd "$tmp/repo" && scripts/release.sh "$version") >"$tmp/tags" || fail "scripts/release.sh $version"
+mapfile -t dirs < <(cd "$tmp/repo" && scripts/gomod.sh list)
+ntags=$(grep -vc '^#' "$tmp/tags")
+[ "$ntags" -eq $((${#dirs[@]} - 2)) ] || fail "release.sh printed $ntags tags for ${#dirs[@]} modules (2 test-only)"
+grep -qx "$version" "$tmp/tags" && grep -qx "broker/kafka/$version" "$tmp/tags" || fail "release.sh's tags: $(cat "$tmp/tags")"
+for d in "${dirs[@]}"; do
+  if grep -n 'github.com/geodlq/geodlq[^ ]* v' "$tmp/repo/$d/go.mod" | grep -v " $version\$" | grep -v '^[0-9]*:module'; then
+    fail "$d/go.mod requires a sibling at another version than $version"
+  fi
+done
+say "release commit $(git -C "$tmp/repo" rev-parse --short HEAD): $ntags tags"
+
+(cd "$tmp/repo" && GOWORK=off GOFLAGS=-mod=mod go run ./internal/modproxy -version "$version" -out "$tmp/proxy" "${dirs[@]}") >"$tmp/proxy.log" ||
+  fail "internal/modproxy: $(cat "$tmp/proxy.log")"
+say "${#dirs[@]} modules served at $version from file://$tmp/proxy"
+
+# --- The user's environment: no workspace, no replace. ---------------------
+modcache=$(go env GOMODCACHE)
+export GOPROXY="file://$tmp/proxy,file://$modcache/cache/download,$(go env GOPROXY)"
+export GOMODCACHE="$tmp/modcache" GOBIN="$tmp/bin" GOWORK=off GOTOOLCHAIN=local
+export GOFLAGS="-mod=mod -modcacherw -trimpath"
+export GONOSUMDB=github.com/geodlq/geodlq GONOSUMCHECK=1 GOPRIVATE= GONOPROXY=
+unset GEODLQ_REQUIRE_SERVICES
+# Every test server unreachable (port 1): tests needing one skip.
+export GEODLQ_TEST_POSTGRES='postgres://postgres@127.0.0.1:1/geodlq_test?sslmode=disable'
+export GEODLQ_TEST_REDIS=127.0.0.1:1 GEODLQ_TEST_NATS=nats://127.0.0.1:1
+export GEODLQ_TEST_AMQP='amqp://guest:guest@127.0.0.1:1/' GEODLQ_TEST_SQS=http://127.0.0.1:1
+
+newmod() { # newmod DIR PATH: a user's module PATH in DIR, go 1.25.0
+  mkdir -p "$1"
+  (cd "$1" && go mod init "$2" >/dev/null 2>&1 && go mod edit -go=1.25.0)
+}
+# Every module's path, longest first: the first that prefixes an import
+# path is the module holding the package.
+mapfile -t modpaths < <(for d in "${dirs[@]}"; do sed -n 's/^module //p' "$tmp/repo/$d/go.mod"; done | awk '{print length, $0}' | sort -rn | cut -d' ' -f2)
+moduleof() {
+  for m in "${modpaths[@]}"; do
+    case "$1" in "$m" | "$m"/*) echo "$m"; return ;; esac
+  done
+}
+goline() { sed -n 's/^go //p' "$1/go.mod"; }
+
+# --- 1. The README's install lines, with the floors. -----------------------
+readme=$tmp/repo/README.md
+mapfile -t lines < <(awk '/^## Install/{f=1} f&&/^```sh/{b=1;next} b&&/^```/{exit} b' "$readme" | sed 's/ *#.*//' | grep -E '^go (get|install) ')
+[ ${#lines[@]} -ge 15 ] || fail "found ${#lines[@]} install lines in the README"
+# The floor table: | `module` | client | `floor` | rows.
+floors() { # floors MODULE: the "client@floor" pins of MODULE's row(s)
+  awk -F'|' -v m="\`$1\`" '$2 ~ "^ *"m" *$" {print $3, $4}' "$readme" |
+    sed 's/`//g' | awk '{print $1"@"$2}'
+}
+n=0
+for line in "${lines[@]}"; do
+  n=$((n + 1))
+  dir=$tmp/install/$n
+  newmod "$dir" example.com/user
+  read -r -a words <<<"$line"
+  if [ "${words[1]}" = install ]; then
+    (cd "$dir" && "${words[@]}") 2>"$dir/err" || fail "$line: $(cat "$dir/err")"
+    got=$("$tmp/bin/geodlq" version) || fail "geodlq version"
+    head -1 <<<"$got" | grep -qx "geodlq $version" || fail "geodlq version says: $got"
+    say "$line → $(head -1 <<<"$got"), $(grep '^geos\|^proj' <<<"$got" | tr -s ' ' | paste -sd, -)"
+    continue
+  fi
+  mod=${words[2]}
+  pins=()
+  while read -r pin; do [ -n "$pin" ] && pins+=("$pin"); done < <(floors "$mod")
+  if [ ${#pins[@]} -gt 0 ]; then
+    (cd "$dir" && go get "${pins[@]}") 2>"$dir/err" || fail "pinning ${pins[*]}: $(cat "$dir/err")"
+  fi
+  (cd "$dir" && "${words[@]}") 2>"$dir/err" || fail "$line: $(cat "$dir/err")"
+  got=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
+  [ "$got" = "$version" ] || fail "$line brought $mod $got"
+  [ "$(goline "$dir")" = 1.25.0 ] || fail "$line raised the user's go line to $(goline "$dir")"
+  for pin in "${pins[@]}"; do
+    have=$(cd "$dir" && go list -m -f '{{.Version}}' "${pin%@*}")
+    [ "$have" = "${pin#*@}" ] || fail "$line moved the user's pin ${pin%@*} ${pin#*@} to $have"
+  done
+  (cd "$dir" && go build "$mod/..." && go vet "$mod/...") 2>"$dir/err" || fail "building $mod/... in the user's module: $(cat "$dir/err")"
+  say "$line: $version, go 1.25.0 kept${pins:+, pins kept: ${pins[*]}}"
+done
+
+# --- 2. Every example directory, copied whole. ------------------------------
+for ex in "$tmp"/repo/examples/*/; do
+  name=$(basename "$ex")
+  [ -f "$ex/main.go" ] || continue
+  dir=$tmp/examples/$name
+  mkdir -p "$dir"
+  cp -R "$ex"/. "$dir"/
+  newmod "$dir" example.com/copy
+  mods=()
+  while read -r imp; do
+    m=$(moduleof "$imp")
+    [ "$m" = github.com/geodlq/geodlq/examples ] && fail "examples/$name imports $imp, a package of the examples module"
+    [ -n "$m" ] && mods+=("$m")
+  done < <(grep -ho '"github.com/geodlq/geodlq[^"]*"' "$dir"/*.go | tr -d '"' | sort -u)
+  mapfile -t mods < <(printf '%s\n' "${mods[@]}" | sort -u)
+  [ ${#mods[@]} -gt 0 ] || fail "examples/$name: no geodlq module found in its imports"
+  gets=(); for m in "${mods[@]}"; do gets+=("$m@$version"); done
+  (cd "$dir" && go get "${gets[@]}" && go mod tidy && go build ./... && go vet ./...) >"$dir/log" 2>&1 ||
+    fail "examples/$name copied whole: $(tail -30 "$dir/log")"
+  [ "$(goline "$dir")" = 1.25.0 ] || fail "examples/$name: its copy needs go $(goline "$dir")"
+  (cd "$dir" && go test -count=1 -json ./... >"$dir/test.json" 2>"$dir/test.err") ||
+    fail "examples/$name's tests: $(grep -h '"Action":"output"' "$dir/test.json" | sed 's/.*"Output":"//; s/"}$//' | tail -40)$(tail -5 "$dir/test.err")"
+  pass=$(grep -c '"Action":"pass","Package":"[^"]*","Test":"[^/"]*"' "$dir/test.json" || true)
+  skips=$(grep '"Action":"skip","Package":"[^"]*","Test"' "$dir/test.json" | sed 's/.*"Test":"\([^"]*\)".*/\1/' | grep -v / || true)
+  for s in $skips; do
+    grep -F "\"Test\":\"$s\"" "$dir/test.json" | grep -q 'unreachable' ||
+      fail "examples/$name: $s skipped for another reason than an unreachable server"
+  done
+  say "examples/$name copied whole: built, vetted, $pass tests passed, $(wc -w <<<"$skips") skipped (server unreachable)"
+done
+say "ok"
