@@ -52,7 +52,7 @@ ntags=$(grep -vc '^#' "$tmp/tags")
 [ "$ntags" -eq $((${#dirs[@]} - 2)) ] || fail "release.sh printed $ntags tags for ${#dirs[@]} modules (2 test-only)"
 grep -qx "$version" "$tmp/tags" && grep -qx "broker/kafka/$version" "$tmp/tags" || fail "release.sh's tags: $(cat "$tmp/tags")"
 for d in "${dirs[@]}"; do
-  if grep -n 'github.com/geodlq/geodlq[^ ]* v' "$tmp/repo/$d/go.mod" | grep -v " $version\$" | grep -v '^[0-9]*:module'; then
+  if grep -oE '^\s*(require )?github.com/geodlq/geodlq[^ ]* v[^ ]+' "$tmp/repo/$d/go.mod" | awk '{print $NF}' | grep -vx "$version"; then
     fail "$d/go.mod requires a sibling at another version than $version"
   fi
 done
