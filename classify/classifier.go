@@ -93,7 +93,7 @@ func transientNet(err error) (Class, bool) {
 		errors.Is(err, net.ErrClosed) {
 		return ClassTransient, true
 	}
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		return ClassTransient, true
 	}
 	return "", false
@@ -105,8 +105,8 @@ type statusError interface {
 }
 
 func transientStatus(err error) (Class, bool) {
-	sc, ok := errors.AsType[statusError](err)
-	if !ok {
+	var sc statusError
+	if !errors.As(err, &sc) {
 		return "", false
 	}
 	switch sc.StatusCode() {
@@ -117,10 +117,10 @@ func transientStatus(err error) (Class, bool) {
 }
 
 func schemaJSON(err error) (Class, bool) {
-	if _, ok := errors.AsType[*json.SyntaxError](err); ok {
+	if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
 		return ClassSchemaViolation, true
 	}
-	if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+	if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
 		return ClassSchemaViolation, true
 	}
 	return "", false

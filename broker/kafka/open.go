@@ -84,13 +84,33 @@ func open(ctx context.Context, u *url.URL, raw string, opts broker.OpenOptions) 
 
 // probe asks the cluster for its brokers within timeout: a seed that
 // accepts connections but never answers fails here, not at the first
-// operation.
+// operation. The request runs on its own goroutine and probe returns when
+// ctx ends, whatever the client does: franz-go before v1.22 reads a new
+// connection's first answer (ApiVersions) under its own request timeout,
+// not the caller's context. The caller closes the client, which ends the
+// request.
 func probe(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{} // no topics: the brokers only
-	resp, err := req.RequestWith(ctx, cl)
+	type answer struct {
+		resp *kmsg.MetadataResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := req.RequestWith(ctx, cl)
+		done <- answer{resp, err}
+	}()
+	var resp *kmsg.MetadataResponse
+	var err error
+	select {
+	case a := <-done:
+		resp, err = a.resp, a.err
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	if err == nil && len(resp.Brokers) == 0 {
 		err = errors.New("the cluster reports no brokers")
 	}
