@@ -6,8 +6,9 @@
 //     without a failing test (a build error, a panic in TestMain);
 //   - it fails when a test skipped and the skip is not in the allowlist
 //     (-allow FILE: lines "PACKAGE TEST REASON…", # comments; TEST is the
-//     full name, subtests included), when a test or package failed, when an
-//     allowlist entry matched no skip (stale), or when no test ran;
+//     full name, subtests included; a * in PACKAGE or TEST matches any run
+//     of characters, slashes included), when a test or package failed, when
+//     an allowlist entry matched no skip (stale), or when no test ran;
 //   - it prints the time of every package, slowest first (and writes the
 //     table to -times FILE), then one closing line,
 //     "tests: N passed, N failed, N skipped".
@@ -168,7 +169,7 @@ func run(in io.Reader, out io.Writer, allow []*allowed) (*report, error) {
 				r.skipped++
 				ok := false
 				for _, a := range allow {
-					if a.pkg == e.Package && a.test == e.Test {
+					if glob(a.pkg, e.Package) && glob(a.test, e.Test) {
 						a.used, ok = true, true
 					}
 				}
@@ -224,6 +225,28 @@ func writeTimes(w io.Writer, r *report) {
 	for _, p := range pkgs {
 		fmt.Fprintf(w, "%8.1f  %-4s  %s\n", r.pkgTime[p], r.pkgResult[p], p)
 	}
+}
+
+// glob reports whether name matches pattern, where * matches any run of
+// characters (slashes included) and everything else matches itself.
+func glob(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	name = name[len(parts[0]):]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(name, p)
+		if i < 0 {
+			return false
+		}
+		name = name[i+len(p):]
+	}
+	last := parts[len(parts)-1]
+	return len(name) >= len(last) && strings.HasSuffix(name, last)
 }
 
 // text returns b's contents ("" for nil).

@@ -82,3 +82,24 @@ func TestBadInput(t *testing.T) {
 	_, err := run(strings.NewReader("not json"), &strings.Builder{}, nil)
 	require.Error(t, err)
 }
+
+func TestGlob(t *testing.T) {
+	for _, c := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"TestA", "TestA", true},
+		{"TestA", "TestAB", false},
+		{"Test*Conformance/*", "TestConformance/Purge", true},
+		{"Test*Conformance/*", "TestS3Conformance/Large/40MiB", true},
+		{"Test*Conformance/*", "TestConformance", false},
+		{"github.com/geodlq/geodlq/*", "github.com/geodlq/geodlq/broker/kafka", true},
+		{"github.com/geodlq/geodlq/*", "github.com/other/x", false},
+		{"*", "", true},
+		{"a*b*c", "abc", true},
+		{"a*b*c", "acb", false},
+		{"ab*ba", "aba", false},
+	} {
+		require.Equal(t, c.want, glob(c.pattern, c.name), "%q ~ %q", c.pattern, c.name)
+	}
+}
