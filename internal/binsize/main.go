@@ -58,7 +58,26 @@ func run(w io.Writer, bin string, top int) error {
 	if err != nil {
 		return fmt.Errorf("go tool nm: %w: %s", err, stderr.String())
 	}
-	sizes, pkgs, total, err := attribute(bytes.NewReader(out), mods)
+	// Zeroed memory (.bss, .noptrbss) takes no room in the file, whatever
+	// type letter nm gives its symbols.
+	var nobits [][2]uint64
+	if f, err := elf.Open(bin); err == nil {
+		for _, sec := range f.Sections {
+			if sec.Type == elf.SHT_NOBITS {
+				nobits = append(nobits, [2]uint64{sec.Addr, sec.Addr + sec.Size})
+			}
+		}
+		f.Close()
+	}
+	inFile := func(addr uint64) bool {
+		for _, r := range nobits {
+			if addr >= r[0] && addr < r[1] {
+				return false
+			}
+		}
+		return true
+	}
+	sizes, pkgs, total, err := attribute(bytes.NewReader(out), mods, inFile)
 	if err != nil {
 		return err
 	}
@@ -113,7 +132,7 @@ func writeSections(w io.Writer, f *elf.File) {
 
 // attribute sums symbol sizes by module (longest module path first in
 // mods), returning bytes per module, bytes per package, and the total.
-func attribute(r io.Reader, mods []string) (map[string]int64, map[string]map[string]int64, int64, error) {
+func attribute(r io.Reader, mods []string, inFile func(addr uint64) bool) (map[string]int64, map[string]map[string]int64, int64, error) {
 	sizes := map[string]int64{}
 	pkgs := map[string]map[string]int64{}
 	var total int64
@@ -130,6 +149,9 @@ func attribute(r io.Reader, mods []string) (map[string]int64, map[string]map[str
 		}
 		if f[2] == "U" || f[2] == "B" || f[2] == "b" {
 			continue // undefined, or zeroed memory (BSS) that takes no room in the file
+		}
+		if addr, err := strconv.ParseUint(f[0], 16, 64); err == nil && !inFile(addr) {
+			continue
 		}
 		name := strings.Join(f[3:], " ")
 		pkg := packageOf(name)
