@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,17 +49,18 @@ func TestServesCommittedModules(t *testing.T) {
 	user := t.TempDir()
 	write(t, filepath.Join(user, "go.mod"), "module example.com/user\n\ngo 1.25.0\n")
 	write(t, filepath.Join(user, "main.go"), "package main\n\nimport \"example.com/top/sub\"\n\nfunc main() { println(sub.Name) }\n")
+	modcache := t.TempDir()
 	gocmd := func(args ...string) string {
 		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
 		cmd.Dir = user
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -modcacherw", "GOPROXY=file://"+filepath.ToSlash(out),
-			"GONOSUMDB=example.com", "GONOSUMCHECK=1", "GOMODCACHE="+t.TempDir(), "GOTOOLCHAIN=local")
+			"GONOSUMDB=example.com", "GONOSUMCHECK=1", "GOMODCACHE="+modcache, "GOTOOLCHAIN=local")
 		b, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %v: %s", args, b)
 		return string(b)
 	}
 	gocmd("get", "example.com/top/sub@v1.2.3")
-	require.Equal(t, "top/sub\n", gocmd("run", "."))
+	require.True(t, strings.HasSuffix(gocmd("run", "."), "top/sub\n"), "the module built from the proxy runs")
 	require.Contains(t, gocmd("list", "-m", "all"), "example.com/top v1.2.3")
 
 	require.Error(t, run(repo, "HEAD", "1.2.3", out, []string{"."}), "a version without v")
