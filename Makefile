@@ -169,6 +169,5 @@ tidy-check:
 # scripts/release.sh on a scratch clone, every module served from a
 # file:// proxy, the README's install lines (with the clients' floors) and
 # every example directory copied whole, with no go.work and no replace.
-RELEASE_CHECK_VERSION ?= v0.1.0
 release-check: deps
-	@RELEASE_CHECK_VERSION=$(RELEASE_CHECK_VERSION) scripts/release-check.sh
+	@scripts/release-check.sh

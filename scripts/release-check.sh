@@ -18,28 +18,41 @@
 #      server unreachable: tests that need none must pass, the others may
 #      only skip for an unreachable server.
 #
-# Our modules come from the temporary proxy; the rest from the local
-# module cache (as a file:// proxy) or the Go module proxy. The sum DB is
-# not consulted for geodlq's modules (GONOSUMDB), which no sum DB knows
-# yet. A module cache of its own keeps the served zips from mixing with
-# earlier runs'.
+# Our modules come from the temporary proxy, the rest from the module cache
+# or your GOPROXY. The sum DB is not consulted for geodlq's modules
+# (GONOSUMDB), which no sum DB knows yet. The version served is a
+# pre-release of its own per run (v0.1.0-check.<time>), so that the module
+# cache, shared with your builds (and so their build cache), never holds
+# an earlier run's zips under it; the run removes its version from the
+# cache when it ends.
 #
-#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0)
+#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check.<UTC time>)
 #   RELEASE_CHECK_KEEP=1    keep the scratch directory and print its path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
-version=${RELEASE_CHECK_VERSION:-v0.1.0}
+version=${RELEASE_CHECK_VERSION:-v0.1.0-check.$(date -u +%Y%m%d%H%M%S)}
 start=$SECONDS
 say() { printf 'release-check: [%3ds] %s\n' $((SECONDS - start)) "$*"; }
 fail() { printf 'release-check: FAIL: %s\n' "$*" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/geodlq-release-check.XXXXXX")
-if [ "${RELEASE_CHECK_KEEP:-}" = 1 ]; then
-  trap 'echo "release-check: kept $tmp"' EXIT
-else
-  trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-fi
+modcache=$(go env GOMODCACHE)
+cleanup() {
+  # This run's version of geodlq's modules, in the shared module cache.
+  if [ -d "$modcache/github.com/geodlq" ]; then
+    find "$modcache/github.com/geodlq" -depth -type d -name "*@$version" -exec chmod -R u+w {} \; -exec rm -rf {} \; 2>/dev/null || true
+  fi
+  if [ -d "$modcache/cache/download/github.com/geodlq" ]; then
+    find "$modcache/cache/download/github.com/geodlq" -path "*/@v/$version.*" -delete 2>/dev/null || true
+  fi
+  if [ "${RELEASE_CHECK_KEEP:-}" = 1 ]; then
+    echo "release-check: kept $tmp"
+  else
+    chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"
+  fi
+}
+trap cleanup EXIT
 
 # --- The release step, on a scratch clone. --------------------------------
 git clone -q --no-local "$top" "$tmp/repo"
@@ -63,10 +76,9 @@ say "release commit $(git -C "$tmp/repo" rev-parse --short HEAD): $ntags tags"
 say "${#dirs[@]} modules served at $version from file://$tmp/proxy"
 
 # --- The user's environment: no workspace, no replace. ---------------------
-modcache=$(go env GOMODCACHE)
-export GOPROXY="file://$tmp/proxy,file://$modcache/cache/download,$(go env GOPROXY)"
-export GOMODCACHE="$tmp/modcache" GOBIN="$tmp/bin" GOWORK=off GOTOOLCHAIN=local
-export GOFLAGS="-mod=mod -modcacherw -trimpath"
+export GOPROXY="file://$tmp/proxy,$(go env GOPROXY)"
+export GOBIN="$tmp/bin" GOWORK=off GOTOOLCHAIN=local
+export GOFLAGS="-mod=mod -modcacherw"
 export GONOSUMDB=github.com/geodlq/geodlq GONOSUMCHECK=1 GOPRIVATE= GONOPROXY=
 unset GEODLQ_REQUIRE_SERVICES
 # Every test server unreachable (port 1): tests needing one skip.
