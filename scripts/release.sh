@@ -9,8 +9,8 @@
 # VERSION", on the current branch; the script then prints the tags to
 # create on that commit and push, one per published module: VERSION for
 # the root module, DIR/VERSION for the module in DIR (the form the go
-# command looks for). internal/contracttest and warehouse/enginetest hold
-# tests only and are not published. Nothing is tagged or pushed here.
+# command looks for). internal/contracttest, internal/enginebench and
+# warehouse/enginetest hold tests and benchmarks only and are not published. Nothing is tagged or pushed here.
 # The work tree must have no uncommitted changes. make release-check runs
 # the script in a scratch clone (scripts/release-check.sh).
 set -euo pipefail
@@ -30,7 +30,7 @@ fi
 
 # Modules that hold only tests: released with their siblings' versions
 # updated, but never tagged.
-unpublished=" internal/contracttest warehouse/enginetest "
+unpublished=" internal/contracttest internal/enginebench warehouse/enginetest "
 
 mapfile -t dirs < <(scripts/gomod.sh list)
 tags=()

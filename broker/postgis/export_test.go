@@ -2,7 +2,7 @@ package postgis
 
 import (
 	"context"
-	"github.com/geodlq/geodlq/internal/pgmigrate"
+	"github.com/geodlq/geodlq/pgmigrate"
 
 	"github.com/geodlq/geodlq/broker"
 )

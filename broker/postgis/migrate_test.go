@@ -9,7 +9,7 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/brokertest"
 	"github.com/geodlq/geodlq/broker/postgis"
-	"github.com/geodlq/geodlq/internal/pgtest"
+	"github.com/geodlq/geodlq/broker/postgis/internal/pgtest"
 )
 
 // TestMigrateToSummaries: a table of schema version 2 holding records
