@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/geodlq/geodlq/envelope"
 )
@@ -182,34 +183,50 @@ type Record struct {
 	// included, when the source tracks it (0 otherwise).
 	Deliveries int
 	// Lease is an opaque handle the source sets when it leases the record,
-	// so that Ack and Release can detect a lost lease. Callers must not
-	// change it.
+	// so that Ack, Release and Renew can detect a lost lease. Callers must
+	// not change it; Renew may.
 	Lease string
+	// LeaseExpires is when the lease ends at the earliest, by this
+	// process's clock: the moment Fetch (or the latest successful Renew)
+	// sent its request, plus the lease's length. Until then no other
+	// fetcher is given the record (provided every fetcher grants leases of
+	// the same length and clocks run at the same rate; a store that times
+	// leases on its server's clock grants them after the request was
+	// sent, so later). A holder acts on the record only well before it
+	// (see replay.LeaseKeeper). Zero when the source does not know.
+	LeaseExpires time.Time
 }
 
 // DeadLetterSource is the replay side of a dead-letter store.
 //
 // Fetch leases up to max records of destination that match f and are
-// neither acknowledged nor leased by anyone else, oldest first. A leased
-// record is invisible to other fetchers until it is acknowledged, released,
-// or its lease expires — a replayer that crashes loses nothing; its records
-// come back. Ack removes a record for good (or marks it replayed); it must
-// be called only after the record's effect is durable elsewhere. Release
-// gives a leased record back at once. Ack and Release of a record whose
-// lease was lost return an error wrapping [ErrLeaseLost].
+// neither acknowledged nor leased by anyone else, oldest first, and sets
+// each record's LeaseExpires. A leased record is invisible to other
+// fetchers until it is acknowledged, released, or its lease expires — a
+// replayer that crashes loses nothing; its records come back. Renew
+// extends a held lease by the source's lease length from now (a
+// heartbeat), updating the record's Lease and LeaseExpires. Ack removes a
+// record for good (or marks it replayed); it must be called only after
+// the record's effect is durable elsewhere. Release gives a leased record
+// back at once. Renew, Ack and Release of a record whose lease was lost —
+// taken over by another fetcher, released, acknowledged — return an error
+// wrapping [ErrLeaseLost] and change nothing.
 //
 // Implementations must be safe for concurrent use; two concurrent fetchers
-// never receive the same record under live leases.
+// never receive the same record under live leases. Renew changes the
+// record it is given, so a caller must not use one record in two calls at
+// once.
 type DeadLetterSource interface {
 	Fetch(ctx context.Context, destination string, f Filter, max int) ([]*Record, error)
+	Renew(ctx context.Context, r *Record) error
 	Ack(ctx context.Context, r *Record) error
 	Release(ctx context.Context, r *Record) error
 }
 
 // Errors shared by adapters.
 var (
-	// ErrLeaseLost is wrapped when acknowledging or releasing a record whose
-	// lease expired or was taken by another consumer.
+	// ErrLeaseLost is wrapped when renewing, acknowledging or releasing a
+	// record whose lease expired or was taken by another consumer.
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrClosed is returned by operations on a closed adapter.
 	ErrClosed = errors.New("broker: closed")

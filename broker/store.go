@@ -49,6 +49,20 @@ import (
 //     Deliveries when known. A driver may filter in the store or not at
 //     all: the portable Store releases fetched records that do not match
 //     f. Return (nil, nil) when nothing is available; honour ctx.
+//     Set each Record's LeaseExpires to the moment the lease ends at the
+//     earliest by the local clock: the time the request was sent (or the
+//     store's clock read, for a store that times leases locally) plus
+//     the lease's length.
+//   - Renew: extend the lease of a record leased by this store — or by
+//     another handle of the same store, where the broker allows it — to
+//     the lease's length from now, atomically with the check that the
+//     lease is still the record's (nobody took the record over, it was not
+//     settled): a stale holder must never extend, or believe it extended,
+//     a lease that is someone else's. Update r.LeaseExpires as Fetch sets
+//     it, and r.Lease when the store encodes anything in it that changed;
+//     change r only on success. A lost lease is an error wrapping
+//     [ErrLeaseLost]. Brokers that cannot refuse a stale handle are
+//     fenced by the local clock, as their Ack is.
 //   - Ack, Release: settle a record leased by this store; return an error
 //     wrapping [ErrLeaseLost] when the lease expired or another holder
 //     took the record over (the holder's Lease no longer matches).
@@ -59,6 +73,7 @@ import (
 type Driver interface {
 	Publish(ctx context.Context, destination string, m *Message) error
 	Fetch(ctx context.Context, destination string, f Filter, max int) ([]*Record, error)
+	Renew(ctx context.Context, r *Record) error
 	Ack(ctx context.Context, r *Record) error
 	Release(ctx context.Context, r *Record) error
 	Close() error
@@ -161,7 +176,7 @@ type StoreOptions struct {
 	// [ErrOutcomeUnknown] (the broker may have taken it). Default 2s.
 	CancelGrace time.Duration
 	// ReadOnly refuses every write — Publish, Fetch (a lease is a write),
-	// Ack, Release and Purge other than a dry run — with an error wrapping
+	// Renew, Ack, Release and Purge other than a dry run — with an error wrapping
 	// [ErrReadOnly], before the driver is called. [OpenStore] sets it from
 	// OpenOptions.ReadOnly; adapters also open their connections read-only
 	// where the broker can.
@@ -169,7 +184,7 @@ type StoreOptions struct {
 	// Logger receives the adapter's log records. Nil discards.
 	Logger *slog.Logger
 	// TracerProvider traces geodlq.store.publish, .publish_batch, .fetch,
-	// .ack, .release, .list, .stats and .purge. Nil traces nothing.
+	// .renew, .ack, .release, .list, .stats and .purge. Nil traces nothing.
 	TracerProvider trace.TracerProvider
 }
 
@@ -536,6 +551,28 @@ func (s *Store) Ack(ctx context.Context, r *Record) (err error) {
 	ctx, span := s.span(ctx, "ack", r.Destination)
 	defer func() { telemetry.End(span, err) }()
 	return s.settled(ctx, func(ctx context.Context) error { return s.drv.Ack(ctx, r) })
+}
+
+// Renew extends r's lease by the store's lease length from now (see
+// [DeadLetterSource]); it fails with an error wrapping [ErrLeaseLost] when
+// r's lease was lost, and then leaves r as it was.
+func (s *Store) Renew(ctx context.Context, r *Record) (err error) {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := s.writable("renew"); err != nil {
+		return err
+	}
+	if err := s.checkRecord("renew", r); err != nil {
+		return err
+	}
+	ctx, span := s.span(ctx, "renew", r.Destination)
+	defer func() { telemetry.End(span, err) }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.drv.Renew(ctx, r)
 }
 
 // Release gives r back at once (see [DeadLetterSource]).

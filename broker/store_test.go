@@ -60,6 +60,16 @@ func (d *slowDriver) Fetch(_ context.Context, dest string, _ broker.Filter, max 
 
 func (d *slowDriver) Ack(context.Context, *broker.Record) error { return nil }
 
+func (d *slowDriver) Renew(_ context.Context, r *broker.Record) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.leased[r.ID] {
+		return broker.ErrLeaseLost
+	}
+	r.LeaseExpires = time.Now().Add(time.Minute)
+	return nil
+}
+
 func (d *slowDriver) Release(_ context.Context, r *broker.Record) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -124,6 +134,8 @@ func TestStoreArguments(t *testing.T) {
 	require.ErrorIs(t, s.Publish(ctx, "d", nil), broker.ErrInvalidArgument)
 	require.ErrorIs(t, s.Ack(ctx, nil), broker.ErrInvalidArgument)
 	require.ErrorIs(t, s.Release(ctx, &broker.Record{Destination: "d"}), broker.ErrInvalidArgument, "a record without an id")
+	require.ErrorIs(t, s.Renew(ctx, &broker.Record{Destination: "d"}), broker.ErrInvalidArgument, "a record without an id")
+	require.ErrorIs(t, s.Renew(ctx, nil), broker.ErrInvalidArgument)
 	err := s.Publish(ctx, "d", &broker.Message{Body: []byte("12345")})
 	require.ErrorIs(t, err, classify.ErrTooLarge)
 	require.Equal(t, 4, s.MaxMessageBytes("d"))
@@ -175,6 +187,7 @@ func TestStoreClosed(t *testing.T) {
 	_, err := s.Fetch(ctx, "d", broker.Filter{}, 1)
 	require.ErrorIs(t, err, broker.ErrClosed)
 	require.ErrorIs(t, s.Ack(ctx, &broker.Record{ID: "1", Destination: "d"}), broker.ErrClosed)
+	require.ErrorIs(t, s.Renew(ctx, &broker.Record{ID: "1", Destination: "d"}), broker.ErrClosed)
 	_, err = s.List(ctx, broker.ListOptions{})
 	require.ErrorIs(t, err, broker.ErrClosed)
 }
@@ -247,6 +260,7 @@ func TestStoreReadOnly(t *testing.T) {
 	r := &broker.Record{ID: "1", Destination: "d"}
 	require.ErrorIs(t, s.Ack(ctx, r), broker.ErrReadOnly)
 	require.ErrorIs(t, s.Release(ctx, r), broker.ErrReadOnly)
+	require.ErrorIs(t, s.Renew(ctx, r), broker.ErrReadOnly)
 	require.Empty(t, d.stored)
 }
 

@@ -29,6 +29,7 @@ func (d *hangingDriver) Ack(ctx context.Context, _ *broker.Record) error {
 	return ctx.Err()
 }
 func (d *hangingDriver) Release(context.Context, *broker.Record) error { return nil }
+func (d *hangingDriver) Renew(context.Context, *broker.Record) error   { return nil }
 func (d *hangingDriver) Close() error                                  { return nil }
 
 // TestWriteDeadline: a write under WithWriteDeadline ends by it, within

@@ -10,6 +10,13 @@
 // key done and does nothing. Keys are never re-derived during replay: a
 // re-serialised payload can hash differently.
 //
+// Replayers running at once never re-inject the same record: a
+// [LeaseKeeper] renews the leases of the batch being worked on and fences
+// each re-injection by its record's lease (renewed just before, cancelled
+// if it can no longer be renewed). Claims stores retry the conflicts
+// their database resolves by aborting a transaction, and record a
+// completion until its outcome is known.
+//
 // Deterministic failures (invalid geometry, CRS mismatch) are replayed only
 // through a configured [Repairer] — GEOS MakeValid or PROJ reprojection
 // from package spatial — and the re-injected message is tagged with the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/replay"
 )
@@ -50,4 +52,45 @@ func ExampleItem_String() {
 	// replay of spatial.events.poison.dlt: repaired=1 skipped=1
 	//    7 evt-bowtie invalid_geometry repaired -> spatial.events make_valid:structure Polygon->MultiPolygon
 	//    8 evt-not-json schema_violation skipped
+}
+
+// A worker that acts on dead-letter records itself (here, forwarding
+// them) keeps their leases with a LeaseKeeper: the batch's leases are
+// renewed while it works, and each act runs only while its record's lease
+// is provably held.
+func ExampleLeaseKeeper() {
+	ctx := context.Background()
+	store := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 300 * time.Millisecond}})
+	for i := range 3 {
+		_ = store.Publish(ctx, "jobs.dlt", &broker.Message{Body: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+
+	keeper := replay.NewLeaseKeeper(store, nil)
+	defer keeper.Close()
+	fetched := time.Now()
+	recs, err := store.Fetch(ctx, "jobs.dlt", broker.Filter{}, 10)
+	if err != nil {
+		panic(err)
+	}
+	keeper.Hold(fetched, recs...)
+	for _, r := range recs {
+		time.Sleep(200 * time.Millisecond) // slow work: the batch outlives its lease
+		err := keeper.Act(ctx, r, func(ctx context.Context) error {
+			return store.Publish(ctx, "jobs", r.Message) // the side effect
+		})
+		if err != nil { // errors.Is(err, replay.ErrNotHeld): someone else's now
+			fmt.Println(r.ID, "left:", err)
+			continue
+		}
+		if err := keeper.Ack(ctx, r); err != nil {
+			panic(err)
+		}
+		fmt.Println(r.ID, "forwarded")
+	}
+	fmt.Println(memory.Len(store, "jobs.dlt"), "left,", memory.Len(store, "jobs"), "forwarded")
+	// Output:
+	// 1 forwarded
+	// 2 forwarded
+	// 3 forwarded
+	// 0 left, 3 forwarded
 }

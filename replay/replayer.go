@@ -94,7 +94,15 @@ type Options struct {
 	// envelope's source topic.
 	Route func(env *envelope.Envelope) (string, error)
 	// BatchSize is how many records to lease per fetch. Default 100.
+	// The leases of a batch are renewed while it is worked on (see
+	// [LeaseKeeper]), so a batch may take longer than a lease.
 	BatchSize int
+	// LeaseMargin is how much of a record's lease must be left to start
+	// its re-injection, and how long before the lease would end (no
+	// renewal having succeeded since) an unfinished re-injection is
+	// cancelled (see [LeaseKeeperOptions].Margin). Default a quarter of
+	// the lease.
+	LeaseMargin time.Duration
 	// Logger receives a record per replayed or failed event. Nil discards.
 	Logger *slog.Logger
 	// Now returns the current time. Nil means time.Now.
@@ -114,6 +122,16 @@ type Options struct {
 // record only after the re-injection is durable. A crash between the two
 // re-injects the event again on the next run; the consumer's idempotency
 // claim (see [Once]) makes that duplicate harmless.
+//
+// Replayers running at once — two `geodlq replay`, a console job, a
+// cron — never re-inject the same record: a record is re-injected only
+// while its lease is provably held. The leases of the batch being worked
+// on are renewed in the background (slow repairs, a rate limit, a batch
+// outliving its lease), and each re-injection is fenced by a
+// [LeaseKeeper]: the lease is renewed, atomically checked and extended at
+// the source, just before publishing, and the publish is cancelled if the
+// lease comes within LeaseMargin of its end without a renewal. A record
+// whose lease was lost is left to its new holder (OutcomeLeaseLost).
 type Replayer struct {
 	opts Options
 	log  *slog.Logger
@@ -187,6 +205,11 @@ const (
 	// acknowledged (it will be replayed again; the idempotency key makes
 	// that harmless).
 	OutcomeAckFailed Outcome = "ack_failed"
+	// OutcomeLeaseLost: the record's lease was lost, or could not be
+	// proven held, before its re-injection was known durable: it was not
+	// re-injected (or, when the re-injection was cancelled, its outcome is
+	// unknown) and not acknowledged; whoever holds it now replays it.
+	OutcomeLeaseLost Outcome = "lease_lost"
 )
 
 // Outcomes returns every outcome, in the order a report lists them: the
@@ -194,7 +217,7 @@ const (
 func Outcomes() []Outcome {
 	return []Outcome{OutcomeReplayed, OutcomeRepaired, OutcomeWouldReplay, OutcomeWouldRepair,
 		OutcomeWouldFail, OutcomeSkipped, OutcomeRepairFailed, OutcomeStillFails, OutcomeInvalidEnvelope,
-		OutcomeRestoreFailed, OutcomeNoRoute, OutcomePublishFailed, OutcomeAckFailed}
+		OutcomeRestoreFailed, OutcomeNoRoute, OutcomePublishFailed, OutcomeAckFailed, OutcomeLeaseLost}
 }
 
 // Item reports one record.
@@ -316,6 +339,8 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		telemetry.End(span, err)
 	}()
 	rep = Report{Counts: map[Outcome]int{}}
+	keeper := NewLeaseKeeper(r.opts.Source, &LeaseKeeperOptions{Margin: r.opts.LeaseMargin, Logger: r.log})
+	defer keeper.Close()
 	held := map[string]*broker.Record{}
 	defer func() {
 		// Give back everything we did not acknowledge, even if ctx ended.
@@ -339,9 +364,17 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		if req.Limit > 0 {
 			n = min(n, req.Limit-rep.Examined)
 		}
+		fetched := time.Now()
 		recs, err := r.opts.Source.Fetch(ctx, req.Destination, req.Filter, n)
 		if err != nil {
 			return rep, fmt.Errorf("replay: fetching from %q: %w", req.Destination, err)
+		}
+		var lk *LeaseKeeper
+		if !req.DryRun {
+			// The batch's leases are renewed until each record is done
+			// with.
+			lk = keeper
+			lk.Hold(fetched, recs...)
 		}
 		fresh := 0
 		for _, rec := range recs {
@@ -349,20 +382,29 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 				// A lease we held expired and the record came back: keep
 				// holding it, it was already reported.
 				held[rec.ID] = rec
+				keeper.Drop(rec)
 				continue
 			}
 			seen[rec.ID] = true
 			fresh++
 			if req.Limit > 0 && rep.Examined >= req.Limit {
 				held[rec.ID] = rec
+				keeper.Drop(rec)
 				continue
 			}
-			it := r.traced(ctx, rec, req.DryRun)
+			it := r.traced(ctx, rec, req.DryRun, lk)
 			rep.Examined++
 			rep.Counts[it.Outcome]++
 			rep.Items = append(rep.Items, it)
-			if it.Outcome != OutcomeReplayed && it.Outcome != OutcomeRepaired && it.Outcome != OutcomeAckFailed {
+			switch it.Outcome {
+			case OutcomeReplayed, OutcomeRepaired, OutcomeAckFailed:
+			default:
+				// Left in place: kept out of this run's later fetches
+				// until the run ends, its lease no longer renewed, then
+				// released (a lease lost meanwhile is not: the release
+				// fails with ErrLeaseLost and changes nothing).
 				held[rec.ID] = rec
+				keeper.Drop(rec)
 			}
 		}
 		if fresh == 0 {
@@ -371,9 +413,9 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 	}
 }
 
-func (r *Replayer) traced(ctx context.Context, rec *broker.Record, dry bool) Item {
+func (r *Replayer) traced(ctx context.Context, rec *broker.Record, dry bool, lk *LeaseKeeper) Item {
 	ctx, span := r.tel.Start(ctx, "geodlq.replay.record", attribute.String("geodlq.record", rec.ID))
-	it := r.one(ctx, rec, dry)
+	it := r.one(ctx, rec, dry, lk)
 	span.SetAttributes(attribute.String("geodlq.outcome", string(it.Outcome)), attribute.String("geodlq.class", it.Class.String()))
 	if it.Repair != nil {
 		span.SetAttributes(attribute.String("geodlq.repair", it.Repair.Method))
@@ -391,8 +433,17 @@ func classLabel(c classify.Class) string {
 	return "none"
 }
 
-func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
+// one examines rec and, unless dry, re-injects it through lk.
+func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *LeaseKeeper) Item {
 	it := Item{RecordID: rec.ID}
+	if lk != nil {
+		// A record whose lease was lost while it waited its turn is
+		// someone else's: not even looked at.
+		if err := lk.Lost(rec); err != nil {
+			it.Outcome, it.Err = OutcomeLeaseLost, err
+			return it
+		}
+	}
 	env := rec.Envelope
 	if env == nil {
 		var err error
@@ -493,8 +544,16 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 		msg.Headers[broker.HeaderRepair] = it.Repair.String()
 	}
 	trace.SpanFromContext(ctx).AddEvent("publish", trace.WithAttributes(attribute.String("geodlq.target", target)))
-	if err := r.opts.Target.Publish(ctx, target, msg); err != nil {
+	// The re-injection runs only while the record's lease is provably
+	// held, and is cancelled if that stops being so.
+	if err := lk.Act(ctx, rec, func(ctx context.Context) error { return r.opts.Target.Publish(ctx, target, msg) }); err != nil {
 		it.Outcome, it.Err = OutcomePublishFailed, err
+		if errors.Is(err, ErrNotHeld) {
+			it.Outcome = OutcomeLeaseLost
+			r.log.WarnContext(ctx, "geodlq: lease not provably held; record left to its holder, not re-injected by this run",
+				slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
+			return it
+		}
 		r.log.ErrorContext(ctx, "geodlq: re-inject failed; record left in place",
 			slog.String("event_id", env.EventID), slog.String("target", target), slog.Any("error", err))
 		return it
@@ -503,7 +562,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool) Item {
 	// so an interrupted run leaves nothing half done.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := r.opts.Source.Ack(actx, rec); err != nil {
+	if err := lk.Ack(actx, rec); err != nil {
 		it.Outcome, it.Err = OutcomeAckFailed, err
 		r.log.WarnContext(ctx, "geodlq: re-injected but not acknowledged; the idempotency key absorbs the duplicate",
 			slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))

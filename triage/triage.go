@@ -218,6 +218,11 @@ func (p *Policy) quarantine(ctx context.Context, dest string, filter broker.Filt
 	f := filter
 	f.Classes = []classify.Class{classify.ClassResourceExhausted}
 	qdest := p.opts.Quarantine(dest)
+	// The leases of the batch being moved are renewed, and each move is
+	// fenced by its record's lease (see replay.LeaseKeeper): two triage
+	// runs never both move one record.
+	keeper := replay.NewLeaseKeeper(p.opts.Source, &replay.LeaseKeeperOptions{Logger: p.opts.Logger})
+	defer keeper.Close()
 	var held []*broker.Record
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -228,14 +233,17 @@ func (p *Policy) quarantine(ctx context.Context, dest string, filter broker.Filt
 	}()
 	seen := map[string]bool{}
 	for {
+		fetched := time.Now()
 		recs, err := p.opts.Source.Fetch(ctx, dest, f, 100)
 		if err != nil {
 			return fmt.Errorf("triage: fetching %q: %w", dest, err)
 		}
+		keeper.Hold(fetched, recs...)
 		fresh := 0
 		for _, rec := range recs {
 			if seen[rec.ID] {
 				held = append(held, rec)
+				keeper.Drop(rec)
 				continue
 			}
 			seen[rec.ID] = true
@@ -245,12 +253,16 @@ func (p *Policy) quarantine(ctx context.Context, dest string, filter broker.Filt
 				// or the record was copied back by hand): it waits for a
 				// human, not for another move.
 				held = append(held, rec)
+				keeper.Drop(rec)
 				continue
 			}
-			if err := p.move(ctx, rec, dest, qdest); err != nil {
+			if err := p.move(ctx, keeper, rec, dest, qdest); err != nil {
 				rep.QuarantineFailed++
 				rep.Errors = append(rep.Errors, err)
-				held = append(held, rec)
+				if !errors.Is(err, replay.ErrNotHeld) {
+					held = append(held, rec)
+				}
+				keeper.Drop(rec)
 				continue
 			}
 			rep.Quarantined++
@@ -264,7 +276,7 @@ func (p *Policy) quarantine(ctx context.Context, dest string, filter broker.Filt
 // move alerts, copies the envelope (byte for byte, its headers plus
 // HeaderQuarantinedFrom) to quarantine, then acknowledges it in dest. A
 // failure before the copy leaves the record where it was.
-func (p *Policy) move(ctx context.Context, rec *broker.Record, from, to string) error {
+func (p *Policy) move(ctx context.Context, keeper *replay.LeaseKeeper, rec *broker.Record, from, to string) error {
 	env := rec.Envelope
 	if env == nil {
 		var err error
@@ -281,18 +293,28 @@ func (p *Policy) move(ctx context.Context, rec *broker.Record, from, to string) 
 	if env.GeometryError != nil {
 		a.ReasonKind = env.GeometryError.Kind
 	}
-	if err := p.opts.Alerter.Alert(ctx, a); err != nil {
-		return fmt.Errorf("triage: alert for %s: %w", env.EventID, err)
-	}
 	msg := rec.Message.Clone()
 	if msg.Headers == nil {
 		msg.Headers = map[string]string{}
 	}
 	msg.Headers[broker.HeaderQuarantinedFrom] = from
-	if err := p.opts.Target.Publish(ctx, to, msg); err != nil {
-		return fmt.Errorf("triage: quarantining %s: %w", env.EventID, err)
+	// The alert and the copy happen only while the record's lease is
+	// provably held.
+	if err := keeper.Act(ctx, rec, func(ctx context.Context) error {
+		if err := p.opts.Alerter.Alert(ctx, a); err != nil {
+			return fmt.Errorf("triage: alert for %s: %w", env.EventID, err)
+		}
+		if err := p.opts.Target.Publish(ctx, to, msg); err != nil {
+			return fmt.Errorf("triage: quarantining %s: %w", env.EventID, err)
+		}
+		return nil
+	}); err != nil {
+		if errors.Is(err, replay.ErrNotHeld) {
+			return fmt.Errorf("triage: %s left to whoever holds it now: %w", env.EventID, err)
+		}
+		return err
 	}
-	if err := p.opts.Source.Ack(ctx, rec); err != nil {
+	if err := keeper.Ack(ctx, rec); err != nil {
 		return fmt.Errorf("triage: %s quarantined but not removed from %s: %w", env.EventID, from, err)
 	}
 	return nil

@@ -191,3 +191,61 @@ func TestSourceURI(t *testing.T) {
 	require.Empty(t, triage.SourceURI(&envelope.Envelope{RawPayload: []byte(`not json`), RawPayloadEncoding: "string"}))
 	require.Empty(t, triage.SourceURI(&envelope.Envelope{RawPayload: []byte(`{"source_uri":7}`)}))
 }
+
+// slowRecorder alerts slowly.
+type slowRecorder struct {
+	recorder
+	delay time.Duration
+}
+
+func (r *slowRecorder) Alert(ctx context.Context, a triage.Alert) error {
+	time.Sleep(r.delay)
+	return r.recorder.Alert(ctx, a)
+}
+
+// TestConcurrentTriageMovesOnce: two triage runs at once, with a lease far
+// shorter than a batch of slow alerts takes, move (and alert) each
+// resource_exhausted record exactly once between them.
+func TestConcurrentTriageMovesOnce(t *testing.T) {
+	const n = 30
+	b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 150 * time.Millisecond}})
+	for i := range n {
+		body := []byte(`{"source_uri":"s3://provider-b/continent.geojson","seq":` + string(rune('0'+i/10)) + string(rune('0'+i%10)) + `,"geometry":{"type":"Point","coordinates":[0,0]}}`)
+		deadLetter(t, b, body, classify.ResourceExhausted(errors.New("too big")))
+	}
+	alerts := &slowRecorder{delay: 15 * time.Millisecond} // a batch takes three leases
+	var wg sync.WaitGroup
+	reps := make([]triage.Report, 2)
+	for i := range reps {
+		p, err := triage.New(triage.Options{Source: memory.Reopen(b), Target: b, Alerter: alerts})
+		require.NoError(t, err)
+		wg.Go(func() {
+			// The second starts once the first's leases would have
+			// lapsed without renewals.
+			time.Sleep(time.Duration(i) * 200 * time.Millisecond)
+			var err error
+			reps[i], err = p.Run(context.Background(), topic+".poison.dlt", broker.Filter{}, false)
+			if err != nil {
+				t.Errorf("triage %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	moved := map[string]int{}
+	for _, m := range memory.Messages(b, topic+".quarantine.dlt") {
+		moved[m.Header(broker.HeaderIdempotencyKey)]++
+	}
+	require.Len(t, moved, n, "every record moved (%+v | %+v)", reps[0], reps[1])
+	for k, c := range moved {
+		require.Equal(t, 1, c, "%s moved once", k)
+	}
+	alerted := map[string]int{}
+	for _, a := range alerts.alerts {
+		alerted[a.IdempotencyKey]++
+	}
+	for k, c := range alerted {
+		require.Equal(t, 1, c, "%s alerted once", k)
+	}
+	require.Zero(t, memory.Len(b, topic+".poison.dlt"))
+	require.Equal(t, n, reps[0].Quarantined+reps[1].Quarantined)
+}

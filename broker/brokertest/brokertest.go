@@ -23,6 +23,16 @@
 //   - Lease takeover: once another consumer took over a record whose lease
 //     expired, the old holder's Ack and Release fail with an error wrapping
 //     [broker.ErrLeaseLost] and change nothing.
+//   - Lease renewal: Fetch sets each record's LeaseExpires, never later
+//     than the configured lease allows; a record renewed every quarter
+//     lease stays with its holder for three leases while another consumer
+//     keeps fetching — checked against every lease the holder proved: the
+//     other is never given the record inside one, and the holder never
+//     proves one after the other was given it; Renew of a released,
+//     acknowledged or taken-over record fails with ErrLeaseLost.
+//   - Concurrent replayers: two [replay.Replayer]s, each with its own
+//     handle, replay one destination at once with a lease shorter than a
+//     batch takes: every record is re-injected exactly once between them.
 //   - Key order: records with the same key come back in publish order.
 //   - Destinations are isolated.
 //   - Size limit: a body one byte over the declared limit is refused with
@@ -128,6 +138,12 @@ const (
 	CapLeaseLost = "lease-lost"
 	// CapBBoxFilter: filtering by bounding box.
 	CapBBoxFilter = "bbox-filter"
+	// CapRenewHeld: the renewal of a live lease succeeds. An adapter whose
+	// broker may take a record from a holder that renews it (a Kafka
+	// rebalance hands partitions over) declares it unsupported; its
+	// renewals may then be refused, but exclusivity is checked all the
+	// same.
+	CapRenewHeld = "renew-held"
 )
 
 // Capabilities declares what the harness configured and what the adapter
@@ -174,6 +190,8 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"ConcurrentNoLossNoDuplicates", testConcurrent},
 		{"CanceledContext", testCanceled},
 		{"LeaseTakeover", testLeaseTakeover},
+		{"LeaseRenewal", testLeaseRenewal},
+		{"ConcurrentReplayersReinjectOnce", testConcurrentReplayers},
 		{"SizeLimitReported", testSizeLimitReported},
 		{"Closed", testClosed},
 		{"InterruptedPublish", testInterruptedPublish},

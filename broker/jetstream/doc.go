@@ -30,10 +30,12 @@
 //	            than drop records.
 //	Redelivery  A lease is the durable pull consumer's ack wait (LeaseTTL, 30 s;
 //	            max_deliver unlimited): a record not acknowledged is redelivered
-//	            once it passes, whether its holder crashed or is slow. The store
-//	            refuses Ack and Release, with broker.ErrLeaseLost, LeaseTTL less
-//	            a tenth (the cut at most 5 s: 27 s) after the Fetch that
-//	            returned the record began, and a lease this handle settled.
+//	            once it passes, whether its holder crashed or is slow. Renew is
+//	            an in-progress ack (+WPI, waited for), which restarts the ack
+//	            wait. The store refuses Renew, Ack and Release, with
+//	            broker.ErrLeaseLost, LeaseTTL less a tenth (the cut at most
+//	            5 s: 27 s) after the Fetch (or Renew) that returned or renewed
+//	            the record began, and a record this handle settled.
 //	Size limit  Body at most the server's max_payload (the connection's
 //	            MaxPayload, 1 MiB by default) or the stream's max_msg_size if
 //	            smaller, less Options.HeaderBudget (4096): 1,044,480 bytes by
@@ -127,10 +129,13 @@
 // Ack is a double ack (the server confirms it); Release is a Nak, waited
 // for as well, so the next Fetch sees the record again. nats-server 2.9
 // accepts a late ack of a record it already redelivered, so the store
-// enforces the lease itself: Ack and Release refuse, with
+// enforces the lease itself: Renew, Ack and Release refuse, with
 // [broker.ErrLeaseLost], a record once LeaseTTL less a tenth (at most 5s:
 // the margin covers the ack's trip to the server) has passed since the
-// Fetch that returned it began, and a lease this handle already settled.
+// Fetch that returned it (or the latest Renew) began, and a record this
+// handle already settled. Renew sends "+WPI" (the in-progress ack) and
+// waits for the server's answer: the server restarts the record's ack
+// wait, and the store its own deadline.
 // A lease is a JetStream ack subject, so another handle of the same
 // replayer may settle it; a second settlement through another handle is
 // not detected.

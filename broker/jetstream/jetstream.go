@@ -135,7 +135,7 @@ type driver struct {
 
 	mu        sync.Mutex
 	consumers map[string]natsjs.Consumer
-	settled   map[string]time.Time // lease -> deadline, for leases this handle settled
+	settled   map[string]time.Time // ack subject -> lease deadline, for deliveries this handle settled
 }
 
 var (
@@ -653,11 +653,12 @@ func (d *driver) record(destination string, m natsjs.Msg, deadline time.Time) (*
 	msg := storedMessage(m.Data(), m.Headers())
 	msg.DeliveryAttempt = int(md.NumDelivered)
 	return &broker.Record{
-		ID:          strconv.FormatUint(md.Sequence.Stream, 10),
-		Destination: destination,
-		Message:     msg,
-		Deliveries:  int(md.NumDelivered),
-		Lease:       strconv.FormatInt(deadline.UnixNano(), 10) + " " + m.Reply(),
+		ID:           strconv.FormatUint(md.Sequence.Stream, 10),
+		Destination:  destination,
+		Message:      msg,
+		Deliveries:   int(md.NumDelivered),
+		Lease:        strconv.FormatInt(deadline.UnixNano(), 10) + " " + m.Reply(),
+		LeaseExpires: deadline,
 	}, nil
 }
 
@@ -694,6 +695,40 @@ func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
 	return d.settle(ctx, r, []byte("+ACK"))
 }
 
+// Renew tells the server the record is in progress ("+WPI", waited for),
+// which restarts its ack wait, and moves the lease's deadline to the
+// store's lease from the moment it was sent. Like Ack, it refuses with
+// [broker.ErrLeaseLost], without asking the server, a lease whose
+// deadline has passed — the server may have handed the record to another
+// consumer, and would take the progress from a stale holder as well — or
+// a record this handle settled.
+func (d *driver) Renew(ctx context.Context, r *broker.Record) error {
+	deadline, reply, err := d.parseLease(r)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	_, done := d.settled[reply]
+	d.mu.Unlock()
+	sent := time.Now()
+	switch {
+	case done:
+		return fmt.Errorf("jetstream: record %s/%s already settled: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	case !sent.Before(deadline):
+		return fmt.Errorf("jetstream: record %s/%s: lease lapsed %v ago (ack wait %v): %w",
+			r.Destination, r.ID, sent.Sub(deadline).Round(time.Millisecond), d.ackWait, broker.ErrLeaseLost)
+	}
+	ctx, cancel := d.withTimeout(ctx)
+	defer cancel()
+	if _, err := d.nc.RequestWithContext(ctx, reply, []byte("+WPI")); err != nil {
+		return fmt.Errorf("jetstream: renewing record %s/%s: %w", r.Destination, r.ID, err)
+	}
+	until := sent.Add(d.lease)
+	r.Lease = strconv.FormatInt(until.UnixNano(), 10) + " " + reply
+	r.LeaseExpires = until
+	return nil
+}
+
 // Release gives r back at once with a Nak, waited for; the server
 // redelivers it on the next fetch. It fails like Ack on a lapsed lease.
 func (d *driver) Release(ctx context.Context, r *broker.Record) error {
@@ -714,9 +749,9 @@ func (d *driver) settle(ctx context.Context, r *broker.Record, body []byte) erro
 			}
 		}
 	}
-	_, done := d.settled[r.Lease]
+	_, done := d.settled[reply]
 	if !done && now.Before(deadline) {
-		d.settled[r.Lease] = deadline
+		d.settled[reply] = deadline
 	}
 	d.mu.Unlock()
 	if done {
@@ -730,7 +765,7 @@ func (d *driver) settle(ctx context.Context, r *broker.Record, body []byte) erro
 	defer cancel()
 	if _, err := d.nc.RequestWithContext(ctx, reply, body); err != nil {
 		d.mu.Lock()
-		delete(d.settled, r.Lease)
+		delete(d.settled, reply)
 		d.mu.Unlock()
 		return fmt.Errorf("jetstream: settling record %s/%s: %w", r.Destination, r.ID, err)
 	}

@@ -37,10 +37,11 @@
 //	            only after the handler succeeded or the dead-letter Publish
 //	            returned nil.
 //	Redelivery  Replay leases through a consumer group ("geodlq-replay.<topic>"):
-//	            one member per partition. A store that holds a lease past
-//	            LeaseTTL (5 min), or leaves a topic untouched that long, leaves
-//	            its group: its leases are lost (ErrLeaseLost) and the records go
-//	            to another member. A crashed process is evicted after
+//	            one member per partition. Renew restarts a lease (refused while
+//	            its partition is being handed to another member). A store that
+//	            holds a lease past LeaseTTL (5 min), or leaves a topic untouched
+//	            that long, leaves its group: its leases are lost (ErrLeaseLost)
+//	            and the records go to another member. A crashed process is evicted after
 //	            session.timeout.ms (kgo: 45 s). The committed offset is the
 //	            oldest unacknowledged record, so a crash redelivers every
 //	            unacknowledged record. The consumer re-reads a partition from a
@@ -111,8 +112,11 @@
 // partition away it first waits for the leases there to be acknowledged or
 // released (up to LeaseTTL), then commits and hands the partition over.
 //
-// A lease's expiry is the group's notion of a failed member. A store that
-// holds a lease longer than LeaseTTL, or that stops fetching from a topic
+// A lease's expiry is the group's notion of a failed member; Renew restarts
+// a lease (the replayer's heartbeat), except while the rebalance hands its
+// partition to another member, when it is refused with ErrLeaseLost so
+// that the rebalance is not held up. A store that holds a lease longer
+// than LeaseTTL without renewing it, or that stops fetching from a topic
 // for that long, leaves the topic's group, as a Java consumer past
 // max.poll.interval.ms does: its leases are lost (Ack and Release return
 // [broker.ErrLeaseLost]) and its partitions, with every unacknowledged

@@ -293,6 +293,35 @@ func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
 	return d.settle(ctx, r, true)
 }
 
+// Renew restarts r's lease: LeaseTTL from now, while this store is still
+// the group member holding r's partition under r's lease. It fails with
+// [broker.ErrLeaseLost] when the lease was lost (as Ack does), and also
+// while the partition is being handed to another member: the rebalance
+// waits for the partition's leases, and a renewal would hold it up (the
+// record can be released, and the new owner replays it).
+func (d *driver) Renew(ctx context.Context, r *broker.Record) error {
+	if d.readOnly {
+		return errReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, off, err := parseID(r.ID)
+	if err != nil {
+		return err
+	}
+	m := d.memberOf(r.Destination)
+	if m == nil || !strings.HasPrefix(r.Lease, m.id+":") {
+		return fmt.Errorf("kafka: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	at, err := m.renew(p, off, r.Lease)
+	if err != nil {
+		return err
+	}
+	r.LeaseExpires = at.Add(d.lease)
+	return nil
+}
+
 // Release makes r available again at once, to this store's next Fetch
 // (the partition stays with this member).
 func (d *driver) Release(ctx context.Context, r *broker.Record) error {
@@ -698,12 +727,44 @@ func (m *member) record(p int32, e *entry) *broker.Record {
 	msg.Key, msg.Body = bytes.Clone(r.Key), bytes.Clone(r.Value)
 	msg.Source.Key = msg.Key
 	return &broker.Record{
-		ID:          recordID(p, e.offset),
-		Destination: m.dest,
-		Message:     msg,
-		Envelope:    e.env,
-		Lease:       e.lease,
+		ID:           recordID(p, e.offset),
+		Destination:  m.dest,
+		Message:      msg,
+		Envelope:     e.env,
+		Lease:        e.lease,
+		LeaseExpires: e.leasedAt.Add(m.d.lease),
 	}
+}
+
+// renew restarts the lease of the record at p/off, if lease is still its
+// lease and its partition is not being revoked, and returns when the
+// lease now started.
+func (m *member) renew(p int32, off int64, lease string) (time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lost := fmt.Errorf("kafka: record %s/%s: %w", m.dest, recordID(p, off), broker.ErrLeaseLost)
+	if m.dead {
+		return time.Time{}, lost
+	}
+	pt := m.parts[p]
+	if pt == nil {
+		return time.Time{}, lost
+	}
+	if pt.revoking {
+		return time.Time{}, fmt.Errorf("kafka: record %s/%s: its partition is being handed to another member: %w", m.dest, recordID(p, off), broker.ErrLeaseLost)
+	}
+	i := sort.Search(len(pt.entries), func(i int) bool { return pt.entries[i].offset >= off })
+	if i == len(pt.entries) || pt.entries[i].offset != off {
+		return time.Time{}, lost
+	}
+	e := pt.entries[i]
+	now := time.Now()
+	if e.state != stateLeased || e.lease != lease || now.Sub(e.leasedAt) > m.d.lease {
+		return time.Time{}, lost
+	}
+	e.leasedAt = now
+	m.lastUse = now
+	return now, nil
 }
 
 func (m *member) settle(p int32, off int64, lease string, ack bool) error {

@@ -22,7 +22,8 @@ type Options struct {
 	// StoreOptions: LeaseTTL defaults to 30s; MaxMessageBytes to 0, no
 	// limit (a larger body is refused with a [*classify.TooLargeError]).
 	broker.StoreOptions
-	// Now returns the current time. Default time.Now.
+	// Now returns the current time, for leases (Record.LeaseExpires is
+	// read on it: a replayer compares it with time.Now). Default time.Now.
 	Now func() time.Time
 }
 
@@ -161,10 +162,43 @@ func (b *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 		m.DeliveryAttempt = e.deliveries
 		out = append(out, &broker.Record{
 			ID: strconv.FormatUint(e.seq, 10), Destination: destination, Message: m,
-			Envelope: e.env, Deliveries: e.deliveries, Lease: e.lease,
+			Envelope: e.env, Deliveries: e.deliveries, Lease: e.lease, LeaseExpires: e.leaseUntil,
 		})
 	}
 	return out, nil
+}
+
+// Renew extends r's lease to LeaseTTL from now. It fails with
+// [broker.ErrLeaseLost] if the record was leased again, released or
+// acknowledged since; a lease that expired without anyone taking the
+// record over is still r's.
+func (b *driver) Renew(ctx context.Context, r *broker.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.leased(r)
+	if e == nil {
+		return fmt.Errorf("memory: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	e.leaseUntil = b.now().Add(b.ttl)
+	r.LeaseExpires = e.leaseUntil
+	return nil
+}
+
+// leased returns r's entry while r's lease is its lease, or nil. b.mu is
+// held.
+func (b *driver) leased(r *broker.Record) *entry {
+	q := b.dests[r.Destination]
+	if q == nil {
+		return nil
+	}
+	e := q.find(r.ID)
+	if e == nil || e.acked || e.lease == "" || e.lease != r.Lease {
+		return nil
+	}
+	return e
 }
 
 // Ack removes r for good. It fails with [broker.ErrLeaseLost] if r's lease
@@ -184,14 +218,11 @@ func (b *driver) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	q := b.dests[r.Destination]
-	var e *entry
-	if q != nil {
-		e = q.find(r.ID)
-	}
-	if e == nil || e.acked || e.lease != r.Lease {
+	e := b.leased(r)
+	if e == nil {
 		return fmt.Errorf("memory: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
+	q := b.dests[r.Destination]
 	e.lease, e.leaseUntil = "", time.Time{}
 	if ack {
 		e.acked = true

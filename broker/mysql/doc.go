@@ -27,9 +27,11 @@
 //	Redelivery  Fetch leases rows with SELECT ... FOR UPDATE SKIP LOCKED and
 //	            lease_until = UTC_TIMESTAMP(6) + LeaseTTL (30 s) on the
 //	            database's clock. A replayer that crashes loses nothing: its rows
-//	            are fetchable again once lease_until passes. Ack and Release
-//	            check the lease token: they work after lease_until until another
+//	            are fetchable again once lease_until passes. Renew moves
+//	            lease_until to LeaseTTL from now. Renew, Ack and Release check
+//	            the lease token: they work after lease_until until another
 //	            Fetch takes the row, then fail with broker.ErrLeaseLost.
+//	            Deadlock victims and lock-wait timeouts are run again.
 //	Size limit  Body at most MaxMessageBytes: by default the server's
 //	            max_allowed_packet, read by New, less 1 MiB (15 MiB on a default
 //	            MariaDB, 16 MiB packet), at most 64 MiB. The whole row (body,

@@ -76,7 +76,7 @@ type driver struct {
 	packet   int
 	readOnly bool
 
-	insertSQL, ackSQL, releaseSQL string
+	insertSQL, ackSQL, releaseSQL, renewSQL string
 }
 
 var (
@@ -170,6 +170,7 @@ func newDriver(ctx context.Context, db *sql.DB, opts *Options) (*driver, error) 
 	d.insertSQL = d.render(insertSQL)
 	d.ackSQL = d.render(ackSQL)
 	d.releaseSQL = d.render(releaseSQL)
+	d.renewSQL = d.render(renewSQL)
 	return d, nil
 }
 
@@ -483,6 +484,8 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 		return nil, nil
 	}
 	token := newToken()
+	// The lease starts on the database's clock after this moment.
+	expires := time.Now().Add(d.ttl)
 	var out []*broker.Record
 	err := d.tx(ctx, sql.LevelReadCommitted, func(tx *sql.Tx) error {
 		out = out[:0]
@@ -514,7 +517,7 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 			out = append(out, &broker.Record{
 				ID: strconv.FormatUint(id, 10), Destination: destination,
 				Message:    &broker.Message{Key: key, Body: body, Headers: h, DeliveryAttempt: delivers + 1},
-				Deliveries: delivers + 1, Lease: hex.EncodeToString(token[:]),
+				Deliveries: delivers + 1, Lease: hex.EncodeToString(token[:]), LeaseExpires: expires,
 			})
 		}
 		if err := rows.Err(); err != nil {
@@ -561,6 +564,43 @@ WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
 
 const releaseSQL = `UPDATE {t} SET lease_token = NULL, lease_until = NULL
 WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
+
+const renewSQL = `UPDATE {t} SET lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
+
+// Renew sets r's lease_until to LeaseTTL from now on the database's
+// clock, in one statement whose WHERE holds r's lease token: it succeeds
+// while the token is still the row's and the row is not acknowledged —
+// after lease_until too, as long as no one fetched the row since — and
+// otherwise fails with an error wrapping [broker.ErrLeaseLost]. Conflicts
+// and a lost answer are tried again (the statement can run twice).
+func (d *driver) Renew(ctx context.Context, r *broker.Record) error {
+	if err := d.writable("renew"); err != nil {
+		return err
+	}
+	id, token, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
+	expires := time.Now().Add(d.ttl)
+	var n int64
+	err = txretry.Do(ctx, schema.Kind, func(ctx context.Context, _ txretry.Attempt) error {
+		res, err := d.db.ExecContext(ctx, d.renewSQL, max(d.ttl.Microseconds(), 1), id, r.Destination, token)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	}, &txretry.Options{RetryUnknown: true})
+	if err != nil {
+		return fmt.Errorf("mysql: renew %s/%s: %w", r.Destination, r.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("mysql: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	r.LeaseExpires = expires
+	return nil
+}
 
 // Ack marks r replayed (acked_at; the row is kept until Purge). It
 // succeeds while r's lease token is still the row's — after lease_until

@@ -22,9 +22,11 @@
 //	Redelivery  Fetch leases rows with SELECT ... FOR UPDATE SKIP LOCKED and
 //	            lease_until = now() + LeaseTTL (30 s) on the database's clock.
 //	            A replayer that crashes loses nothing: its rows are fetchable
-//	            again once lease_until passes. Ack and Release check the lease
+//	            again once lease_until passes. Renew moves lease_until to
+//	            LeaseTTL from now. Renew, Ack and Release check the lease
 //	            token: they work after lease_until until another Fetch takes the
-//	            row, then fail with broker.ErrLeaseLost.
+//	            row, then fail with broker.ErrLeaseLost. Serialization failures,
+//	            deadlocks and lock timeouts are run again.
 //	Size limit  Body at most MaxMessageBytes, 64 MiB by default (the row holds
 //	            the body twice; keep it well under PostgreSQL's 1 GB field
 //	            limit), reported as the store's broker.Limiter. Over it:
@@ -163,7 +165,7 @@
 // table is refused with an error wrapping [broker.ErrNoStore] (so is a
 // database that does not exist). ReadOnly opens read-only sessions
 // (default_transaction_read_only): the server refuses every write, so
-// Publish, Fetch, Ack, Release and a Purge that is not a dry run fail.
+// Publish, Fetch, Renew, Ack, Release and a Purge that is not a dry run fail.
 //
 // # As
 //

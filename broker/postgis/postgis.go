@@ -90,7 +90,7 @@ type driver struct {
 	limit    int
 	log      *slog.Logger
 
-	insertSQL, insertOldSQL, fetchSQL, ackSQL, releaseSQL string
+	insertSQL, insertOldSQL, fetchSQL, ackSQL, releaseSQL, renewSQL string
 
 	// version is the table's schema version as last read, versionAt when
 	// (see [driver.current]).
@@ -172,6 +172,7 @@ func newDriver(pool *pgxpool.Pool, o *Options, owns bool) (*driver, error) {
 	d.fetchSQL = d.render(fetchSQL)
 	d.ackSQL = d.render(ackSQL)
 	d.releaseSQL = d.render(releaseSQL)
+	d.renewSQL = d.render(renewSQL)
 	return d, nil
 }
 
@@ -611,6 +612,8 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	a := &sqlArgs{list: []any{destination, n, max(d.ttl.Microseconds(), 1)}}
 	q := strings.Replace(d.fetchSQL, "{filter}", where(f, a, d.current(ctx)), 1)
 	var out []*broker.Record
+	// The lease starts on the database's clock after this moment.
+	expires := time.Now().Add(d.ttl)
 	// A statement the server rolled back to resolve a conflict is run
 	// again; nothing was leased.
 	err := txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
@@ -620,6 +623,9 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	}, nil)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range out {
+		r.LeaseExpires = expires
 	}
 	// RETURNING order is unspecified; restore id order.
 	slices.SortFunc(out, func(a, b *broker.Record) int { return cmpID(a.ID, b.ID) })
@@ -699,6 +705,25 @@ func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
 	return nil
 }
 
+const renewSQL = `
+UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond'
+WHERE id = $1 AND destination = $2 AND lease_token = $3 AND status = 'leased'
+RETURNING status`
+
+// Renew sets r's lease_until to LeaseTTL from now on the database's
+// clock, in one statement whose WHERE holds r's lease token: it succeeds
+// while the token is still the row's — after lease_until too, as long as
+// no one fetched the row since — and otherwise fails with an error
+// wrapping [broker.ErrLeaseLost].
+func (d *driver) Renew(ctx context.Context, r *broker.Record) error {
+	expires := time.Now().Add(d.ttl)
+	if _, err := d.settle(ctx, r, d.renewSQL, max(d.ttl.Microseconds(), 1)); err != nil {
+		return err
+	}
+	r.LeaseExpires = expires
+	return nil
+}
+
 // Release makes r pending again at once. It fails with an error wrapping
 // [broker.ErrLeaseLost] when r's lease was lost.
 func (d *driver) Release(ctx context.Context, r *broker.Record) error {
@@ -706,14 +731,15 @@ func (d *driver) Release(ctx context.Context, r *broker.Record) error {
 	return err
 }
 
-func (d *driver) settle(ctx context.Context, r *broker.Record, q string) (string, error) {
+func (d *driver) settle(ctx context.Context, r *broker.Record, q string, more ...any) (string, error) {
 	id, err := strconv.ParseInt(r.ID, 10, 64)
 	if err != nil || r.Lease == "" {
 		return "", fmt.Errorf("postgis: record %s/%s was not leased from this store: %w", r.Destination, r.ID, broker.ErrLeaseLost)
 	}
 	var st string
+	args := append([]any{id, r.Destination, r.Lease}, more...)
 	err = txretry.Do(ctx, txretry.KindOf, func(ctx context.Context, _ txretry.Attempt) error {
-		return d.pool.QueryRow(ctx, q, id, r.Destination, r.Lease).Scan(&st)
+		return d.pool.QueryRow(ctx, q, args...).Scan(&st)
 	}, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("postgis: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)

@@ -31,10 +31,12 @@
 //	Redelivery  A lease is the ack deadline: Fetch sets Options.LeaseTTL (60 s;
 //	            whole seconds, 1 s to 600 s) with ModifyAckDeadline right after
 //	            Pull. A crashed replayer's messages are redelivered once it
-//	            passes. Ack and Release refuse, with ErrLeaseLost and without
-//	            calling Pub/Sub, an ack id with less than a tenth of the lease
-//	            (at most 1 s) left by the local clock; with exactly-once
-//	            delivery, Pub/Sub's rejection maps to ErrLeaseLost too.
+//	            passes. Renew is ModifyAckDeadline LeaseTTL. Renew, Ack and
+//	            Release refuse, with ErrLeaseLost and without calling Pub/Sub,
+//	            an ack id with less than a tenth of the lease (at most 1 s)
+//	            left by the local clock, or one this store settled; with
+//	            exactly-once delivery, Pub/Sub's rejection maps to ErrLeaseLost
+//	            too.
 //	Size limit  Options.MaxMessageBytes: 10,000,000 bytes (Pub/Sub's 10 MB) of
 //	            data, attribute keys and values by default. The data may use
 //	            MaxMessageBytes - HeaderBudget (64 KiB): 9,934,464 bytes by

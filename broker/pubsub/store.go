@@ -103,6 +103,9 @@ type driver struct {
 	opts   Options
 	log    *slog.Logger
 	margin time.Duration
+	// settled holds the ack ids this handle acknowledged or released:
+	// Pub/Sub silently accepts a stale one.
+	settled clocklease.Settled
 
 	mu         sync.Mutex
 	publishers map[string]*pubsub.Publisher
@@ -461,7 +464,7 @@ func (s *driver) record(destination string, rm *pubsubpb.ReceivedMessage, deadli
 	pt := pm.GetPublishTime().AsTime()
 	m.Source = sourceOf(pm.GetAttributes(), &envelope.Source{System: "pubsub", Topic: s.topicName(destination), MessageID: pm.GetMessageId(), Key: m.Key, Timestamp: &pt})
 	rec := &broker.Record{ID: pm.GetMessageId(), Destination: destination, Message: m, Deliveries: m.DeliveryAttempt,
-		Lease: leases.Encode(deadline, rm.GetAckId())}
+		Lease: leases.Encode(deadline, rm.GetAckId()), LeaseExpires: deadline}
 	if env, err := envelope.Decode(m.Body); err == nil {
 		rec.Envelope = env
 	}
@@ -538,6 +541,9 @@ func (s *driver) lease(r *broker.Record, op string) (sub, ackID string, err erro
 	if ackID, err = leases.Check(r, op, s.margin); err != nil {
 		return "", "", err
 	}
+	if s.settled.Has(ackID) {
+		return "", "", fmt.Errorf("pubsub: %s %s: already acknowledged or released by this store: %w", op, r.ID, broker.ErrLeaseLost)
+	}
 	return s.subName(r.Destination), ackID, nil
 }
 
@@ -564,6 +570,39 @@ func (s *driver) Ack(ctx context.Context, r *broker.Record) error {
 		}
 		return fmt.Errorf("pubsub: ack %s: %w", r.ID, err)
 	}
+	s.markSettled(r, id)
+	return nil
+}
+
+// markSettled remembers r's ack id as settled while its lease could still
+// pass the local check.
+func (s *driver) markSettled(r *broker.Record, ackID string) {
+	if deadline, _, err := leases.Decode(r.Lease); err == nil {
+		s.settled.Mark(ackID, deadline)
+	}
+}
+
+// Renew extends r's ack deadline to LeaseTTL from now (ModifyAckDeadline):
+// Pub/Sub's own lease extension. Like Ack, it refuses with
+// broker.ErrLeaseLost, without calling Pub/Sub, an ack id whose deadline
+// has run out by the local clock (less the margin) — Pub/Sub without
+// exactly-once delivery would silently accept it — or one this store
+// settled.
+func (s *driver) Renew(ctx context.Context, r *broker.Record) error {
+	sub, id, err := s.lease(r, "renew")
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	if err := s.modAck(ctx, sub, []string{id}, s.opts.LeaseTTL); err != nil {
+		if isLeaseLost(err) {
+			return fmt.Errorf("pubsub: renew %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("pubsub: renew %s: %w", r.ID, err)
+	}
+	until := sent.Add(s.opts.LeaseTTL)
+	r.Lease = leases.Encode(until, id)
+	r.LeaseExpires = until
 	return nil
 }
 
@@ -580,5 +619,6 @@ func (s *driver) Release(ctx context.Context, r *broker.Record) error {
 		}
 		return fmt.Errorf("pubsub: release %s: %w", r.ID, err)
 	}
+	s.markSettled(r, id)
 	return nil
 }

@@ -93,10 +93,14 @@
 // a replayer that crashes loses nothing. A replayer that hangs without
 // crashing would hold its records forever (RabbitMQ's consumer_timeout
 // defaults to 30 minutes and is server-wide), so the store also requeues
-// a record itself once LeaseTTL has passed since the Fetch.
+// a record itself once LeaseTTL has passed since the Fetch — or since the
+// latest Renew, which moves that deadline (the delivery stays on the
+// channel). Renewals stop short of RabbitMQ's consumer_timeout (30
+// minutes, or LeaseTTL if longer) after the Fetch: past it the broker
+// closes the channel and requeues every delivery on it.
 //
 // An AMQP delivery tag belongs to the channel that received it: only the
-// handle that fetched a record can settle it. Ack or Release through
+// handle that fetched a record can renew or settle it. Renew, Ack or Release through
 // another handle, after the lease ended (settled, expired, channel
 // closed), or a second time fails with [broker.ErrLeaseLost] without
 // touching the broker. Ack and Release are followed by a synchronous

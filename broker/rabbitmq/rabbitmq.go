@@ -123,9 +123,17 @@ type pubChan struct {
 
 type held struct {
 	gen      uint64
+	fetched  time.Time // when the Fetch that leased it began
 	deadline time.Time
 	timer    *time.Timer
 }
+
+// maxHold is how long after its Fetch a delivery may be held at most:
+// RabbitMQ's consumer_timeout (30 minutes by default) closes a channel
+// holding a delivery longer, requeueing every delivery on it, so renewals
+// stop short of it (or of LeaseTTL, when that is longer: the server's
+// timeout must then have been raised to match).
+func (d *driver) maxHold() time.Duration { return max(d.lease, DefaultLeaseTTL) }
 
 var (
 	_ broker.Driver  = (*driver)(nil)
@@ -523,7 +531,8 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	byEnvelope := f
 	byEnvelope.IDs = nil
 	decode := !byEnvelope.IsZero()
-	deadline := time.Now().Add(d.lease)
+	fetched := time.Now()
+	deadline := fetched.Add(d.lease)
 	var out []*broker.Record
 	var keptTags, skipped []uint64
 	requeue := func(tags []uint64) error {
@@ -568,7 +577,8 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 		}
 		tag := dv.DeliveryTag
 		rec.Lease = d.id + "/" + strconv.FormatUint(gen, 10) + "/" + strconv.FormatUint(tag, 10)
-		d.leases[tag] = &held{gen: gen, deadline: deadline, timer: time.AfterFunc(time.Until(deadline), func() { d.expire(gen, tag) })}
+		rec.LeaseExpires = deadline
+		d.leases[tag] = &held{gen: gen, fetched: fetched, deadline: deadline, timer: time.AfterFunc(time.Until(deadline), func() { d.expire(gen, tag) })}
 		keptTags = append(keptTags, tag)
 		out = append(out, rec)
 	}
@@ -639,27 +649,74 @@ func (d *driver) Release(ctx context.Context, r *broker.Record) error {
 	return d.settle(ctx, r, false)
 }
 
-func (d *driver) settle(_ context.Context, r *broker.Record, ack bool) error {
+// Renew moves r's lease deadline (the store's own, which requeues the
+// delivery when it passes) to LeaseTTL from now. The delivery stays
+// unacknowledged on this handle's channel, which the broker keeps from
+// every other consumer while the channel lives. It fails with
+// [broker.ErrLeaseLost] like Ack: another handle's record, a lease that
+// ended. The deadline never moves past RabbitMQ's consumer_timeout (30
+// minutes, or LeaseTTL if longer) after the Fetch, when the broker would
+// close the channel and requeue the record: a renewal near it leaves
+// the deadline there.
+func (d *driver) Renew(_ context.Context, r *broker.Record) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, tag, err := d.leased(r)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if !now.Before(h.deadline) {
+		return fmt.Errorf("rabbitmq: record %s/%s: lease expired: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	// Never past the broker's consumer_timeout: there the lease stops
+	// moving, and ends.
+	until := now.Add(d.lease)
+	if limit := h.fetched.Add(d.maxHold()); until.After(limit) {
+		until = limit
+	}
+	gen := h.gen
+	h.timer.Stop()
+	h.deadline = until
+	h.timer = time.AfterFunc(time.Until(until), func() { d.expire(gen, tag) })
+	r.LeaseExpires = until
+	return nil
+}
+
+// leased returns the lease r holds on this handle and its delivery tag,
+// or an error wrapping [broker.ErrLeaseLost]. d.mu is held.
+func (d *driver) leased(r *broker.Record) (*held, uint64, error) {
 	lost := func(why string) error {
 		return fmt.Errorf("rabbitmq: record %s/%s: %s: %w", r.Destination, r.ID, why, broker.ErrLeaseLost)
 	}
 	parts := strings.Split(r.Lease, "/")
 	if len(parts) != 3 {
-		return lost("no lease from this adapter")
+		return nil, 0, lost("no lease from this adapter")
 	}
 	if parts[0] != d.id {
-		return lost("leased through another handle (a delivery tag belongs to its channel)")
+		return nil, 0, lost("leased through another handle (a delivery tag belongs to its channel)")
 	}
 	gen, err1 := strconv.ParseUint(parts[1], 10, 64)
 	tag, err2 := strconv.ParseUint(parts[2], 10, 64)
 	if err1 != nil || err2 != nil {
-		return lost("malformed lease")
+		return nil, 0, lost("malformed lease")
+	}
+	h := d.leases[tag]
+	if h == nil || h.gen != gen || d.gen != gen || d.getCh == nil {
+		return nil, 0, lost("lease ended (settled, expired after the lease TTL, or its channel closed)")
+	}
+	return h, tag, nil
+}
+
+func (d *driver) settle(_ context.Context, r *broker.Record, ack bool) error {
+	lost := func(why string) error {
+		return fmt.Errorf("rabbitmq: record %s/%s: %s: %w", r.Destination, r.ID, why, broker.ErrLeaseLost)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := d.leases[tag]
-	if h == nil || h.gen != gen || d.gen != gen || d.getCh == nil {
-		return lost("lease ended (settled, expired after the lease TTL, or its channel closed)")
+	h, tag, err := d.leased(r)
+	if err != nil {
+		return err
 	}
 	delete(d.leases, tag)
 	h.timer.Stop()
@@ -668,7 +725,6 @@ func (d *driver) settle(_ context.Context, r *broker.Record, ack bool) error {
 		_ = ch.Nack(tag, false, true)
 		return lost("lease expired")
 	}
-	var err error
 	if ack {
 		err = ch.Ack(tag, false)
 	} else {

@@ -32,10 +32,10 @@
 //	Redelivery  A lease is an entry in the consumer group's pending entries list
 //	            (PEL). Fetch takes over entries idle for LeaseTTL (30 s, on the
 //	            Redis server's clock; XAUTOCLAIM), so a crashed or stalled
-//	            replayer's entries come back. Ack and Release check consumer and
-//	            delivery count in Lua: a stale holder gets broker.ErrLeaseLost;
-//	            a holder whose lease expired but was not taken over may still
-//	            settle.
+//	            replayer's entries come back. Renew resets the entry's idle
+//	            time. Renew, Ack and Release check consumer and delivery count
+//	            in Lua: a stale holder gets broker.ErrLeaseLost; a holder whose
+//	            lease expired but was not taken over may still renew or settle.
 //	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default. Over
 //	            it: *classify.TooLargeError before anything is written. Never
 //	            truncated, never trimmed (no MAXLEN or MINID); with
@@ -187,6 +187,11 @@
 //     holder gets [broker.ErrLeaseLost]. A holder whose lease expired but
 //     that nobody took over may still settle it. Any handle of the group
 //     may settle a record whose Lease it is given.
+//   - Renew resets the idle time of the entry (XCLAIM to the same consumer,
+//     min-idle-time 0, JUSTID: the delivery count is kept) after the same
+//     check, so that no Fetch takes it over for another LeaseTTL; a
+//     record's LeaseExpires is the time its Fetch or Renew was sent plus
+//     LeaseTTL.
 //   - Ack is XACK followed by XDEL: an acknowledged entry is gone and never
 //     delivered again, for any group. With [Options.KeepAcked] it is only
 //     XACKed: it stays in the stream (List shows it as replayed), is never

@@ -537,6 +537,8 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 	var out []*broker.Record
 	for len(out) < max {
 		args := append([]any{d.group, d.consumer, parkConsumer, d.ttl.Milliseconds(), max - len(out), scanBudget, cursor, filtered}, fargs...)
+		// The entries' idle time starts on the server after this moment.
+		expires := time.Now().Add(d.ttl)
 		res, err := fetchScript.Run(ctx, d.client, []string{key}, args...).Slice()
 		if err != nil {
 			if len(out) > 0 && ctx.Err() != nil {
@@ -547,6 +549,9 @@ func (d *driver) Fetch(ctx context.Context, destination string, f broker.Filter,
 		recs, next, more, err := d.records(destination, res)
 		if err != nil {
 			return out, fmt.Errorf("redisstream: fetch from %q: %w", destination, err)
+		}
+		for _, r := range recs {
+			r.LeaseExpires = expires
 		}
 		out = append(out, recs...)
 		if !more || ctx.Err() != nil {
@@ -597,6 +602,49 @@ func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
 // like Ack.
 func (d *driver) Release(ctx context.Context, r *broker.Record) error {
 	return d.settle(ctx, r, "release", "0")
+}
+
+// Renew resets the idle time of r's pending entry, so that no Fetch takes
+// it over for another LeaseTTL, if the entry is still pending for r's
+// consumer with r's delivery count (atomically, in Lua); otherwise it
+// fails with [broker.ErrLeaseLost]. Like Ack, any handle of the group may
+// renew a record whose Lease it is given. A lost reply is retried.
+func (d *driver) Renew(ctx context.Context, r *broker.Record) error {
+	count, consumer, err := d.leaseOf(r, "renew")
+	if err != nil {
+		return err
+	}
+	key := d.streamKey(r.Destination)
+	expires := time.Now().Add(d.ttl)
+	var n int
+	err = retryUncertain(ctx, func() error {
+		var err error
+		n, err = renewScript.Run(ctx, d.client, []string{key}, d.group, r.ID, consumer, count).Int()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("redisstream: renew %s/%s: %w", r.Destination, r.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redisstream: renew %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	r.LeaseExpires = expires
+	return nil
+}
+
+// leaseOf parses r's lease for op: its delivery count and consumer.
+func (d *driver) leaseOf(r *broker.Record, op string) (count, consumer string, err error) {
+	count, consumer, ok := strings.Cut(r.Lease, ":")
+	if !ok || consumer == "" || consumer == parkConsumer {
+		return "", "", fmt.Errorf("redisstream: %s %s/%s: malformed lease %q: %w", op, r.Destination, r.ID, r.Lease, broker.ErrLeaseLost)
+	}
+	if _, err := strconv.ParseUint(count, 10, 63); err != nil {
+		return "", "", fmt.Errorf("redisstream: %s %s/%s: malformed lease %q: %w", op, r.Destination, r.ID, r.Lease, broker.ErrLeaseLost)
+	}
+	if !validID(r.ID) {
+		return "", "", fmt.Errorf("redisstream: %s %s/%s: not a stream entry id: %w", op, r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	return count, consumer, nil
 }
 
 func (d *driver) settle(ctx context.Context, r *broker.Record, mode, del string) error {

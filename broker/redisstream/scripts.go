@@ -225,6 +225,23 @@ redis.call('SET', KEYS[2], ARGV[8], 'PX', ARGV[9])
 return 1
 `)
 
+// renewScript renews the lease of entry ARGV[2] of group ARGV[1]: if the
+// entry is still pending for consumer ARGV[3] with delivery count ARGV[4],
+// it resets the entry's idle time to zero (XCLAIM to the same consumer
+// with JUSTID, which keeps the delivery count), so that no Fetch takes it
+// over for another LeaseTTL, and returns 1; else 0 (lease lost).
+var renewScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if p.err then
+  if string.find(p.err, 'NOGROUP', 1, true) then return 0 end
+  return redis.error_reply(p.err)
+end
+if #p == 0 or p[1][2] ~= ARGV[3] or p[1][4] ~= tonumber(ARGV[4]) then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
+return 1
+`)
+
 // leaveScript removes consumer ARGV[2] from group ARGV[1] if it holds no
 // pending entry (deleting a consumer drops its pending entries, which
 // would then never be redelivered). Returns 1 when removed.

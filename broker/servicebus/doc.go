@@ -36,9 +36,11 @@
 //	            replayer's messages come back when their locks expire, with
 //	            DeliveryCount incremented; after a queue's MaxDeliveryCount
 //	            Service Bus moves them to $DeadLetterQueue (sub-queues have
-//	            none). A lost lock (CodeLockLost), or a record not leased
-//	            through this store, gives ErrLeaseLost. Options.LeaseTTL does
-//	            not apply: the lock's length is the queue's.
+//	            none). Renew is RenewMessageLock. A lost lock (CodeLockLost),
+//	            or a record not leased through this store, gives ErrLeaseLost.
+//	            Options.LeaseTTL does not apply: the lock's length is the
+//	            queue's. Record.LeaseExpires is LockedUntil (Service Bus's
+//	            clock) less a tenth of the lock, at most 1 s, for skew.
 //	Size limit  Options.MaxMessageBytes: 256 KiB by default (Standard tier;
 //	            Premium allows more), body and properties together. Store: the
 //	            body may use MaxMessageBytes - HeaderBudget (8 KiB): 253,952

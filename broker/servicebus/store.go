@@ -377,7 +377,8 @@ func (s *driver) record(destination string, recv Receiver, msg *azservicebus.Rec
 		id = strconv.FormatInt(*msg.SequenceNumber, 10)
 	}
 	lease := hex.EncodeToString(msg.LockToken[:]) + "/" + strconv.FormatUint(s.seq.Add(1), 10)
-	rec := &broker.Record{ID: id, Destination: destination, Message: m, Deliveries: int(msg.DeliveryCount), Lease: lease}
+	rec := &broker.Record{ID: id, Destination: destination, Message: m, Deliveries: int(msg.DeliveryCount), Lease: lease,
+		LeaseExpires: lockEnd(msg)}
 	if env, err := envelope.Decode(m.Body); err == nil {
 		rec.Envelope = env
 	}
@@ -399,6 +400,40 @@ func (s *driver) sweep() {
 			delete(s.leased, k)
 		}
 	}
+}
+
+// lockEnd is when msg's lock ends by the local clock, as far as it can
+// be trusted: Service Bus reports the end on its own clock
+// (LockedUntil), so a tenth of what is left, at most a second, is
+// allowed for the clocks' skew. Zero when the message has no lock time.
+func lockEnd(msg *azservicebus.ReceivedMessage) time.Time {
+	if msg.LockedUntil == nil {
+		return time.Time{}
+	}
+	until := *msg.LockedUntil
+	return until.Add(-min(max(time.Until(until), 0)/10, time.Second))
+}
+
+// Renew renews the message lock (RenewMessageLock, through the receiver
+// that locked it): Service Bus's own lease renewal, for the queue's
+// LockDuration from now. A lost lock (CodeLockLost), or a record this
+// store did not lease or already settled, gives an error wrapping
+// broker.ErrLeaseLost.
+func (s *driver) Renew(ctx context.Context, r *broker.Record) error {
+	s.mu.Lock()
+	l, ok := s.leased[r.Lease]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("servicebus: renew %s: not leased by this store (already settled, or fetched elsewhere): %w", r.ID, broker.ErrLeaseLost)
+	}
+	if err := l.recv.RenewMessageLock(ctx, l.msg, nil); err != nil {
+		if isLockLost(err) {
+			return fmt.Errorf("servicebus: renew %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("servicebus: renew %s: %w", r.ID, err)
+	}
+	r.LeaseExpires = lockEnd(l.msg)
+	return nil
 }
 
 func (s *driver) take(r *broker.Record, op string) (leased, error) {

@@ -88,17 +88,18 @@
 //	            and it survives power loss. Options.Synchronous "NORMAL"
 //	            survives a process crash only.
 //	Outcome     Certain: once a write has SQLite's write lock, neither
-//	            cancellation nor a deadline interrupts it. Publish, Fetch, Ack
-//	            and Release return nil exactly when their transaction
+//	            cancellation nor a deadline interrupts it. Publish, Fetch, Renew,
+//	            Ack and Release return nil exactly when their transaction
 //	            committed; otherwise nothing changed. Only the wait for the
 //	            lock (up to Options.BusyTimeout, 10 s) ends with the context,
 //	            within 0.1 s.
 //	Redelivery  Fetch leases rows for Options.LeaseTTL (30 s) by the local
 //	            clock (Options.Now; processes sharing the file compare their own
 //	            clocks): a crashed replayer's rows are fetchable again once it
-//	            passes. Ack and Release check the lease token: they work after
-//	            the lease ran out until another Fetch takes the row, then fail
-//	            with ErrLeaseLost.
+//	            passes. Renew sets the row's lease to LeaseTTL from now. Renew,
+//	            Ack and Release check the lease token: they work after the
+//	            lease ran out until another Fetch takes the row, then fail
+//	            with ErrLeaseLost. Record.LeaseExpires is the lease's end.
 //	Size limit  Body at most Options.MaxMessageBytes, 64 MiB by default (at most
 //	            999 MiB with its headers and key: SQLite's row limit). Over it:
 //	            *classify.TooLargeError and nothing is stored. Never truncated.

@@ -39,7 +39,8 @@ type Options struct {
 	// write survives power loss once Publish returns) or "NORMAL"
 	// (survives a process crash; faster).
 	Synchronous string
-	// Now returns the current time, for leases. Default time.Now.
+	// Now returns the current time, for leases (Record.LeaseExpires is
+	// read on it: a replayer compares it with time.Now). Default time.Now.
 	Now func() time.Time
 }
 
@@ -61,7 +62,7 @@ type drv struct {
 	now   func() time.Time
 	log   *slog.Logger
 	sem   chan struct{} // the holder of the read-write handle's one connection
-	stmts struct{ insert, avail, fetch, ack, release *sql.Stmt }
+	stmts struct{ insert, avail, fetch, renew, ack, release *sql.Stmt }
 }
 
 var (
@@ -119,7 +120,7 @@ func (d *drv) Close() error {
 	if d.ro != nil {
 		return d.ro.close()
 	}
-	for _, st := range []*sql.Stmt{d.stmts.insert, d.stmts.avail, d.stmts.fetch, d.stmts.ack, d.stmts.release} {
+	for _, st := range []*sql.Stmt{d.stmts.insert, d.stmts.avail, d.stmts.fetch, d.stmts.renew, d.stmts.ack, d.stmts.release} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -142,6 +143,8 @@ const (
 	ackSQL = `UPDATE dlq_records SET acked_at = ?, lease_token = NULL, lease_until = NULL
 		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
 	releaseSQL = `UPDATE dlq_records SET lease_token = NULL, lease_until = NULL
+		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
+	renewSQL = `UPDATE dlq_records SET lease_until = ?
 		WHERE id = ? AND destination = ? AND lease_token = ? AND acked_at IS NULL`
 )
 
@@ -169,7 +172,7 @@ func (d *drv) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
-	}{{&d.stmts.insert, insertSQL}, {&d.stmts.fetch, fetchSQL("")}, {&d.stmts.avail, availableSQL("")}, {&d.stmts.ack, ackSQL}, {&d.stmts.release, releaseSQL}} {
+	}{{&d.stmts.insert, insertSQL}, {&d.stmts.fetch, fetchSQL("")}, {&d.stmts.avail, availableSQL("")}, {&d.stmts.renew, renewSQL}, {&d.stmts.ack, ackSQL}, {&d.stmts.release, releaseSQL}} {
 		err := d.retry(ctx, func() (err error) {
 			*p.st, err = d.db.PrepareContext(ctx, p.q)
 			return err
@@ -501,7 +504,7 @@ func (d *drv) Fetch(ctx context.Context, destination string, f broker.Filter, ma
 			}
 			m := &broker.Message{Key: key, Body: body, Headers: d.headers(ctx, id, headers), DeliveryAttempt: deliv}
 			out = append(out, &broker.Record{ID: strconv.FormatInt(id, 10), Destination: destination, Message: m,
-				Deliveries: deliv, Lease: token})
+				Deliveries: deliv, Lease: token, LeaseExpires: now.Add(d.ttl)})
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -547,6 +550,22 @@ func (d *drv) Ack(ctx context.Context, r *broker.Record) error {
 		return errReadOnly("ack")
 	}
 	return d.settle(ctx, r, d.stmts.ack, nanos(d.now()))
+}
+
+// Renew extends r's lease to LeaseTTL from now, if r's lease token is
+// still the row's and the record is not acknowledged — after lease_until
+// too, as long as no one fetched the record since. Otherwise it fails
+// with [broker.ErrLeaseLost].
+func (d *drv) Renew(ctx context.Context, r *broker.Record) error {
+	if d.ro != nil {
+		return errReadOnly("renew")
+	}
+	until := d.now().Add(d.ttl)
+	if err := d.settle(ctx, r, d.stmts.renew, nanos(until)); err != nil {
+		return err
+	}
+	r.LeaseExpires = until
+	return nil
 }
 
 // Release makes r available to fetchers again at once.

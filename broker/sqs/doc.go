@@ -31,10 +31,11 @@
 //	            the dead-letter Publish returned nil.
 //	Redelivery  A lease is the visibility timeout: Options.LeaseTTL (30 s; whole
 //	            seconds, 1 s to 12 h). A crashed replayer's messages reappear
-//	            when it ends. Ack and Release refuse, with ErrLeaseLost and
-//	            without calling SQS, a lease with less than a tenth of it (at
-//	            most 1 s) left by the local clock; a receipt handle SQS rejects
-//	            maps to ErrLeaseLost too.
+//	            when it ends. Renew is ChangeMessageVisibility LeaseTTL. Renew,
+//	            Ack and Release refuse, with ErrLeaseLost and without calling
+//	            SQS, a lease with less than a tenth of it (at most 1 s) left by
+//	            the local clock, or a handle this store settled; a receipt
+//	            handle SQS rejects maps to ErrLeaseLost too.
 //	Size limit  Options.MaxMessageBytes, the queue's MaximumMessageSize: 256 KiB
 //	            by default (DefaultMaxMessageBytes), at most 1 MiB; counted as
 //	            SQS counts, body plus every attribute's name, type and value.
@@ -91,8 +92,10 @@
 //     body fits with room for the attributes; anything still over is
 //     refused with a *classify.TooLargeError, never truncated.
 //   - Lease = visibility timeout: Fetch is ReceiveMessage (10 at a time)
-//     with VisibilityTimeout = Options.LeaseTTL; Ack is DeleteMessage; Release
-//     is ChangeMessageVisibility 0. Record.ID is the MessageId,
+//     with VisibilityTimeout = Options.LeaseTTL; Renew is
+//     ChangeMessageVisibility LeaseTTL (SQS holds a message at most 12 hours
+//     after its receipt); Ack is DeleteMessage; Release is
+//     ChangeMessageVisibility 0. Record.ID is the MessageId,
 //     Record.Deliveries the ApproximateReceiveCount.
 //   - Lost leases: when SQS rejects a receipt handle (ReceiptHandleIsInvalid,
 //     MessageNotInflight, "the receipt handle has expired": FIFO queues do),

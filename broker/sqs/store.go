@@ -107,6 +107,9 @@ type driver struct {
 	opts   Options
 	log    *slog.Logger
 	margin time.Duration
+	// settled holds the receipt handles this handle acknowledged or
+	// released: SQS may accept such a handle again.
+	settled clocklease.Settled
 
 	mu       sync.Mutex
 	urls     map[string]string
@@ -714,11 +717,12 @@ func (s *driver) record(destination, qname string, msg types.Message, deadline t
 	m := &broker.Message{Key: key, Body: body, Headers: headers}
 	m.Source, m.DeliveryAttempt = sourceOf(qname, msg, key)
 	rec := &broker.Record{
-		ID:          aws.ToString(msg.MessageId),
-		Destination: destination,
-		Message:     m,
-		Deliveries:  m.DeliveryAttempt,
-		Lease:       leases.Encode(deadline, aws.ToString(msg.ReceiptHandle)),
+		ID:           aws.ToString(msg.MessageId),
+		Destination:  destination,
+		Message:      m,
+		Deliveries:   m.DeliveryAttempt,
+		Lease:        leases.Encode(deadline, aws.ToString(msg.ReceiptHandle)),
+		LeaseExpires: deadline,
 	}
 	if env, err := envelope.Decode(body); err == nil {
 		rec.Envelope = env
@@ -749,6 +753,9 @@ func (s *driver) lease(ctx context.Context, r *broker.Record, op string) (qurl, 
 	if handle, err = leases.Check(r, op, s.margin); err != nil {
 		return "", "", err
 	}
+	if s.settled.Has(handle) {
+		return "", "", fmt.Errorf("sqs: %s %s: already acknowledged or released by this store: %w", op, r.ID, broker.ErrLeaseLost)
+	}
 	qurl, err = s.queueURL(ctx, r.Destination)
 	return qurl, handle, err
 }
@@ -767,6 +774,40 @@ func (s *driver) Ack(ctx context.Context, r *broker.Record) error {
 		}
 		return fmt.Errorf("sqs: ack %s: %w", r.ID, err)
 	}
+	s.markSettled(r, handle)
+	return nil
+}
+
+// markSettled remembers r's handle as settled while its lease could
+// still pass the local check.
+func (s *driver) markSettled(r *broker.Record, handle string) {
+	if deadline, _, err := leases.Decode(r.Lease); err == nil {
+		s.settled.Mark(handle, deadline)
+	}
+}
+
+// Renew extends r's visibility timeout to LeaseTTL from now
+// (ChangeMessageVisibility): SQS's own lease renewal. Like Ack, it
+// refuses with broker.ErrLeaseLost, without calling SQS, a lease whose
+// visibility timeout has run out by the local clock (less the margin) or
+// a handle this store settled, and maps a receipt handle SQS rejects to
+// broker.ErrLeaseLost. SQS holds a message at most 12 hours after its
+// receipt; a renewal past that fails.
+func (s *driver) Renew(ctx context.Context, r *broker.Record) error {
+	qurl, handle, err := s.lease(ctx, r, "renew")
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	if err := s.changeVisibility(ctx, qurl, []string{handle}, s.opts.LeaseTTL)[0]; err != nil {
+		if isLeaseLost(err) {
+			return fmt.Errorf("sqs: renew %s: %w: %w", r.ID, broker.ErrLeaseLost, err)
+		}
+		return fmt.Errorf("sqs: renew %s: %w", r.ID, err)
+	}
+	until := sent.Add(s.opts.LeaseTTL)
+	r.Lease = leases.Encode(until, handle)
+	r.LeaseExpires = until
 	return nil
 }
 
@@ -783,5 +824,6 @@ func (s *driver) Release(ctx context.Context, r *broker.Record) error {
 		}
 		return fmt.Errorf("sqs: release %s: %w", r.ID, err)
 	}
+	s.markSettled(r, handle)
 	return nil
 }

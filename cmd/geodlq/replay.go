@@ -63,6 +63,7 @@ var outcomeLegend = map[string]string{
 	string(replay.OutcomeNoRoute):         "left in place: nowhere to re-inject it (--route, --target)",
 	string(replay.OutcomePublishFailed):   "left in place: the re-injection failed",
 	string(replay.OutcomeAckFailed):       "re-injected but not acknowledged: replayed again next time, the idempotency key absorbs it",
+	string(replay.OutcomeLeaseLost):       "left to another replayer: its lease was lost (or could not be renewed) before the re-injection",
 	outcomeInterrupted:                    "Ctrl-C: released untouched, still pending; run the command again",
 	outcomeWouldQuarantine:                "dry run: would be moved to quarantine and alerted",
 	"quarantined":                         "moved to <topic>.quarantine.dlt and alerted",
@@ -363,7 +364,7 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		return usageFor(cmd, "%d records did not come from this store's broker (%s) and were left in place: "+
 			"name where their consumer reads with --target URL", n, src.Name())
 	}
-	for _, bad := range []replay.Outcome{replay.OutcomeRestoreFailed, replay.OutcomePublishFailed, replay.OutcomeAckFailed, replay.OutcomeInvalidEnvelope} {
+	for _, bad := range []replay.Outcome{replay.OutcomeRestoreFailed, replay.OutcomePublishFailed, replay.OutcomeAckFailed, replay.OutcomeInvalidEnvelope, replay.OutcomeLeaseLost} {
 		if rep.Counts[string(bad)] > 0 {
 			return &problemsError{}
 		}

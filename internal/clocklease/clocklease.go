@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -73,4 +74,40 @@ func (c Codec) Check(r *broker.Record, op string, margin time.Duration) (handle 
 			c.Prefix, op, r.ID, c.Expired, (-left).Round(time.Millisecond), broker.ErrLeaseLost)
 	}
 	return handle, nil
+}
+
+// Settled remembers the handles a store settled (acknowledged or
+// released) until their deadlines pass, so that the store refuses to
+// renew or settle them again: a broker that accepts a stale handle
+// would otherwise extend, or settle, a record another consumer now holds.
+// The zero value is ready; it is safe for concurrent use.
+type Settled struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// Mark remembers handle until deadline.
+func (s *Settled) Mark(handle string, deadline time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]time.Time{}
+	}
+	if len(s.m) >= 4096 {
+		now := time.Now()
+		for h, d := range s.m {
+			if now.After(d) {
+				delete(s.m, h)
+			}
+		}
+	}
+	s.m[handle] = deadline
+}
+
+// Has reports whether handle was marked.
+func (s *Settled) Has(handle string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[handle]
+	return ok
 }

@@ -2,6 +2,7 @@ package clocklease_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,4 +59,20 @@ func TestCheck(t *testing.T) {
 	_, err = codec.Check(&broker.Record{ID: "m-4", Lease: "garbage"}, "ack", margin)
 	require.EqualError(t, err, `sqs: malformed lease "garbage"`)
 	require.False(t, errors.Is(err, broker.ErrLeaseLost))
+}
+
+func TestSettled(t *testing.T) {
+	var s clocklease.Settled
+	require.False(t, s.Has("h1"))
+	s.Mark("h1", time.Now().Add(time.Minute))
+	require.True(t, s.Has("h1"))
+	require.False(t, s.Has("h2"))
+	// Past 4096 handles, those whose deadline passed are forgotten; live
+	// ones are kept.
+	for i := range 5000 {
+		s.Mark(strconv.Itoa(i), time.Now().Add(-time.Second))
+	}
+	require.True(t, s.Has("h1"))
+	require.True(t, s.Has("4999"), "the newest is kept")
+	require.False(t, s.Has("0"), "expired ones were pruned")
 }

@@ -50,6 +50,7 @@ func (d *stallingDriver) Fetch(context.Context, string, broker.Filter, int) ([]*
 }
 func (d *stallingDriver) Ack(context.Context, *broker.Record) error     { return nil }
 func (d *stallingDriver) Release(context.Context, *broker.Record) error { return nil }
+func (d *stallingDriver) Renew(context.Context, *broker.Record) error   { return nil }
 func (d *stallingDriver) Close() error                                  { return nil }
 
 // publisherFunc adapts a function to broker.Publisher.

@@ -1,0 +1,249 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/memory"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/replay"
+)
+
+// fetchOne publishes one message to dest of s and leases it.
+func fetchOne(t *testing.T, s *broker.Store, dest string) (*broker.Record, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, s.Publish(ctx, dest, &broker.Message{Body: []byte(`{}`)}))
+	at := time.Now()
+	recs, err := s.Fetch(ctx, dest, broker.Filter{}, 1)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	return recs[0], at
+}
+
+// TestLeaseKeeperRenews: a held record stays leased for many lease
+// lengths; another fetcher never gets it; once dropped, its lease lapses.
+func TestLeaseKeeperRenews(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 400 * time.Millisecond
+	s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+	other := memory.Reopen(s)
+	rec, at := fetchOne(t, s, "d")
+	k := replay.NewLeaseKeeper(s, nil)
+	defer k.Close()
+	k.Hold(at, rec)
+	for end := time.Now().Add(5 * ttl); time.Now().Before(end); {
+		recs, err := other.Fetch(ctx, "d", broker.Filter{}, 1)
+		require.NoError(t, err)
+		require.Empty(t, recs, "a held record is renewed before its lease ends")
+		time.Sleep(ttl / 6)
+	}
+	require.NoError(t, k.Lost(rec))
+	require.True(t, rec.LeaseExpires.After(at.Add(3*ttl)), "LeaseExpires moves with the renewals")
+	k.Drop(rec)
+	require.ErrorIs(t, k.Lost(rec), replay.ErrNotHeld, "a dropped record is no longer held")
+	time.Sleep(ttl + ttl/2)
+	recs, err := other.Fetch(ctx, "d", broker.Filter{}, 1)
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "once dropped, the lease lapses")
+	require.ErrorIs(t, k.Act(ctx, rec, func(context.Context) error { return nil }), replay.ErrNotHeld)
+}
+
+// TestLeaseKeeperFences: Act runs fn only while the lease is provably
+// held: not after a takeover, not for a source without deadlines; and
+// fn's context ends when renewals stop succeeding.
+func TestLeaseKeeperFences(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 600 * time.Millisecond
+	t.Run("taken over", func(t *testing.T) {
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+		rec, at := fetchOne(t, s, "d")
+		time.Sleep(ttl + 50*time.Millisecond)
+		recs, err := memory.Reopen(s).Fetch(ctx, "d", broker.Filter{}, 1)
+		require.NoError(t, err)
+		require.Len(t, recs, 1, "the lapsed lease is taken over")
+		k := replay.NewLeaseKeeper(s, nil)
+		defer k.Close()
+		k.Hold(at, rec)
+		ran := false
+		err = k.Act(ctx, rec, func(context.Context) error { ran = true; return nil })
+		require.ErrorIs(t, err, replay.ErrNotHeld)
+		require.ErrorIs(t, err, broker.ErrLeaseLost)
+		require.False(t, ran, "the act of a lost lease never runs")
+		require.ErrorIs(t, k.Lost(rec), broker.ErrLeaseLost)
+		require.NoError(t, memory.Reopen(s).Ack(ctx, recs[0]), "the new holder's lease is intact")
+	})
+	t.Run("no deadline", func(t *testing.T) {
+		s := memory.New(nil)
+		rec, at := fetchOne(t, s, "d")
+		rec.LeaseExpires = time.Time{}
+		k := replay.NewLeaseKeeper(s, nil)
+		defer k.Close()
+		k.Hold(at, rec)
+		err := k.Act(ctx, rec, func(context.Context) error { t.Fatal("ran"); return nil })
+		require.ErrorIs(t, err, replay.ErrNotHeld)
+		require.ErrorContains(t, err, "no lease deadline")
+	})
+	t.Run("renewals stop", func(t *testing.T) {
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+		rec, at := fetchOne(t, s, "d")
+		src := &stalling{Store: s}
+		k := replay.NewLeaseKeeper(src, nil)
+		defer k.Close()
+		k.Hold(at, rec)
+		var ended time.Time
+		var deadline time.Time
+		err := k.Act(ctx, rec, func(ctx context.Context) error {
+			deadline = rec.LeaseExpires // renewed just now, by Act
+			src.stall.Store(true)       // the source stops answering renewals
+			<-ctx.Done()
+			ended = time.Now()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, replay.ErrNotHeld)
+		require.ErrorIs(t, err, context.Canceled)
+		require.True(t, ended.Before(deadline), "the act was cancelled %v before its lease's end", deadline.Sub(ended))
+		require.GreaterOrEqual(t, deadline.Sub(ended), ttl/8, "with most of the margin (a quarter of the lease) to spare")
+	})
+	t.Run("caller gave up", func(t *testing.T) {
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+		rec, at := fetchOne(t, s, "d")
+		k := replay.NewLeaseKeeper(s, nil)
+		defer k.Close()
+		k.Hold(at, rec)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		err := k.Act(cctx, rec, func(context.Context) error { t.Fatal("ran"); return nil })
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, replay.ErrNotHeld, "nothing says the lease was lost")
+		require.NoError(t, k.Lost(rec))
+		require.NoError(t, k.Release(ctx, rec), "the record is still its holder's to give back")
+	})
+	t.Run("renewals go on", func(t *testing.T) {
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+		rec, at := fetchOne(t, s, "d")
+		k := replay.NewLeaseKeeper(s, nil)
+		defer k.Close()
+		k.Hold(at, rec)
+		// An act much longer than the lease is not cancelled while the
+		// renewals succeed, and the record is still its holder's after.
+		err := k.Act(ctx, rec, func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(4 * ttl):
+				return nil
+			}
+		})
+		require.NoError(t, err)
+		require.NoError(t, k.Ack(ctx, rec))
+		require.Zero(t, memory.Len(s, "d"))
+	})
+}
+
+// stalling is a source whose renewals fail, once stall is set, after
+// waiting a while, as a store that stopped answering.
+type stalling struct {
+	*broker.Store
+	stall atomic.Bool
+}
+
+func (s *stalling) Renew(ctx context.Context, r *broker.Record) error {
+	if s.stall.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("store unreachable: %w", ctx.Err())
+	}
+	return s.Store.Renew(ctx, r)
+}
+
+// TestConcurrentReplayersReinjectOnce: two replayers over one store, with
+// a lease far shorter than a batch takes (slow repairs), re-inject every
+// record exactly once between them — the scenario of issue 19 (two
+// `geodlq replay` with lease_ttl=5s re-injected 363 messages for 200
+// records).
+func TestConcurrentReplayersReinjectOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ttl   time.Duration
+		batch int
+	}{
+		{"batch outlives its lease", 40 * time.Millisecond, 100},
+		{"console-sized batches", 40 * time.Millisecond, 50},
+		{"one record per fetch", 40 * time.Millisecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			const n = 200
+			b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: tc.ttl}})
+			dlq := topic + ".poison.dlt"
+			seedDeadLetters(t, b, n)
+			// Each repair takes 1ms: a batch of 100 takes 2.5 leases of
+			// 40ms; both replayers are at work at once.
+			slow := replay.RepairFunc(func(ctx context.Context, env *envelope.Envelope, p []byte) ([]byte, replay.Repair, error) {
+				time.Sleep(time.Millisecond)
+				return makeValid{}.Repair(ctx, env, p)
+			})
+			var wg sync.WaitGroup
+			reps := make([]replay.Report, 2)
+			for i := range reps {
+				r, err := replay.New(replay.Options{Source: memory.Reopen(b), Target: b, BatchSize: tc.batch,
+					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: slow}})
+				require.NoError(t, err)
+				wg.Go(func() {
+					var err error
+					reps[i], err = r.Run(ctx, replay.Request{Destination: dlq})
+					if err != nil {
+						t.Errorf("replayer %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			// A record both gave up (a lease lost to the other on a
+			// machine too slow for the lease) is replayed by a later run.
+			for i := 0; memory.Len(b, dlq) > 0 && i < 20; i++ {
+				r, err := replay.New(replay.Options{Source: b, Target: b,
+					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
+				require.NoError(t, err)
+				rep, err := r.Run(ctx, replay.Request{Destination: dlq})
+				require.NoError(t, err)
+				reps[0].Counts[replay.OutcomeRepaired] += rep.Counts[replay.OutcomeRepaired]
+				time.Sleep(tc.ttl)
+			}
+			seen := map[string]int{}
+			for _, m := range memory.Messages(b, topic) {
+				seen[m.Header(broker.HeaderIdempotencyKey)]++
+			}
+			require.Len(t, seen, n, "every record re-injected")
+			for k, c := range seen {
+				require.Equal(t, 1, c, "%s re-injected once", k)
+			}
+			require.Zero(t, memory.Len(b, dlq), "every record acknowledged")
+			require.Equal(t, n, reps[0].Acked()+reps[1].Acked(), "by one replayer or the other: %s | %s", reps[0].Summary(), reps[1].Summary())
+			t.Logf("%s | %s", reps[0].Summary(), reps[1].Summary())
+		})
+	}
+}
+
+// seedDeadLetters dead-letters n invalid geometries with keys of their
+// own into topic's poison destination of b.
+func seedDeadLetters(t *testing.T, b *broker.Store, n int) {
+	t.Helper()
+	p := newPipeline(t, b, nil)
+	p.fail = func(m *broker.Message) error {
+		return &classify.Error{Class: classify.ClassInvalidGeometry, Stage: classify.StageTopologyValidation, Err: errors.New("Self-intersection[0.5 0.5]")}
+	}
+	for i := range n {
+		seed(t, b, fmt.Sprintf("idem:v1:lease-%03d", i), bowtie)
+	}
+	p.drain()
+	require.Equal(t, n, memory.Len(b, topic+".poison.dlt"))
+}
