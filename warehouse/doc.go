@@ -28,7 +28,13 @@
 //     (xmin, ymin, xmax, ymax) so warehouses can filter without WKB;
 //   - fault_point: the geometry error's location, a Point.
 //
-// Both are in the payload's own coordinates. The "geo" metadata states
+// Both are in the payload's own coordinates. In a geographic CRS
+// (OGC:CRS84, EPSG:4326, any code [Options.CRS] resolves to a
+// GeographicCRS) coordinates beyond ±180 in longitude or ±90 in latitude
+// — metres labelled EPSG:4326 — are outside the CRS's valid area: such a
+// row has geometry_status "outside_crs_area" and a null geometry_bbox (and
+// fault_point, when it lies outside too), so no file's extent holds
+// coordinates its CRS cannot. The "geo" metadata states
 // their types, extent and CRS: PROJJSON for an EPSG code (from
 // [Options.CRS]; package projcrs resolves every code PROJ knows, and
 // without it [BuiltinCRS] the common ones), no crs member for a payload

@@ -70,7 +70,7 @@ type Options struct {
 }
 
 func (o Options) rowOptions() RowOptions {
-	return RowOptions{WithPayload: o.WithPayload, Fetcher: o.Fetcher, PrefixDepth: o.PrefixDepth, Limits: o.Limits}.withDefaults()
+	return RowOptions{WithPayload: o.WithPayload, Fetcher: o.Fetcher, PrefixDepth: o.PrefixDepth, Limits: o.Limits, CRS: o.CRS}.withDefaults()
 }
 
 func (o *Options) fill() error {

@@ -2,6 +2,7 @@ package warehouse
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
@@ -129,7 +130,11 @@ type Row struct {
 	// GeometryStatus says what became of the geometry: "ok", "missing"
 	// (the payload had none), "empty" (no positions), "unparseable",
 	// "non_finite" (no finite position), "offloaded_not_fetched" (no blob
-	// store given) or "fetch_failed".
+	// store given), "fetch_failed" or "outside_crs_area" (its coordinates
+	// lie outside the valid area of geometry_crs, a geographic CRS:
+	// longitude beyond ±180 or latitude beyond ±90, as metres labelled
+	// EPSG:4326 do; geometry_bbox and bbox are then null, and so is
+	// fault_point when it lies outside too).
 	GeometryStatus string `parquet:"geometry_status"`
 	// Payload is the original payload, restored and verified against
 	// payload_sha256; null unless the export was asked for payloads
@@ -166,6 +171,7 @@ const (
 	GeometryNonFinite   = "non_finite"
 	GeometryNotFetched  = "offloaded_not_fetched"
 	GeometryFetchFailed = "fetch_failed"
+	GeometryOutsideCRS  = "outside_crs_area"
 )
 
 // The payload_status values.
@@ -205,6 +211,11 @@ type RowOptions struct {
 	// value uses internal/geojson's defaults (5,000,000 positions, …); a
 	// geometry over them gets geometry_status "unparseable".
 	Limits geojson.Limits
+	// CRS resolves EPSG codes to PROJJSON, to tell geographic CRSs, whose
+	// valid area rows are checked against (geometry_status
+	// "outside_crs_area"), from projected ones, which are not checked.
+	// Nil: [BuiltinCRS] only; OGC:CRS84 is always geographic.
+	CRS CRSResolver
 }
 
 func (o RowOptions) withDefaults() RowOptions {
@@ -253,8 +264,40 @@ func GeometryCRSOf(env *envelope.Envelope) string {
 
 // converter turns entries into rows.
 type converter struct {
-	o RowOptions
+	o   RowOptions
+	geo map[string]bool // geometry_crs value -> geographic, once resolved
 }
+
+// geographic reports whether the geometry_crs value name is a geographic
+// CRS: OGC:CRS84, or an EPSG code whose PROJJSON ([BuiltinCRS], else
+// RowOptions.CRS) is a GeographicCRS. An unknown CRS is not.
+func (c *converter) geographic(name string) bool {
+	if name == CRS84 {
+		return true
+	}
+	if g, ok := c.geo[name]; ok {
+		return g
+	}
+	g := false
+	if code, ok := parseEPSGName(name); ok && code > 0 {
+		b, err := BuiltinCRS(code)
+		if (err != nil || b == nil) && c.o.CRS != nil {
+			b, err = c.o.CRS(code)
+		}
+		var def struct {
+			Type string `json:"type"`
+		}
+		g = err == nil && json.Unmarshal(b, &def) == nil && def.Type == "GeographicCRS"
+	}
+	if c.geo == nil {
+		c.geo = map[string]bool{}
+	}
+	c.geo[name] = g
+	return g
+}
+
+// lonLat reports whether (x, y) is a longitude and a latitude.
+func lonLat(x, y float64) bool { return x >= -180 && x <= 180 && y >= -90 && y <= 90 }
 
 func str(p *string) string {
 	if p == nil {
@@ -297,7 +340,8 @@ func (c *converter) row(ctx context.Context, r *Row, e broker.Entry, env *envelo
 	r.SourcePrefix = SourcePrefix(r.SourceURI, c.o.PrefixDepth)
 	if ge := env.GeometryError; ge != nil {
 		r.ReasonKind, r.Reason = ge.Kind, ge.Reason
-		if len(ge.Location) == 2 && finite(ge.Location[0]) && finite(ge.Location[1]) {
+		if loc := ge.Location; len(loc) == 2 && finite(loc[0]) && finite(loc[1]) &&
+			(lonLat(loc[0], loc[1]) || !c.geographic(r.GeometryCRS)) {
 			r.FaultPoint = appendWKBPoint(make([]byte, 0, 21), ge.Location[0], ge.Location[1])
 		}
 		if f := ge.Fault; f != nil {
@@ -368,6 +412,9 @@ func (c *converter) bbox(ctx context.Context, r *Row, env *envelope.Envelope, pa
 	}
 	if bb.XMin > bb.XMax {
 		return GeometryNonFinite
+	}
+	if c.geographic(r.GeometryCRS) && (!lonLat(bb.XMin, bb.YMin) || !lonLat(bb.XMax, bb.YMax)) {
+		return GeometryOutsideCRS
 	}
 	r.BBox = &bb
 	r.GeometryBBox = appendWKBBox(make([]byte, 0, 93), bb)

@@ -73,8 +73,9 @@ unless --format does; "-" or no FILE is standard output):
            (feature=fault), for a layer of fault points. A geometry that
            cannot be written (NaN or infinite coordinates, unparseable,
            missing, offloaded without --blobs, an unknown CRS, outside the
-           target CRS) becomes a null geometry with its properties kept;
-           geometry_status says why;
+           valid area of its CRS or the target's, as metres labelled
+           EPSG:4326 are) becomes a null geometry with its properties kept;
+           geometry_status says why; so does a fault point;
   gpkg     a GeoPackage (OGC 1.3) with two layers, dead_letters (the
            geometries) and fault_points, both in --to-epsg, for QGIS;
   jsonl    one JSON object per line: the record's fields (as list -o json)
@@ -392,6 +393,7 @@ const (
 	geomFetchFailed = "fetch_failed"
 	geomUnknownCRS  = "unknown_crs"
 	geomNotProjects = "reprojection_failed"
+	geomOutsideCRS  = "outside_crs_area"
 )
 
 // feature is one exported record (or fault point) before it is written.
@@ -431,15 +433,20 @@ func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection
 		return st, fmt.Errorf("spatial checker: %w", err)
 	}
 	defer checker.Close()
+	area := newCRSArea(checker)
 	// place sets f's geometry from parsed (in src's CRS): reprojected to
 	// o.toEPSG unless o.split, kept in the one form the output needs —
 	// parsed for a GeoPackage, GeoJSON (numbers written exactly) otherwise
 	// — so that a record's geometry is held in memory once or twice, not
-	// four times.
+	// four times. Coordinates outside the valid area of their CRS (src's,
+	// and the target's after a reprojection) are not placed.
 	place := func(f *feature, parsed geojson.Geometry, src int) string {
 		reproject := !o.split && src != o.toEPSG
 		if reproject && src == 0 {
 			return geomUnknownCRS
+		}
+		if src != 0 && !area.inside(parsed.Geom, parsed.Z, src) {
+			return geomOutsideCRS
 		}
 		if !reproject && o.gpkg {
 			f.parsed = parsed.Geom
@@ -453,14 +460,17 @@ func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection
 			if out, err = checker.Reproject(out, src, o.toEPSG); err != nil {
 				return geomNotProjects
 			}
-		}
-		if o.gpkg {
 			p, err := geojson.ParseGeometry(out, geojson.Limits{MaxVertices: -1})
 			if err != nil {
 				return geomNotProjects
 			}
-			f.parsed = p.Geom
-			return geomOK
+			if !area.inside(p.Geom, p.Z, o.toEPSG) {
+				return geomOutsideCRS
+			}
+			if o.gpkg {
+				f.parsed = p.Geom
+				return geomOK
+			}
 		}
 		f.geom = out
 		return geomOK
@@ -490,15 +500,17 @@ func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection
 			return err
 		}
 		if ge := it.env.GeometryError; o.faults && ge != nil && len(ge.Location) == 2 {
+			// The fault point, like the geometry: null with its
+			// geometry_status when it cannot be placed.
 			pt := orb.Point{ge.Location[0], ge.Location[1]}
-			fp := feature{epsg: f.epsg, id: f.id + "#fault", props: append(columns(v), column{"feature", "fault"}), fault: true}
-			if place(&fp, geojson.Geometry{Geom: pt}, src) == geomOK {
-				if fp.geom == nil {
-					fp.geom = []byte("null")
-				}
-				if err := sink.add(fp); err != nil {
-					return err
-				}
+			fp := feature{epsg: f.epsg, id: f.id + "#fault", fault: true}
+			fstatus := place(&fp, geojson.Geometry{Geom: pt}, src)
+			if fp.geom == nil {
+				fp.geom = []byte("null")
+			}
+			fp.props = append(columns(v), column{"geometry_status", fstatus}, column{"feature", "fault"})
+			if err := sink.add(fp); err != nil {
+				return err
 			}
 		}
 		return nil

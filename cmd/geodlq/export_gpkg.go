@@ -64,9 +64,7 @@ func (s *gpkgSink) layers(f feature) error {
 		}
 		col := gpkg.Column{Name: c.name, Type: gpkgType(c.name)}
 		cols = append(cols, col)
-		if c.name != "geometry_status" {
-			faultCols = append(faultCols, col)
-		}
+		faultCols = append(faultCols, col)
 	}
 	if err := s.w.CreateLayer(s.ctx, gpkgGeometries, "GEOMETRY", "dead-lettered geometries (geodlq export)", cols); err != nil {
 		return err
