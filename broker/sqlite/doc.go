@@ -15,21 +15,25 @@
 // Each record also keeps what [broker.IndexOf] computes when it is
 // written: its summary (JSON), its attributes and its search text, with
 // its vertex count, geometry size and attempts in indexed columns, and
-// the search text in an FTS5 trigram index. So a listing sorted by any
+// the search text in an FTS5 trigram index (dlq_text). Triggers keep
+// dlq_counts: the records by destination, class, stage, EPSG, reason
+// kind, source and replayed or not. So a listing sorted by any
 // [broker.SortKey] pages with a keyset cursor across all pages, a page of
-// summaries reads no body, Page.Total and Stats read indexes, and
-// Filter.Text finds a substring through the trigram index. The body is
-// the table's last column, so reading the others never reads it.
+// summaries reads no body, Stats and Page.Total read the counts (or, for
+// a filter or bucket the counts do not cover, an index), and Filter.Text
+// finds a substring through the trigram index. The body is the table's
+// last column, so reading the others never reads it.
 //
 // # Schema versions
 //
-// The file's PRAGMA user_version is its layout: 2 today. Opening a file
-// of version 0 (made before the summaries) read-write rebuilds its table
+// The file's PRAGMA user_version is its layout: 3 today. Opening a file
+// of version 2 read-write adds the counts and the text index; a file of
+// version 0 (made before the summaries) read-write rebuilds its table
 // in one transaction — every row copied, ids, statuses and the id
 // sequence kept — and then indexes every row, a batch of 500 per
 // transaction; it takes about a minute per million records, and needs
 // the file's size again in free disk space while it runs. A read-only
-// handle never migrates: on a file of version 0 it lists the old way, and
+// handle never migrates: on a file of an older version it lists the old way, and
 // the portable store sorts, counts, summarises and searches by reading
 // every record. Rows an older geodlq writes into a file of version 2 (it
 // fills in only the columns it knows) are summarised from their bodies

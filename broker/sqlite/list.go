@@ -103,15 +103,17 @@ func where(f broker.Filter, current bool) (string, []any) {
 	if f.Text != "" {
 		// The trigram index (detail=none: which rows hold a trigram, not
 		// where) narrows the rows to those holding every trigram of the
-		// text; instr checks the exact substring. Text shorter than a
-		// trigram is searched row by row.
+		// text; instr checks the exact substring in the index's own copy
+		// of the text (narrow rows). Text shorter than a trigram is
+		// searched in that copy row by row.
 		text := broker.SearchFold(f.Text)
 		if q := trigramQuery(text); q != "" {
-			b.WriteString(` AND id IN (SELECT rowid FROM dlq_search WHERE dlq_search MATCH ?)`)
-			args = append(args, q)
+			b.WriteString(` AND id IN (SELECT rowid FROM dlq_text WHERE dlq_text MATCH ? AND instr(search, ?) > 0)`)
+			args = append(args, q, text)
+		} else {
+			b.WriteString(` AND id IN (SELECT rowid FROM dlq_text WHERE instr(search, ?) > 0)`)
+			args = append(args, text)
 		}
-		b.WriteString(` AND instr(search, ?) > 0`)
-		args = append(args, text)
 	}
 	if len(f.Sources) > 0 {
 		v := make([]any, len(f.Sources))
@@ -272,6 +274,20 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 	cond += fcond
 	args = append(args, fargs...)
 	countQ, countArgs := `SELECT count(*)`+cond, slices.Clone(args)
+	if countable(opts.Filter) {
+		// dlq_counts answers for the counts' own fields.
+		countQ = `SELECT COALESCE(SUM(n), 0) FROM dlq_counts WHERE 1`
+		countArgs = nil
+		if opts.Destination != "" {
+			countQ += ` AND destination = ?`
+			countArgs = append(countArgs, opts.Destination)
+		}
+		if !opts.IncludeReplayed {
+			countQ += ` AND acked = 0`
+		}
+		countQ += fcond
+		countArgs = append(countArgs, fargs...)
+	}
 	op, dir := ">", ""
 	if opts.Descending {
 		op, dir = "<", " DESC"
@@ -411,11 +427,115 @@ func (d *drv) Destinations(ctx context.Context) ([]string, error) {
 	return ds, nil
 }
 
+// defaultPointer reports whether pointer is the default source pointer,
+// whose value the source column holds.
+func defaultPointer(pointer string) bool {
+	return pointer == "" || pointer == broker.DefaultSourcePointer
+}
+
+// countable reports whether dlq_counts can answer for f: its fields are
+// the counts' own (class, stage, reason kind, EPSG, the default source).
+func countable(f broker.Filter) bool {
+	g := f
+	g.Classes, g.Stages, g.ReasonKinds, g.EPSG = nil, nil, nil, nil
+	if defaultPointer(f.SourcePointer) {
+		g.Sources, g.SourcePrefix = nil, ""
+	}
+	return g.IsZero()
+}
+
+// statsFromCounts is Stats from dlq_counts (a few thousand rows rather than
+// every record): open and replayed records by their fields, with the
+// records under a live lease (found by dlq_leases) moved from pending to
+// leased.
+func (d *drv) statsFromCounts(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
+	src := "''"
+	if opts.BySource {
+		src = "source"
+	}
+	cond := ""
+	var args []any
+	if opts.Destination != "" {
+		cond += ` AND destination = ?`
+		args = append(args, opts.Destination)
+	}
+	fcond, fargs := where(opts.Filter, true)
+	cond += fcond
+	args = append(args, fargs...)
+	q := `SELECT destination, failure_class, failed_stage, epsg, reason_kind, ` + src + `,
+		SUM(CASE WHEN acked = 0 THEN n ELSE 0 END), SUM(CASE WHEN acked = 1 THEN n ELSE 0 END)
+		FROM dlq_counts WHERE n > 0` + cond + ` GROUP BY 1, 2, 3, 4, 5, 6`
+	lq := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0),
+		COALESCE(reason_kind, ''), CASE WHEN is_envelope THEN COALESCE(` + src + `, '') ELSE '' END, count(*)
+		FROM dlq_records INDEXED BY dlq_leases WHERE acked_at IS NULL AND lease_until IS NOT NULL AND lease_until > ?` + cond + `
+		GROUP BY 1, 2, 3, 4, 5, 6`
+	now := nanos(d.now())
+	counts, err := read(ctx, d, func(ctx context.Context, db *sql.DB) ([]broker.Count, error) {
+		type key struct {
+			dest, class, stage string
+			epsg               int
+			kind, source       string
+		}
+		idx := map[key]int{}
+		var out []broker.Count
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k key
+			var c broker.Count
+			if err := rows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.source, &c.Pending, &c.Replayed); err != nil {
+				return nil, err
+			}
+			c.Destination, c.Class, c.Stage, c.EPSG = k.dest, classify.Class(k.class), classify.Stage(k.stage), k.epsg
+			c.ReasonKind, c.Source = classify.ReasonKind(k.kind), k.source
+			idx[k] = len(out)
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		rows.Close()
+		lrows, err := db.QueryContext(ctx, lq, append([]any{now}, args...)...)
+		if err != nil {
+			return nil, err
+		}
+		defer lrows.Close()
+		for lrows.Next() {
+			var k key
+			var n int
+			if err := lrows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.source, &n); err != nil {
+				return nil, err
+			}
+			if i, ok := idx[k]; ok {
+				n = min(n, out[i].Pending)
+				out[i].Pending -= n
+				out[i].Leased += n
+			}
+		}
+		return out, lrows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	counts = slices.DeleteFunc(counts, func(c broker.Count) bool { return c.Total() == 0 })
+	if opts.BySource && opts.SourceDepth > 0 {
+		return broker.MergeCounts(counts, func(c *broker.Count) { c.Source = broker.SourceGroup(c.Source, opts.SourceDepth) }), nil
+	}
+	slices.SortFunc(counts, broker.CompareCounts)
+	return counts, nil
+}
+
 // Stats implements [broker.Statser] with one GROUP BY over the indexed
 // columns: counts by destination, class, stage, EPSG, reason kind and,
 // with opts.Bucket, dead-letter time, each split into pending, leased and
 // replayed, in that order of fields.
 func (d *drv) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
+	if d.current() && opts.Bucket <= 0 && countable(opts.Filter) && (!opts.BySource || defaultPointer(opts.Filter.SourcePointer)) {
+		return d.statsFromCounts(ctx, opts)
+	}
 	now := nanos(d.now())
 	bucket := "NULL"
 	var args []any // in the order of the placeholders: the bucket's, the statuses', the selection's

@@ -28,10 +28,12 @@ const table = "dlq_records"
 // schemaVersion is the table layout this package writes (PRAGMA
 // user_version): 2 keeps each record's summary, attributes and search
 // text (broker.IndexOf) and its sort values beside the body, which comes
-// last so that reading the columns before it never reads it. Files of
-// version 0 (every file before version 2) are rebuilt in the new layout
-// when opened read-write (see [drv.migrate]).
-const schemaVersion = 2
+// last so that reading the columns before it never reads it; 3 keeps
+// counts (dlq_counts) and the search text's trigram index with its text
+// (dlq_text). Files of version 0 (every file before version 2) are rebuilt
+// in the new layout when opened read-write, and older ones brought up to
+// date (see [drv.migrate]).
+const schemaVersion = 3
 
 // recordsTable is the layout of version 2; {t} is the table's name.
 const recordsTable = `CREATE TABLE {t} (
@@ -67,9 +69,7 @@ const recordsTable = `CREATE TABLE {t} (
 	body             BLOB    NOT NULL
 )`
 
-// schema creates what version 2 has beside the table: its indexes, the
-// trigram index of the search text (FTS5, contentless, kept by triggers)
-// and the version.
+// schema creates what version 2 has beside the table: its indexes.
 const schema = `
 CREATE INDEX IF NOT EXISTS dlq_pending ON dlq_records (destination, acked_at, id);
 CREATE INDEX IF NOT EXISTS dlq_class ON dlq_records (destination, failure_class, failed_stage);
@@ -89,18 +89,71 @@ CREATE INDEX IF NOT EXISTS dlq_offload ON dlq_records (offload_uri) WHERE offloa
 CREATE INDEX IF NOT EXISTS dlq_raw_offload ON dlq_records (raw_offload_uri) WHERE raw_offload_uri IS NOT NULL;
 -- Rows an older geodlq wrote (no summary): read from their bodies.
 CREATE INDEX IF NOT EXISTS dlq_unindexed ON dlq_records (id) WHERE summary IS NULL;
--- Filter.Text: a trigram index of the search text.
-CREATE VIRTUAL TABLE IF NOT EXISTS dlq_search USING fts5(search, tokenize = 'trigram case_sensitive 1', content = '', contentless_delete = 1, detail = none);
-CREATE TRIGGER IF NOT EXISTS dlq_search_insert AFTER INSERT ON dlq_records WHEN new.search IS NOT NULL BEGIN
-	INSERT INTO dlq_search (rowid, search) VALUES (new.id, new.search);
+`
+
+// schemaV3 is what version 3 adds: counts kept by triggers, and the text
+// index with its text (narrow rows, so that checking a match does not read
+// the records), replacing version 2's contentless one.
+const schemaV3 = `
+DROP TRIGGER IF EXISTS dlq_search_insert;
+DROP TRIGGER IF EXISTS dlq_search_delete;
+DROP TRIGGER IF EXISTS dlq_search_update;
+DROP TABLE IF EXISTS dlq_search;
+-- Filter.Text: a trigram index (detail=none: which rows hold a trigram)
+-- with the search text, kept by triggers.
+CREATE VIRTUAL TABLE dlq_text USING fts5(search, tokenize = 'trigram case_sensitive 1', detail = none);
+INSERT INTO dlq_text (rowid, search) SELECT id, search FROM dlq_records WHERE search IS NOT NULL;
+CREATE TRIGGER dlq_text_insert AFTER INSERT ON dlq_records WHEN new.search IS NOT NULL BEGIN
+	INSERT INTO dlq_text (rowid, search) VALUES (new.id, new.search);
 END;
-CREATE TRIGGER IF NOT EXISTS dlq_search_delete AFTER DELETE ON dlq_records WHEN old.search IS NOT NULL BEGIN
-	DELETE FROM dlq_search WHERE rowid = old.id;
+CREATE TRIGGER dlq_text_delete AFTER DELETE ON dlq_records WHEN old.search IS NOT NULL BEGIN
+	DELETE FROM dlq_text WHERE rowid = old.id;
 END;
-CREATE TRIGGER IF NOT EXISTS dlq_search_update AFTER UPDATE OF search ON dlq_records BEGIN
-	DELETE FROM dlq_search WHERE rowid = old.id;
-	INSERT INTO dlq_search (rowid, search) SELECT new.id, new.search WHERE new.search IS NOT NULL;
+CREATE TRIGGER dlq_text_update AFTER UPDATE OF search ON dlq_records BEGIN
+	DELETE FROM dlq_text WHERE rowid = old.id AND old.search IS NOT NULL;
+	INSERT INTO dlq_text (rowid, search) SELECT new.id, new.search WHERE new.search IS NOT NULL;
 END;
+-- Stats and Page.Total: the records by their fields and whether they are
+-- replayed, kept by triggers, so that counting reads this table instead
+-- of the records (leases, which expire without a write, are counted from
+-- the records: few rows, by dlq_leases).
+CREATE TABLE dlq_counts (
+	destination   TEXT    NOT NULL,
+	failure_class TEXT    NOT NULL,
+	failed_stage  TEXT    NOT NULL,
+	epsg          INTEGER NOT NULL,
+	reason_kind   TEXT    NOT NULL,
+	source        TEXT    NOT NULL,
+	is_envelope   INTEGER NOT NULL,
+	acked         INTEGER NOT NULL,
+	n             INTEGER NOT NULL,
+	PRIMARY KEY (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, acked)
+) WITHOUT ROWID;
+INSERT INTO dlq_counts SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0),
+	COALESCE(reason_kind, ''), COALESCE(source, ''), is_envelope, acked_at IS NOT NULL, count(*)
+	FROM dlq_records GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+CREATE TRIGGER dlq_counts_insert AFTER INSERT ON dlq_records BEGIN
+	INSERT INTO dlq_counts VALUES (new.destination, COALESCE(new.failure_class, ''), COALESCE(new.failed_stage, ''),
+		COALESCE(new.epsg, 0), COALESCE(new.reason_kind, ''), COALESCE(new.source, ''), new.is_envelope, new.acked_at IS NOT NULL, 1)
+	ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER dlq_counts_delete AFTER DELETE ON dlq_records BEGIN
+	UPDATE dlq_counts SET n = n - 1 WHERE destination = old.destination AND failure_class = COALESCE(old.failure_class, '')
+		AND failed_stage = COALESCE(old.failed_stage, '') AND epsg = COALESCE(old.epsg, 0) AND reason_kind = COALESCE(old.reason_kind, '')
+		AND source = COALESCE(old.source, '') AND is_envelope = old.is_envelope AND acked = (old.acked_at IS NOT NULL);
+END;
+CREATE TRIGGER dlq_counts_update AFTER UPDATE OF destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, acked_at
+	ON dlq_records WHEN old.destination IS NOT new.destination OR old.failure_class IS NOT new.failure_class
+		OR old.failed_stage IS NOT new.failed_stage OR old.epsg IS NOT new.epsg OR old.reason_kind IS NOT new.reason_kind
+		OR old.source IS NOT new.source OR old.is_envelope IS NOT new.is_envelope OR (old.acked_at IS NULL) <> (new.acked_at IS NULL) BEGIN
+	UPDATE dlq_counts SET n = n - 1 WHERE destination = old.destination AND failure_class = COALESCE(old.failure_class, '')
+		AND failed_stage = COALESCE(old.failed_stage, '') AND epsg = COALESCE(old.epsg, 0) AND reason_kind = COALESCE(old.reason_kind, '')
+		AND source = COALESCE(old.source, '') AND is_envelope = old.is_envelope AND acked = (old.acked_at IS NOT NULL);
+	INSERT INTO dlq_counts VALUES (new.destination, COALESCE(new.failure_class, ''), COALESCE(new.failed_stage, ''),
+		COALESCE(new.epsg, 0), COALESCE(new.reason_kind, ''), COALESCE(new.source, ''), new.is_envelope, new.acked_at IS NOT NULL, 1)
+	ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE INDEX dlq_leases ON dlq_records (lease_until) WHERE acked_at IS NULL AND lease_until IS NOT NULL;
 `
 
 // columns are the columns a table must have to be a store's.
@@ -283,7 +336,10 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 		if _, err := c.ExecContext(ctx, create); err != nil {
 			return err
 		}
-	case v < schemaVersion:
+		v = 0
+	case v == 2:
+		// The layout of version 2: only version 3's tables are missing.
+	case v < 2:
 		// Version 0: the body came before the columns added since. Rebuild
 		// (SQLite's recommended ALTER procedure): copy every row into the
 		// new layout, keep the AUTOINCREMENT sequence, swap the tables.
@@ -299,7 +355,7 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 			`ALTER TABLE ` + table + `_v2 RENAME TO ` + table,
 		} {
 			if _, err := c.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("rebuilding the table in the layout of version %d: %w", schemaVersion, err)
+				return fmt.Errorf("rebuilding the table in the layout of version 2: %w", err)
 			}
 		}
 		if seq.Valid {
@@ -310,8 +366,13 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 	default:
 		return nil
 	}
-	if _, err := c.ExecContext(ctx, schema); err != nil {
-		return err
+	if v < 2 {
+		if _, err := c.ExecContext(ctx, schema); err != nil {
+			return err
+		}
+	}
+	if _, err := c.ExecContext(ctx, schemaV3); err != nil {
+		return fmt.Errorf("adding the counts and the text index of version 3: %w", err)
 	}
 	_, err = c.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(schemaVersion))
 	return err
