@@ -8,7 +8,11 @@
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin python3 python3-jsonschema npm)
+want=(libgeos-dev libproj-dev proj-data pkg-config gcc librsvg2-bin python3 python3-jsonschema)
+# npm: the machine's own Node.js and npm (NodeSource's nodejs package, say)
+# serve; Debian's npm package conflicts with them, so it is asked for only
+# when no npm is on the PATH.
+command -v npm >/dev/null || want+=(npm)
 # Extra packages a make target needs (make bench-corpus: python3-shapely).
 want+=("$@")
 
@@ -21,6 +25,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq || true
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  $SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq || true
+  $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
