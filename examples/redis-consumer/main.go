@@ -167,7 +167,7 @@ type pipeline struct {
 	rdb    *redis.Client
 	src    *broker.Store // the source and output streams, by key
 	store  *broker.Store // the dead-letter streams
-	claims *redisclaims.Store
+	claims *redisclaims.Claims
 	chk    *spatial.Checker
 	off    *offload.Offloader
 	proc   *broker.Processor

@@ -33,7 +33,7 @@ func Example() {
 
 // Each idempotency key uses two Redis keys in one cluster slot: the key's
 // state and its lease. New does no I/O, so this runs without a server.
-func ExampleStore_Keys() {
+func ExampleClaims_Keys() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
 	claims, err := redisclaims.New(client, nil)

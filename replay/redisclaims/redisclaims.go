@@ -57,7 +57,7 @@
 // # Client access
 //
 // The store uses the client it is given and never closes it;
-// [Store.Client] returns it.
+// [Claims.Client] returns it.
 package redisclaims
 
 import (
@@ -77,7 +77,7 @@ import (
 // DefaultPrefix starts every key when [Options.Prefix] is empty.
 const DefaultPrefix = "geodlq:claim"
 
-// Options configures a [Store]. Nil means defaults.
+// Options configures a [Claims]. Nil means defaults.
 type Options struct {
 	// Prefix starts every key: "<Prefix>{:<key>}" and
 	// "<Prefix>{:<key>}:lease". Default [DefaultPrefix]. It must not
@@ -93,23 +93,23 @@ type Options struct {
 	StateRetention time.Duration
 }
 
-// Store is a [replay.Claims] store on Redis. It is safe for concurrent use
+// Claims is a [replay.Claims] store on Redis. It is safe for concurrent use
 // and across processes.
-type Store struct {
+type Claims struct {
 	client    redis.UniversalClient
 	prefix    string
 	doneTTL   time.Duration
 	retention time.Duration
 }
 
-var _ replay.Claims = (*Store)(nil)
+var _ replay.Claims = (*Claims)(nil)
 
 // New returns a store over client. It does no I/O.
-func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+func New(client redis.UniversalClient, opts *Options) (*Claims, error) {
 	if client == nil {
 		return nil, errors.New("redisclaims: nil client")
 	}
-	s := &Store{client: client, prefix: DefaultPrefix, retention: 24 * time.Hour}
+	s := &Claims{client: client, prefix: DefaultPrefix, retention: 24 * time.Hour}
 	if opts != nil {
 		if opts.Prefix != "" {
 			s.prefix = opts.Prefix
@@ -131,10 +131,10 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 }
 
 // Client returns the client the store uses.
-func (s *Store) Client() redis.UniversalClient { return s.client }
+func (s *Claims) Client() redis.UniversalClient { return s.client }
 
 // Keys returns the Redis keys holding key's state and lease.
-func (s *Store) Keys(key string) (state, lease string) {
+func (s *Claims) Keys(key string) (state, lease string) {
 	state = s.prefix + "{:" + key + "}"
 	return state, state + ":lease"
 }
@@ -202,7 +202,7 @@ func ms(d time.Duration) int64 {
 }
 
 // Claim implements [replay.Claims].
-func (s *Store) Claim(ctx context.Context, key string, ttl time.Duration) (replay.Lease, replay.Status, error) {
+func (s *Claims) Claim(ctx context.Context, key string, ttl time.Duration) (replay.Lease, replay.Status, error) {
 	if err := ctx.Err(); err != nil {
 		return replay.Lease{}, 0, err
 	}
@@ -231,16 +231,16 @@ func (s *Store) Claim(ctx context.Context, key string, ttl time.Duration) (repla
 }
 
 // Complete implements [replay.Claims].
-func (s *Store) Complete(ctx context.Context, l replay.Lease) error {
+func (s *Claims) Complete(ctx context.Context, l replay.Lease) error {
 	return s.settle(ctx, l, "completing", completeScript, ms(s.doneTTL))
 }
 
 // Release implements [replay.Claims].
-func (s *Store) Release(ctx context.Context, l replay.Lease) error {
+func (s *Claims) Release(ctx context.Context, l replay.Lease) error {
 	return s.settle(ctx, l, "releasing", releaseScript)
 }
 
-func (s *Store) settle(ctx context.Context, l replay.Lease, verb string, script *redis.Script, args ...any) error {
+func (s *Claims) settle(ctx context.Context, l replay.Lease, verb string, script *redis.Script, args ...any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
