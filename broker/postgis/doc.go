@@ -117,7 +117,8 @@
 // ST_Intersects, use [ListIntersecting].
 //
 // Triage: List pages by id both ways, with an opaque cursor; Stats counts
-// with one GROUP BY by destination, class, stage, EPSG, reason kind and,
+// from the counts of version 4 where they answer (see below), else with
+// one GROUP BY by destination, class, stage, EPSG, reason kind and,
 // with a Bucket, date_bin over dead_lettered_at; Purge selects, deletes
 // and checks blob references in one transaction that holds off writers,
 // never deletes a leased record, and reads only indexes for the check.
@@ -146,6 +147,20 @@
 // migration run. A handle on a table of an older version (not migrated)
 // lists the old way, and the portable store sorts, counts and searches by
 // reading every record; it notices a migration within 10 seconds.
+//
+// Version 4 keeps counts: {table}_counts holds the records by destination,
+// class, stage, EPSG, reason kind, default source, whether they are
+// envelopes and whether they are replayed, and statement triggers append
+// every change (over the statement's transition tables, a row per group)
+// to {table}_count_log, which a handle folds into the counts under an
+// advisory lock once it has written, acknowledged or deleted 4,096 rows,
+// so that concurrent writers never wait on a shared counter row. Stats
+// without a Bucket, and Page.Total, for filters on those fields only,
+// read the counts and the log (a few thousand rows), and take the records
+// under a live lease from {table}_leased (a partial index on lease_until
+// of the leased rows): Stats costs the same at a million records as at a
+// thousand. Other filters, a Bucket or another source pointer group the
+// records as before. The migration counts the rows already there.
 //
 // # URL
 //

@@ -27,6 +27,7 @@ func ExampleMigrations() {
 	// 1 dead-letter table, triage indexes, GiST indexes, safe-parse helpers
 	// 2 indexes for purge's blob reference check
 	// 3 summaries, attributes and search text beside the body; sort, source and trigram indexes
+	// 4 counts kept by triggers for Stats and Page.Total; an index of the leased rows
 }
 
 // A pipeline dead-letters into PostGIS, and a replayer leases what it wants

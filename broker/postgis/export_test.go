@@ -43,3 +43,8 @@ func MigrateToForTest(ctx context.Context, s *broker.Store, upTo int) error {
 	d := driverOf(s)
 	return pgmigrate.Migrate(ctx, d.pool, d.migrationTarget(), migrations[:upTo])
 }
+
+// CompactForTest folds the count log into the counts.
+func CompactForTest(ctx context.Context, s *broker.Store) error {
+	return driverOf(s).compact(ctx)
+}

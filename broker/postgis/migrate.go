@@ -186,6 +186,89 @@ BEGIN
 END
 $trgm$;
 `,
+}, {
+	Version: 4,
+	Name:    "counts kept by triggers for Stats and Page.Total; an index of the leased rows",
+	SQL: `
+-- Stats and Page.Total: the records by their fields and whether they are
+-- replayed. Every statement that writes the table appends its changes to
+-- {n}_count_log (statement triggers over the transition tables: no row
+-- that concurrent writers share, so they neither wait for each other nor
+-- deadlock); the store folds the log into {n}_counts now and then (see
+-- the package doc), and a count reads both: a few thousand rows rather
+-- than every record.
+CREATE TABLE {s}.{n}_counts (
+	destination   text    NOT NULL,
+	failure_class text    NOT NULL,
+	failed_stage  text    NOT NULL,
+	epsg          bigint  NOT NULL,
+	reason_kind   text    NOT NULL,
+	source        text    NOT NULL,
+	is_envelope   boolean NOT NULL,
+	replayed      boolean NOT NULL,
+	n             bigint  NOT NULL,
+	PRIMARY KEY (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, replayed)
+);
+CREATE TABLE {s}.{n}_count_log (LIKE {s}.{n}_counts);
+COMMENT ON TABLE {s}.{n}_counts IS 'geodlq: the records of {n} by their fields (with {n}_count_log), for Stats and Page.Total';
+COMMENT ON TABLE {s}.{n}_count_log IS 'geodlq: changes to {n}_counts not yet folded into it';
+
+CREATE FUNCTION {s}.{n}_count_insert() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+	INSERT INTO {s}.{n}_count_log
+	SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''),
+		COALESCE(source, ''), is_envelope, replayed_at IS NOT NULL, count(*)
+	FROM new_rows GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+	RETURN NULL;
+END
+$fn$;
+CREATE FUNCTION {s}.{n}_count_delete() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+	INSERT INTO {s}.{n}_count_log
+	SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''),
+		COALESCE(source, ''), is_envelope, replayed_at IS NOT NULL, -count(*)
+	FROM old_rows GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+	RETURN NULL;
+END
+$fn$;
+-- An update counts only the rows whose counted fields changed (a lease,
+-- a renewal or an absorbed duplicate changes none).
+CREATE FUNCTION {s}.{n}_count_update() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+	INSERT INTO {s}.{n}_count_log
+	SELECT d, c, st, e, k, src, env, rp, sum(n) FROM (
+		SELECT o.destination, COALESCE(o.failure_class, ''), COALESCE(o.failed_stage, ''), COALESCE(o.epsg, 0),
+			COALESCE(o.reason_kind, ''), COALESCE(o.source, ''), o.is_envelope, o.replayed_at IS NOT NULL, -1
+		FROM old_rows o JOIN new_rows nw ON nw.id = o.id
+		WHERE (o.destination, o.failure_class, o.failed_stage, o.epsg, o.reason_kind, o.source, o.is_envelope, o.replayed_at IS NULL)
+			IS DISTINCT FROM (nw.destination, nw.failure_class, nw.failed_stage, nw.epsg, nw.reason_kind, nw.source, nw.is_envelope, nw.replayed_at IS NULL)
+		UNION ALL
+		SELECT nw.destination, COALESCE(nw.failure_class, ''), COALESCE(nw.failed_stage, ''), COALESCE(nw.epsg, 0),
+			COALESCE(nw.reason_kind, ''), COALESCE(nw.source, ''), nw.is_envelope, nw.replayed_at IS NOT NULL, 1
+		FROM old_rows o JOIN new_rows nw ON nw.id = o.id
+		WHERE (o.destination, o.failure_class, o.failed_stage, o.epsg, o.reason_kind, o.source, o.is_envelope, o.replayed_at IS NULL)
+			IS DISTINCT FROM (nw.destination, nw.failure_class, nw.failed_stage, nw.epsg, nw.reason_kind, nw.source, nw.is_envelope, nw.replayed_at IS NULL)
+	) AS ch(d, c, st, e, k, src, env, rp, n)
+	GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING sum(n) <> 0;
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER {n}_count_insert AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.{n}_count_insert();
+CREATE TRIGGER {n}_count_delete AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.{n}_count_delete();
+CREATE TRIGGER {n}_count_update AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.{n}_count_update();
+-- The triggers hold the table's lock from here on: the rows counted below
+-- are every row there is.
+INSERT INTO {s}.{n}_counts
+SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''),
+	COALESCE(source, ''), is_envelope, replayed_at IS NOT NULL, count(*)
+FROM {t} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+-- Stats moves the records under a live lease from pending to leased: few
+-- rows, found by this index.
+CREATE INDEX {n}_leased ON {t} (lease_until) WHERE status = 'leased';
+`,
 }}
 
 // minVersion is the oldest schema this package's queries work on: version

@@ -95,6 +95,9 @@ type driver struct {
 	// version is the table's schema version as last read, versionAt when
 	// (see [driver.current]).
 	version, versionAt atomic.Int64
+	// sinceCompact counts the rows written, acknowledged or deleted since
+	// the count log was last folded (see [driver.wrote]).
+	sinceCompact atomic.Int64
 }
 
 var (
@@ -265,6 +268,7 @@ func (d *driver) write(ctx context.Context, destination string, m *broker.Messag
 		return writeResult{}, fmt.Errorf("postgis: publish to %q: %w", destination, err)
 	}
 	res.duplicate = !inserted
+	d.wrote(ctx, 1)
 	switch {
 	case res.duplicate:
 		d.log.DebugContext(ctx, "geodlq: duplicate dead-letter write absorbed",
@@ -312,6 +316,7 @@ func (d *driver) PublishBatch(ctx context.Context, destination string, ms []*bro
 	if err != nil {
 		return fmt.Errorf("postgis: publish %d messages to %q: %w", len(ms), destination, err)
 	}
+	d.wrote(ctx, len(ms))
 	return nil
 }
 
@@ -699,6 +704,7 @@ func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
 	if err != nil {
 		return err
 	}
+	d.wrote(ctx, 1)
 	if st != string(broker.StatusReplayed) {
 		return fmt.Errorf("postgis: record %s/%s: %w: %w", r.Destination, r.ID, broker.ErrLeaseLost, ErrDeadLetteredAgain)
 	}

@@ -146,6 +146,7 @@ func (d *driver) purge(ctx context.Context, req broker.PurgeRequest) (res broker
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("postgis: purge commit: %w", err)
 	}
+	d.wrote(ctx, len(ids))
 	return res, nil
 }
 

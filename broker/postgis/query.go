@@ -314,7 +314,15 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	}
 	q += ` LIMIT ` + a.add(opts.Limit+1) + `::bigint`
 	var page broker.Page
-	if opts.Total {
+	_, within := ctx.Value(intersectsKey{}).(*intersects)
+	switch {
+	case opts.Total && !within && countable(opts.Filter) && d.counted(ctx):
+		n, err := d.total(ctx, opts)
+		if err != nil {
+			return broker.Page{}, err
+		}
+		page.Total = n
+	case opts.Total:
 		if err := d.pool.QueryRow(ctx, countQ, countArgs...).Scan(&page.Total); err != nil {
 			return broker.Page{}, fmt.Errorf("postgis: list: counting: %w", err)
 		}
@@ -434,6 +442,9 @@ const bucketOrigin = `timestamptz '1970-01-01 00:00:00+00'`
 // epoch, to the microsecond), counted by status. Rows that are not
 // envelopes count with empty fields when the filter allows them.
 func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
+	if opts.Bucket <= 0 && countable(opts.Filter) && (!opts.BySource || defaultPointer(opts.Filter.SourcePointer)) && d.counted(ctx) {
+		return d.statsFromCounts(ctx, opts)
+	}
 	a := &sqlArgs{}
 	bucket := "NULL::timestamptz"
 	if opts.Bucket > 0 {
