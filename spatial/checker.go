@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 
-	"github.com/twpayne/go-proj/v11"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -126,15 +124,13 @@ type Options struct {
 type Checker struct {
 	opts     Options
 	lim      geojson.Limits
-	geos     geosPool
-	handles  *geosHandles
-	programs sync.Pool // of *geosProgram
-	crs      *crsResolver
+	nat      *native // GEOS and PROJ: native_cgo.go, or nothing without cgo
 	crsCache *clockCache[string, crsEntry]
-	proj     *proj.Context
-	xforms   *clockCache[[2]int, *proj.PJ]
 	closed   atomic.Bool
 	tel      *telemetry.Instruments
+	// projOnly (tests) resolves every CRS with PROJ, bypassing the
+	// registry: the differential test's oracle.
+	projOnly bool
 }
 
 // NewChecker returns a Checker configured by opts (nil for the defaults).
@@ -181,26 +177,17 @@ func NewChecker(opts *Options) (*Checker, error) {
 	if o.MaxRepairCrossings == 0 {
 		o.MaxRepairCrossings = DefaultMaxRepairCrossings
 	}
-	r, err := newCRSResolver()
-	if err != nil {
-		return nil, err
-	}
 	c := &Checker{
 		opts:     o,
 		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles},
-		geos:     newGEOSPool(runtime.GOMAXPROCS(0)),
-		handles:  newGEOSHandles(runtime.GOMAXPROCS(0)),
-		programs: sync.Pool{New: func() any { return new(geosProgram) }},
-		crs:      r,
 		crsCache: newClockCache[string, crsEntry](o.CRSCacheSize),
-		proj:     proj.NewContext(),
-		xforms:   newClockCache[[2]int, *proj.PJ](o.TransformCacheSize),
 		tel:      telemetry.New(o.MeterProvider, o.TracerProvider),
 	}
-	// Free the C resolver and GEOS handles even if the caller forgets
-	// Close.
-	runtime.AddCleanup(c, func(r *crsResolver) { r.close() }, r)
-	runtime.AddCleanup(c, func(h *geosHandles) { h.close() }, c.handles)
+	nat, err := newNative(c)
+	if err != nil {
+		return nil, err
+	}
+	c.nat = nat
 	return c, nil
 }
 
@@ -214,11 +201,8 @@ func (c *Checker) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	c.crs.close()
 	c.crsCache.clear()
-	c.xforms.clear()
-	c.geos.drain()
-	c.handles.close()
+	c.nat.close()
 	return nil
 }
 

@@ -1,24 +1,13 @@
 package spatial
 
-/*
-#cgo pkg-config: proj
-#cgo noescape gdlq_resolve
-#cgo nocallback gdlq_resolve
-#include <stdlib.h>
-#include "crs_shim.h"
-*/
-import "C"
-
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/internal/epsg"
 )
 
 const (
@@ -116,67 +105,6 @@ type crsEntry struct {
 	fail *CRSError
 }
 
-// crsResolver owns a PROJ context used only for resolving definitions.
-type crsResolver struct {
-	mu sync.Mutex
-	p  *C.gdlq_proj
-	// auths holds the authorities in PROJ's database, upper case.
-	auths map[string]bool
-}
-
-func newCRSResolver() (*crsResolver, error) {
-	p := C.gdlq_proj_new()
-	if p == nil {
-		return nil, errors.New("spatial: cannot create a PROJ context")
-	}
-	buf := make([]byte, 4096)
-	if C.gdlq_authorities(p, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf))) != 0 {
-		C.gdlq_proj_free(p)
-		return nil, ErrNoProjDB
-	}
-	auths := map[string]bool{}
-	for a := range strings.SplitSeq(C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), "\n") {
-		if a != "" {
-			auths[strings.ToUpper(a)] = true
-		}
-	}
-	return &crsResolver{p: p, auths: auths}, nil
-}
-
-func (r *crsResolver) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.p != nil {
-		C.gdlq_proj_free(r.p)
-		r.p = nil
-	}
-}
-
-// resolveLocked asks PROJ about def; r.mu must be held.
-func (r *crsResolver) resolveLocked(declared, def string) crsEntry {
-	if r.p == nil {
-		return crsEntry{fail: &CRSError{Definition: declared, Message: "checker is closed"}}
-	}
-	cdef := C.CString(def)
-	defer C.free(unsafe.Pointer(cdef))
-	var out C.gdlq_crs_info
-	C.gdlq_resolve(r.p, cdef, minIdentifyConfidence, &out)
-	if out.ok == 0 {
-		return crsEntry{fail: &CRSError{
-			Definition: declared,
-			Errno:      int(out.proj_errno),
-			Message:    C.GoString(&out.msg[0]),
-		}}
-	}
-	return crsEntry{info: CRSInfo{
-		EPSG:       int(out.epsg),
-		Name:       C.GoString(&out.name[0]),
-		Geographic: out.geographic != 0,
-		LonLatTwin: out.lonlat_alias != 0,
-		Identified: out.identified != 0,
-	}}
-}
-
 // crsAliases maps bare names that PROJ does not know, or would look up
 // slowly and approximately, to definitions it resolves directly.
 var crsAliases = map[string]string{
@@ -197,7 +125,7 @@ var crsAliases = map[string]string{
 // well-formed definitions reach PROJ, naming authorities its database
 // knows; bare names other than the aliases above are refused. Otherwise a
 // stream of distinct junk strings would be a cheap denial of service.
-func (r *crsResolver) normalizeCRS(s string) (def, problem string) {
+func normalizeCRS(s string) (def, problem string) {
 	t := strings.TrimSpace(s)
 	switch {
 	case t == "":
@@ -226,7 +154,7 @@ func (r *crsResolver) normalizeCRS(s string) (def, problem string) {
 		// urn:ogc:def:crs:AUTH:[version]:CODE
 		rest := t[strings.Index(lower, "crs:")+len("crs:"):]
 		auth, _, _ := strings.Cut(rest, ":")
-		if !r.auths[strings.ToUpper(auth)] {
+		if !epsg.IsAuthority(auth) {
 			return "", fmt.Sprintf("unknown CRS authority %q", auth)
 		}
 		return t, ""
@@ -234,13 +162,13 @@ func (r *crsResolver) normalizeCRS(s string) (def, problem string) {
 		// http://www.opengis.net/def/crs/AUTH/version/CODE
 		rest := t[strings.Index(lower, "/crs/")+len("/crs/"):]
 		auth, _, _ := strings.Cut(rest, "/")
-		if !r.auths[strings.ToUpper(auth)] {
+		if !epsg.IsAuthority(auth) {
 			return "", fmt.Sprintf("unknown CRS authority %q", auth)
 		}
 		return t, ""
 	}
 	if auth, code, ok := strings.Cut(t, ":"); ok && isAuthCode(auth, code) {
-		if !r.auths[strings.ToUpper(auth)] {
+		if !epsg.IsAuthority(auth) {
 			return "", fmt.Sprintf("unknown CRS authority %q", auth)
 		}
 		if strings.Contains(code, "+") {
@@ -292,12 +220,14 @@ func isWKT(s string) bool {
 	return i > 0 && wktKeywords[strings.ToUpper(strings.TrimSpace(s[:i]))]
 }
 
-// resolve returns the (cached) resolution of a declared CRS.
+// resolve returns the (cached) resolution of a declared CRS: by the
+// pure-Go registry (internal/epsg, generated from PROJ's proj.db) for
+// EPSG and OGC codes in every form, by PROJ for the rest in a cgo build.
 func (c *Checker) resolve(declared string) crsEntry {
 	if e, ok := c.crsCache.get(declared); ok {
 		return e
 	}
-	def, problem := c.crs.normalizeCRS(declared)
+	def, problem := normalizeCRS(declared)
 	if problem != "" {
 		e := crsEntry{fail: &CRSError{Definition: declared, Message: problem}}
 		if len(declared) <= maxCRSLen {
@@ -305,17 +235,118 @@ func (c *Checker) resolve(declared string) crsEntry {
 		}
 		return e
 	}
-	c.crs.mu.Lock()
-	defer c.crs.mu.Unlock()
-	// Another goroutine may have resolved it while we waited.
-	if e, ok := c.crsCache.get(declared); ok {
+	if e, ok := registryResolve(declared, def); ok && !c.projOnly {
+		c.crsCache.put(declared, e)
 		return e
 	}
-	e := c.crs.resolveLocked(declared, def)
-	if c.crs.p != nil {
-		c.crsCache.put(declared, e)
+	return c.nat.resolve(c, declared, def)
+}
+
+// projErrCRSNotFound is PROJ's errno for a code its database does not
+// hold (PROJ_ERR_OTHER, which proj_create sets).
+const projErrCRSNotFound = 4096
+
+// notFound is PROJ's message for a code its database does not hold.
+const notFound = "proj_create: crs not found"
+
+// registryResolve resolves def (normalizeCRS's output) from the
+// registry when it is an EPSG code or one of OGC's CRS84, CRS83 and
+// CRS27, in a form whose meaning to PROJ is known: "OGC:CRS84",
+// "EPSG:n", urn:ogc:def:crs:AUTH:[version]:CODE (or urn:x-ogc:, any case,
+// or without the version field) and
+// http(s)://www.opengis.net/def/crs/AUTH/version/CODE (lower-case prefix:
+// PROJ does not resolve an upper-case URL). ok is false for anything
+// else, which only PROJ can resolve. The answer is PROJ's, for every
+// code (TestRegistryAgreesWithPROJ).
+func registryResolve(declared, def string) (e crsEntry, ok bool) {
+	var auth, code string
+	lower := strings.ToLower(def)
+	switch {
+	case def == "OGC:CRS84" || def == "OGC:CRS83" || def == "OGC:CRS27" || def == "EPSG:4326":
+		auth, code, _ = strings.Cut(def, ":")
+	case strings.HasPrefix(lower, "urn:ogc:def:crs:") || strings.HasPrefix(lower, "urn:x-ogc:def:crs:"):
+		f := strings.Split(def[strings.Index(lower, "crs:")+len("crs:"):], ":")
+		switch {
+		case len(f) == 2:
+			auth, code = f[0], f[1]
+		case len(f) == 3 && isVersion(f[1], true):
+			auth, code = f[0], f[2]
+		default:
+			return crsEntry{}, false
+		}
+	case strings.HasPrefix(def, "http://www.opengis.net/def/crs/") || strings.HasPrefix(def, "https://www.opengis.net/def/crs/"):
+		f := strings.Split(def[strings.Index(def, "/crs/")+len("/crs/"):], "/")
+		if len(f) != 3 || !isVersion(f[1], false) {
+			return crsEntry{}, false
+		}
+		auth, code = f[0], f[2]
+	default:
+		return crsEntry{}, false
 	}
-	return e
+	// PROJ takes EPSG in any case, OGC only in upper case.
+	switch {
+	case strings.EqualFold(auth, "EPSG"):
+		if hasLetter(code) {
+			// EPSG's codes are numbers; PROJ finds none with a letter
+			// (other than an exponent's e, which it may read as one).
+			return crsEntry{fail: &CRSError{Definition: declared, Errno: projErrCRSNotFound, Message: notFound}}, true
+		}
+		if !isDigits(code) || len(strings.TrimLeft(code, "0")) > 9 {
+			return crsEntry{}, false
+		}
+		n, _ := strconv.Atoi(code)
+		crs, found := epsg.Lookup(n)
+		if !found {
+			return crsEntry{fail: &CRSError{Definition: declared, Errno: projErrCRSNotFound, Message: notFound}}, true
+		}
+		return crsEntry{info: CRSInfo{EPSG: n, Name: crs.Name, Geographic: crs.Geographic()}}, true
+	case auth == "OGC":
+		twin := map[string]int{"CRS84": 4326, "CRS83": 4269, "CRS27": 4267}[code]
+		crs, found := epsg.LookupOGC(code)
+		if twin == 0 || !found {
+			return crsEntry{}, false
+		}
+		return crsEntry{info: CRSInfo{EPSG: twin, Name: crs.Name, Geographic: crs.Geographic(), LonLatTwin: true}}, true
+	}
+	return crsEntry{}, false
+}
+
+// isVersion reports whether v is a URN's or URL's version field: digits
+// and dots (and empty, in a URN).
+func isVersion(v string, emptyOK bool) bool {
+	if v == "" {
+		return emptyOK
+	}
+	for i := 0; i < len(v); i++ {
+		if (v[i] < '0' || v[i] > '9') && v[i] != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// hasLetter reports whether s holds an ASCII letter other than e or E,
+// or an underscore.
+func hasLetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
+		if c >= 'a' && c <= 'z' && c != 'e' || s[i] == '_' {
+			return true
+		}
+	}
+	return false
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ResolveCRS resolves a CRS definition — "EPSG:4326", "epsg:4326",

@@ -25,20 +25,30 @@
 //
 // # cgo, and what it costs
 //
-// This is geodlq's only cgo package. It links GEOS (via
-// github.com/twpayne/go-geos) and PROJ (via github.com/twpayne/go-proj and
-// a small C shim for EPSG lookup, which go-proj does not expose). Be clear
-// about what that means before importing it:
+// This is geodlq's only cgo package, and checking does not need its cgo
+// half. Built with CGO_ENABLED=0 (the cgo build tag off) it is pure Go:
+// CheckEvent, CheckGeometry, CheckCRS, ResolveCRS and the pure-Go validity
+// engine work, and CRSs resolve from internal/epsg, a registry of EPSG's
+// and OGC's CRSs generated from PROJ's proj.db (go generate), which
+// answers every EPSG code, urn:ogc:def:crs:EPSG::n, opengis.net URL and
+// OGC CRS84/CRS83/CRS27 exactly as PROJ does (a differential test in the
+// cgo build checks every code). What only GEOS or PROJ can do fails there
+// with an error wrapping [ErrNeedsCGO]: MakeValid, Reproject, Repairers,
+// PROJJSON, [EngineGEOS], and CRS definitions only PROJ resolves (WKT, a
+// PROJ string, PROJJSON, a compound "EPSG:4326+5773", ESRI and other
+// authorities' codes), which are a crs_unparseable verdict, never a
+// default CRS.
+//
+// With cgo (the default where a C toolchain is present) it also links
+// GEOS (via github.com/twpayne/go-geos) and PROJ (via
+// github.com/twpayne/go-proj and a small C shim for EPSG lookup, which
+// go-proj does not expose). Be clear about what that means:
 //
 //   - Building needs a C toolchain and the GEOS and PROJ development files
 //     (libgeos-dev and libproj-dev on Debian; GEOS >= 3.10 for MakeValid's
 //     "structure" method, PROJ >= 8). Cross-compiling needs a C
-//     cross-toolchain and target libraries; CGO_ENABLED=0 builds drop the
-//     package. The parsing and structural rules live in a pure-Go
-//     package of this module (internal/geojson), and so does the validity
-//     engine (internal/validity), so geodlq's cgo-free components (an
-//     ingress gate, say) apply the same rules; PROJ (CRS resolution,
-//     reprojection) and GEOS (MakeValid, [EngineGEOS]) need cgo.
+//     cross-toolchain and target libraries; a CGO_ENABLED=0 build needs
+//     neither and is one static binary (the Lambda examples' bootstrap).
 //   - Every cgo call costs tens of nanoseconds on top of the work, and the
 //     geometry must cross the boundary: with [EngineGEOS] it is built in
 //     GEOS from the parser's positions and checked in a single call. On a
@@ -64,16 +74,19 @@
 //
 // # CRS resolution
 //
-// PROJ resolution is slow (about a millisecond for a well-formed EPSG code,
-// tens to hundreds of milliseconds for strings PROJ has to search for), so
-// results, failures included, are cached in a bounded cache. OGC:CRS84,
-// urn:ogc:def:crs:OGC:1.3:CRS84 and CRS84, RFC 7946's CRS, resolve to 4326:
-// they are WGS 84 in lon/lat order, which is the order GeoJSON always uses.
-// An event without a CRS, or with "crs": null, is in CRS84. Definitions
-// PROJ would have to search for by name (bare names other than CRS84,
-// CRS83, CRS27 and WGS84, unknown authorities, unknown WKT keywords) are
-// refused without asking PROJ, which matches names approximately ("foo"
-// finds Amersfoort) and slowly. With that, PROJ spends about a millisecond
-// refusing junk; a well-formed definition without an identifier (a PROJ
-// string or WKT) costs 2-20 ms of proj_identify the first time it is seen.
+// EPSG codes and OGC's CRS84, CRS83 and CRS27, in every spelling PROJ
+// accepts ("EPSG:4326", "epsg:4326", "urn:ogc:def:crs:EPSG::4326",
+// "urn:ogc:def:crs:EPSG:9.8:4326", "http://www.opengis.net/def/crs/EPSG/0/4326",
+// "OGC:CRS84", "CRS84", "urn:ogc:def:crs:OGC:1.3:CRS84", ...), resolve
+// from the generated registry in every build, in well under a
+// microsecond. OGC:CRS84 and its spellings, RFC 7946's CRS, resolve to
+// 4326: WGS 84 in lon/lat order, which is the order GeoJSON always uses.
+// An event without a CRS, or with "crs": null, is in CRS84. The rest (WKT,
+// PROJ strings, PROJJSON, other authorities) goes to PROJ in a cgo build:
+// about a millisecond, 2-20 ms of proj_identify for a definition without
+// an identifier; results, failures included, are cached in a bounded
+// cache. Definitions PROJ would have to search for by name (bare names
+// other than CRS84, CRS83, CRS27 and WGS84, unknown authorities, unknown
+// WKT keywords) are refused in every build without asking PROJ, which
+// matches names approximately ("foo" finds Amersfoort) and slowly.
 package spatial

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package spatial
 
 import (
@@ -69,9 +71,9 @@ func TestGEOSProgramMatchesWKB(t *testing.T) {
 			require.NoError(t, err)
 			want := oldReason(t, c, g.Geom)
 			require.Equal(t, tt.valid, want == geosValid, want)
-			h, herr := c.handles.get()
+			h, herr := c.nat.handles.get()
 			require.NoError(t, herr)
-			defer c.handles.put(h)
+			defer c.nat.handles.put(h)
 			for _, pts := range [][]orb.Point{g.Points, nil} {
 				var p geosProgram
 				p.set(g.Geom, pts)

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package spatial
 
 /*
@@ -8,23 +10,10 @@ import "C"
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"unsafe"
 )
-
-// ErrNoProjDB is wrapped by [NewChecker] when PROJ cannot read its
-// database, proj.db (Debian's proj-data package; PROJ_DATA names its
-// directory).
-var ErrNoProjDB = errors.New("spatial: cannot read PROJ's database (is proj.db installed?)")
-
-// ErrUnknownEPSG is wrapped by [PROJJSON] for a code PROJ has no CRS for.
-var ErrUnknownEPSG = errors.New("spatial: no CRS for this EPSG code")
-
-// maxEPSG bounds the codes passed to PROJ: EPSG codes have at most six
-// digits, and larger ones are refused before PROJ sees them.
-const maxEPSG = 999_999
 
 // PROJJSON returns PROJ's PROJJSON description of the CRS EPSG:code, on
 // one line: the form GeoParquet's and STAC's crs members take. Each call

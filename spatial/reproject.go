@@ -1,3 +1,5 @@
+//go:build cgo
+
 package spatial
 
 import (
@@ -73,10 +75,10 @@ func (c *Checker) Reproject(data []byte, fromEPSG, toEPSG int) ([]byte, error) {
 // transformer returns the cached PROJ transformation for the pair.
 func (c *Checker) transformer(from, to int) (*proj.PJ, error) {
 	key := [2]int{from, to}
-	if pj, ok := c.xforms.get(key); ok {
+	if pj, ok := c.nat.xforms.get(key); ok {
 		return pj, nil
 	}
-	raw, err := c.proj.NewCRSToCRS("EPSG:"+strconv.Itoa(from), "EPSG:"+strconv.Itoa(to), nil)
+	raw, err := c.nat.proj.NewCRSToCRS("EPSG:"+strconv.Itoa(from), "EPSG:"+strconv.Itoa(to), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func (c *Checker) transformer(from, to int) (*proj.PJ, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.xforms.put(key, pj)
+	c.nat.xforms.put(key, pj)
 	return pj, nil
 }
 

@@ -1,0 +1,78 @@
+//go:build !cgo
+
+package spatial
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/internal/corpus"
+)
+
+// TestNoCGOCorpus checks every corpus event in a build without cgo (go
+// test with CGO_ENABLED=0): the same verdicts as the cgo build, except
+// for a PROJ string, which only PROJ resolves and which is then a
+// crs_unparseable verdict, never a default CRS.
+func TestNoCGOCorpus(t *testing.T) {
+	c, err := NewChecker(nil)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, it := range corpus.All() {
+		t.Run(it.Name, func(t *testing.T) {
+			res, err := c.CheckEvent(it.Payload)
+			if it.Name == "crs_proj_string" {
+				require.Error(t, err)
+				require.Equal(t, classify.ClassCRSMismatch, classify.Classify(err))
+				require.Equal(t, classify.KindCRSUnparseable, classify.DetailOf(err).Kind)
+				require.Contains(t, err.Error(), "only PROJ resolves this definition")
+				return
+			}
+			if it.Valid() {
+				require.NoError(t, err)
+				require.Equal(t, it.EPSG, res.EPSG)
+				return
+			}
+			require.Error(t, err)
+			require.Equal(t, it.Class, classify.Classify(err))
+			require.Equal(t, it.Stage, classify.StageOf(err))
+			d := classify.DetailOf(err)
+			require.Equal(t, it.Kind, d.Kind)
+			if it.Reason != "" {
+				require.Equal(t, it.Reason, d.Reason)
+			}
+			if it.Fault != nil {
+				require.Equal(t, *it.Fault, *d.Fault)
+			}
+		})
+	}
+}
+
+// TestNoCGONeedsCGO: what needs GEOS or PROJ says so, with an error
+// wrapping ErrNeedsCGO.
+func TestNoCGONeedsCGO(t *testing.T) {
+	_, err := NewChecker(&Options{Engine: EngineGEOS})
+	require.ErrorIs(t, err, ErrNeedsCGO)
+	c, err := NewChecker(nil)
+	require.NoError(t, err)
+	defer c.Close()
+	geom := []byte(`{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`)
+	_, _, err = c.MakeValid(geom)
+	require.ErrorIs(t, err, ErrNeedsCGO)
+	_, err = c.Reproject(geom, 3857, 4326)
+	require.ErrorIs(t, err, ErrNeedsCGO)
+	_, err = c.Repairers(nil)
+	require.ErrorIs(t, err, ErrNeedsCGO)
+	_, err = PROJJSON(4326)
+	require.ErrorIs(t, err, ErrNeedsCGO)
+	for _, crs := range []string{"EPSG:4326", "urn:ogc:def:crs:EPSG::4326", "http://www.opengis.net/def/crs/OGC/1.3/CRS84", "CRS84"} {
+		info, err := c.ResolveCRS(crs)
+		require.NoError(t, err, crs)
+		require.Equal(t, 4326, info.EPSG)
+	}
+	_, err = c.ResolveCRS(`GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]]]`)
+	require.True(t, errors.As(err, new(*CRSError)))
+	require.Equal(t, classify.KindCRSUnparseable, classify.DetailOf(err).Kind)
+}
