@@ -3,15 +3,19 @@ package console
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 )
@@ -105,5 +109,64 @@ func TestBrowser(t *testing.T) {
 				require.Positive(t, fi.Size())
 			}
 		})
+	}
+}
+
+// TestBrowserOperator walks the console as an on-call operator on the
+// rich corpus (ui/e2e/operator.e2e.mjs): the detail and every repair
+// preview of one record of every class × reason kind, failing on any
+// page error or error text; every sort; zoom to fault and wheel zoom over
+// it; the failing geometries on the main map; stale answers dropped; a
+// bulk replay whose dry run lists would_fail rows first. Here: the
+// replay re-injected what the dry run said, and its would_fail records
+// stayed.
+func TestBrowserOperator(t *testing.T) {
+	node := need(t, true)
+	e := newEnv(t, sqliteKind(), envOptions{events: richEvents(t)})
+	var ans listAnswer
+	e.get("/api/records?limit=500", http.StatusOK, &ans)
+	kinds := map[string]bool{}
+	crs := 0
+	for _, r := range ans.Records {
+		c := r.Class
+		if c == "" {
+			c = "not an envelope"
+		}
+		kinds[c+"/"+r.ReasonKind] = true
+		if r.Class == "crs_mismatch" {
+			crs++
+		}
+	}
+	require.GreaterOrEqual(t, len(kinds), 16, "the corpus has every kind: %v", kinds)
+	dir := artifacts(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "operator.e2e.mjs"))
+	cmd.Dir = uiDir
+	cmd.Env = append(os.Environ(),
+		"CONSOLE_URL="+e.http.URL+"/", "CONSOLE_TOKEN="+e.token, "ARTIFACTS="+dir,
+		"EXPECT_KINDS="+strings.Join(slices.Sorted(maps.Keys(kinds)), ","), "EXPECT_TOTAL="+itoa(len(ans.Records)))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("browser run (screenshots in %s):\n%s", dir, out.String())
+	require.NoError(t, err, "the browser test failed: see its last step above")
+	require.Contains(t, out.String(), `"step":"done"`)
+
+	// The bulk replay: re-injected into the target what it repaired; the
+	// records that would fail are still in the store.
+	left := 0
+	e.get("/api/records?limit=500&class=crs_mismatch", http.StatusOK, &ans)
+	left = len(ans.Records)
+	require.Positive(t, left, "the would_fail records stay")
+	require.Less(t, left, crs, "the others were replayed")
+	p, err := e.target.List(context.Background(), broker.ListOptions{Limit: 500})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, crs-left, "one event re-injected per replayed record")
+	for _, png := range []string{"op-01-overview", "op-02-record-sudan", "op-03-sorted-by-vertices", "op-04-zoom-to-fault",
+		"op-05-repair-preview", "op-06-shapes-zoomed-in", "op-07-bulk-dry-run"} {
+		fi, err := os.Stat(filepath.Join(dir, png+".png"))
+		require.NoError(t, err)
+		require.Positive(t, fi.Size())
 	}
 }

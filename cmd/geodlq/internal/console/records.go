@@ -112,7 +112,29 @@ type listAnswer struct {
 	// Partial is true when the scan budget ran out before the page was
 	// full (text or source-prefix filters skip records): follow Next.
 	Partial bool `json:"partial,omitempty"`
+	// Total is how many records match across all pages; on the first
+	// page of a listing only (a cursor's pages do not count again).
+	Total *int `json:"total,omitempty"`
 }
+
+// listOrder is a list's order (the sort parameter): by dead-lettered
+// time (newest, oldest) or, across all pages in the store, by vertex
+// count, geometry size or attempts; a leading "-" is largest first.
+type listOrder struct {
+	key  broker.SortKey // "" for the time orders
+	desc bool
+}
+
+// listOrders maps the sort parameter's values to orders.
+var listOrders = map[string]listOrder{
+	"": {desc: true}, "newest": {desc: true}, "oldest": {},
+	"vertices": {broker.SortVertexCount, false}, "-vertices": {broker.SortVertexCount, true},
+	"size": {broker.SortGeometryBytes, false}, "-size": {broker.SortGeometryBytes, true},
+	"attempts": {broker.SortAttempts, false}, "-attempts": {broker.SortAttempts, true},
+}
+
+// sortNames lists the sort parameter's values, for error messages.
+const sortNames = "newest, oldest, vertices, -vertices, size, -size, attempts or -attempts"
 
 func (s *Server) selection(r *http.Request) (selection, error) {
 	q, err := queryFromURL(r.URL.Query())
@@ -136,27 +158,34 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	newest := true
-	switch v.Get("sort") {
-	case "", "newest":
-	case "oldest":
-		newest = false
-	default:
-		s.fail(w, r, badQuery("sort %q: want newest or oldest", v.Get("sort")))
+	order, ok := listOrders[v.Get("sort")]
+	if !ok {
+		s.fail(w, r, badQuery("sort %q: want %s", clip(v.Get("sort"), 40), sortNames))
 		return
 	}
+	newest := order.desc
+	first := v.Get("cursor") == ""
 	var ans listAnswer
-	if sel.clientSide() && !sel.q.Replayed && s.index.status().Ready {
+	if order.key != "" {
+		// Sorted across all pages: the store orders (and filters, text and
+		// source prefix included) and counts.
+		var cur cursor
+		if cur, err = decodeCursor(v.Get("cursor")); err == nil {
+			sel.filter.Text, sel.filter.SourcePrefix = sel.q.Text, sel.q.SourcePrefix
+			sel.text, sel.q.SourcePrefix = "", ""
+			ans, err = s.list(r.Context(), sel, order, limit, cur, first)
+		}
+	} else if sel.clientSide() && !sel.q.Replayed && s.index.status().Ready {
 		// Text and source prefix are filters no store applies: find the
 		// page's records in the index, then read them from the store.
 		var ic indexCursor
 		if ic, err = decodeIndexCursor(v.Get("cursor")); err == nil {
-			ans, err = s.listFromIndex(r.Context(), sel, newest, limit, ic)
+			ans, err = s.listFromIndex(r.Context(), sel, newest, limit, ic, first)
 		}
 	} else {
 		var cur cursor
 		if cur, err = decodeCursor(v.Get("cursor")); err == nil {
-			ans, err = s.list(r.Context(), sel, newest, limit, cur)
+			ans, err = s.list(r.Context(), sel, order, limit, cur, first)
 		}
 	}
 	if err != nil {
@@ -166,8 +195,10 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, ans)
 }
 
-// list reads one page of rows.
-func (s *Server) list(ctx context.Context, sel selection, newest bool, limit int, cur cursor) (listAnswer, error) {
+// list reads one page of rows in order; total asks the store for the
+// number of matching records too (when no filter is applied here: then
+// the store's count would be too high, and is left out).
+func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit int, cur cursor, total bool) (listAnswer, error) {
 	page := cur.Page
 	if page == 0 {
 		page = limit
@@ -176,13 +207,17 @@ func (s *Server) list(ctx context.Context, sel selection, newest bool, limit int
 		}
 	}
 	lo := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, IncludeReplayed: sel.q.Replayed,
-		Descending: newest, After: cur.After, Limit: page}
+		Sort: order.key, Descending: order.desc, After: cur.After, Limit: page, Total: total && !sel.clientSide()}
 	ans := listAnswer{Records: []row{}}
 	skip := cur.Skip
 	for {
 		p, err := s.store.List(ctx, lo)
 		if err != nil {
 			return ans, err
+		}
+		if lo.Total {
+			n := p.Total
+			ans.Total, lo.Total = &n, false
 		}
 		for i := skip; i < len(p.Entries); i++ {
 			e := p.Entries[i]
@@ -270,7 +305,7 @@ func cmpKey(at int64, dest, id string, c indexCursor) int {
 
 // listFromIndex reads a page of the records the index says match sel,
 // in dead-lettered order, from the store.
-func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, limit int, cur indexCursor) (listAnswer, error) {
+func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, limit int, cur indexCursor, total bool) (listAnswer, error) {
 	ans := listAnswer{Records: []row{}}
 	type cand struct {
 		key  indexCursor
@@ -278,11 +313,13 @@ func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, 
 		id   string
 	}
 	var cands []cand
+	matched := 0
 	s.index.mu.RLock()
 	for _, p := range s.index.recs {
 		if !sel.matchSummary(p) {
 			continue
 		}
+		matched++
 		k := indexCursor{At: p.at.UnixNano(), Dest: p.dest, ID: p.id, Set: true}
 		if cur.Set {
 			c := cmpKey(k.At, k.Dest, k.ID, cur)
@@ -294,6 +331,9 @@ func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, 
 	}
 	s.index.mu.RUnlock()
 	ans.Scanned = len(cands)
+	if total {
+		ans.Total = &matched
+	}
 	slices.SortFunc(cands, func(a, b cand) int {
 		c := cmpKey(a.key.At, a.key.Dest, a.key.ID, b.key)
 		if newest {

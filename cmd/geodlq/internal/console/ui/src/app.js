@@ -74,6 +74,20 @@ class APIError extends Error {
   }
 }
 
+// latest keeps one request of each kind (list, overview, map, shapes)
+// current: starting one aborts the previous, and an answer that arrives
+// after a newer request started is dropped (fresh() is false), so that a
+// slow answer to old filters never replaces the new one's.
+const inflight = {};
+function latest(kind) {
+  const prev = inflight[kind];
+  if (prev) prev.ctl.abort();
+  const cur = { ctl: new AbortController(), seq: (prev ? prev.seq : 0) + 1 };
+  inflight[kind] = cur;
+  return { signal: cur.ctl.signal, fresh: () => inflight[kind] === cur };
+}
+const aborted = (err) => err && err.name === 'AbortError';
+
 async function api(path, opts = {}) {
   const headers = { Accept: 'application/json' };
   if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
@@ -84,6 +98,7 @@ async function api(path, opts = {}) {
     body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
     credentials: 'same-origin',
     cache: 'no-store',
+    signal: opts.signal,
   });
   let data = null;
   try { data = await res.json(); } catch { data = null; }
@@ -221,6 +236,8 @@ function applyFilters() {
   refreshAll();
 }
 
+const listError = (err) => { if (!aborted(err)) showFilterError(err); };
+
 function showFilterError(err) {
   $('filter-error').textContent = err ? err.message : '';
 }
@@ -230,14 +247,16 @@ async function refreshAll() {
   try {
     await Promise.all([loadList(), loadOverview(), loadMap()]);
   } catch (err) {
-    showFilterError(err);
+    if (!aborted(err)) showFilterError(err);
   }
 }
 
 // ---- overview ---------------------------------------------------------------
 
 async function loadOverview() {
-  const ov = await api('/api/overview?' + query());
+  const req = latest('overview');
+  const ov = await api('/api/overview?' + query(), { signal: req.signal });
+  if (!req.fresh()) return;
   $('ov-total').textContent = ov.open + ' open' + (ov.replayed ? ', ' + ov.replayed + ' replayed' : '');
   drawTimeline(ov);
   const box = $('ov-tables');
@@ -317,9 +336,13 @@ function durMs(go) {
 // ---- list -------------------------------------------------------------------
 
 async function loadList() {
+  const req = latest('list');
   const p = query({ sort: $('sort').value, limit: 100 });
   if (state.cursor) p.set('cursor', state.cursor);
-  const ans = await api('/api/records?' + p);
+  const ans = await api('/api/records?' + p, { signal: req.signal });
+  if (!req.fresh()) return;
+  if (!state.cursor) state.total = ans.total;
+  $('rows').dataset.sort = p.get('sort');
   state.rows = ans.records;
   state.next = ans.next || '';
   const body = $('rows');
@@ -336,13 +359,14 @@ async function loadList() {
     });
     const cls = el('span', { class: 'cls' }, r.class || 'not an envelope');
     cls.style.background = colorOf(r.class || '');
-    const tr = el('tr', { class: 'rec', data: { destination: r.destination, id: r.id, event: r.event_id || '' } },
+    const tr = el('tr', { class: 'rec', data: { destination: r.destination, id: r.id, event: r.event_id || '', kind: r.reason_kind || '' } },
       el('td', {}, cb),
       el('td', {}, fmtTime(r.dead_lettered_at || r.published_at)),
       el('td', { title: r.event_id || '' }, r.event_id || '–'),
       el('td', {}, cls),
       el('td', {}, r.stage || '–'),
       el('td', { title: r.reason || '' }, r.reason || '–'),
+      el('td', { class: 'n' }, r.vertex_count ? String(r.vertex_count) : '–'),
       el('td', {}, r.epsg ? String(r.epsg) : '–'),
       el('td', { title: r.source_uri || '' }, r.source_uri || '–'),
       el('td', { title: r.destination + '/' + r.id }, r.destination + '/' + r.id),
@@ -351,7 +375,12 @@ async function loadList() {
     tr.addEventListener('click', () => openRecord(r.destination, r.id));
     body.append(tr);
   }
-  $('list-count').textContent = '(' + ans.records.length + ' on this page' + (ans.partial ? ', scan budget reached: more may follow' : '') + ')';
+  const first = (state.cursors.length - 1) * 100;
+  const range = ans.records.length ? (first + 1) + '–' + (first + ans.records.length) : 'none';
+  $('list-count').textContent = '(' + (state.total !== undefined && state.total !== null
+    ? range + ' of ' + state.total + ' matching'
+    : range + (ans.partial ? ', scan budget reached: more may follow' : state.next ? ', more follow' : '')) + ')';
+  $('list-count').dataset.total = state.total === undefined || state.total === null ? '' : String(state.total);
   $('next').disabled = !state.next;
   $('first').disabled = state.cursors.length <= 1;
   $('prev').disabled = state.cursors.length <= 1;
@@ -371,7 +400,7 @@ function selectionButtons() {
 
 // ---- map --------------------------------------------------------------------
 
-let map, markerLayer, boxLayer, basemapData;
+let map, markerLayer, shapeLayer, boxLayer, basemapData;
 
 async function basemap() {
   if (!basemapData) basemapData = await (await fetch('/assets/basemap.json')).json();
@@ -391,29 +420,34 @@ function addBasemap(m) {
       style: { color: '#94a3b8', weight: 0.7, fillColor: '#f1f5f9', fillOpacity: state.config.tile_url ? 0 : 1 },
     }).addTo(m);
   });
-  m.attributionControl.setPrefix(false);
-  m.attributionControl.addAttribution('Basemap: Natural Earth (public domain)');
+  if (m.attributionControl) { // the repair previews name it under the maps
+    m.attributionControl.setPrefix(false);
+    m.attributionControl.addAttribution('Basemap: Natural Earth (public domain)');
+  }
 }
 
 function initMap() {
   map = L.map('map', { worldCopyJump: true, minZoom: 1, maxZoom: 19, zoomSnap: 1 }).setView([20, 0], 2);
   addBasemap(map);
+  map.createPane('shapes');
+  map.getPane('shapes').style.zIndex = 390; // over the basemap, under the markers
+  shapeLayer = L.layerGroup().addTo(map);
   markerLayer = L.layerGroup().addTo(map);
   window.geodlqMap = map; // for the browser tests and the curious
-  map.on('moveend', () => loadMap());
+  map.on('moveend', () => loadMap().catch(() => {}));
   setupBoxDrawing();
 }
 
-let mapSeq = 0;
 async function loadMap() {
   if (!map) return;
-  const seq = ++mapSeq;
+  const req = latest('map');
   const b = map.getBounds();
   const west = Math.max(-180, b.getWest()), east = Math.min(180, b.getEast());
   const south = Math.max(-90, b.getSouth()), north = Math.min(90, b.getNorth());
   const p = query({ zoom: map.getZoom(), view: [west, south, east, north].map((n) => n.toFixed(6)).join(',') });
-  const ans = await api('/api/map?' + p);
-  if (seq !== mapSeq) return;
+  loadShapes(p).catch(() => {});
+  const ans = await api('/api/map?' + p, { signal: req.signal });
+  if (!req.fresh()) return;
   markerLayer.clearLayers();
   let drawn = 0;
   for (const m of ans.markers) {
@@ -460,6 +494,35 @@ async function loadMap() {
   info.title = (ans.reprojected ? ans.reprojected + ' records are in another CRS: their points were reprojected to EPSG:4326 with PROJ for display.\n' : '') +
     (why ? 'Not on the map:\n' + why : '');
   indexStatus(ans.index);
+}
+
+// loadShapes draws the failing geometries themselves (simplified by the
+// server to about a pixel) once the map is zoomed in far enough; their
+// markers stay on top.
+async function loadShapes(p) {
+  const req = latest('shapes');
+  const minZoom = (state.shapesMinZoom || 5);
+  if (map.getZoom() < minZoom) {
+    shapeLayer.clearLayers();
+    $('map').dataset.shapes = '0';
+    return;
+  }
+  const ans = await api('/api/shapes?' + p, { signal: req.signal });
+  if (!req.fresh()) return;
+  state.shapesMinZoom = ans.min_zoom;
+  shapeLayer.clearLayers();
+  for (const sh of ans.shapes) {
+    const c = colorOf(sh.class);
+    const lyr = L.geoJSON(sh.geometry, {
+      pane: 'shapes', className: 'geodlq-shape',
+      style: { color: c, weight: 1.5, fillColor: c, fillOpacity: 0.18, className: 'geodlq-shape' },
+      pointToLayer: (_, ll) => L.circleMarker(ll, { pane: 'shapes', radius: 3, color: c, className: 'geodlq-shape' }),
+    });
+    lyr.bindTooltip(() => el('span', {}, (sh.event_id || sh.id) + ' — ' + sh.class + (sh.vertices < sh.of ? ' (' + sh.vertices + ' of ' + sh.of + ' vertices drawn)' : '')));
+    lyr.on('click', () => openRecord(sh.destination, sh.id));
+    shapeLayer.addLayer(lyr);
+  }
+  $('map').dataset.shapes = String(ans.shapes.length);
 }
 
 function clusterTitle(m) {
@@ -516,10 +579,17 @@ function showBox() {
 
 let recMap;
 
-function makeDetailMap(container, g) {
+// makeDetailMap draws a record's geometry and its fault marks; small
+// (the repair previews) leaves the attribution to the text under them.
+// The map's faults (m.geodlqFaults) are what zoomToFault centres on.
+function makeDetailMap(container, g, small) {
   const planar = g.display === 'planar';
   container.classList.toggle('planar', planar);
-  const m = L.map(container, planar ? { crs: L.CRS.Simple, minZoom: -30, maxZoom: 30, zoomSnap: 0 } : { maxZoom: 22, zoomSnap: 0 });
+  delete container.dataset.zoomedTo;
+  // Whole zoom levels and a bounded depth: fractional wheel zoom past
+  // what the geometry's precision holds left the map blank.
+  const opts = { zoomSnap: 0.5, wheelPxPerZoomLevel: 120, attributionControl: !small };
+  const m = L.map(container, planar ? { ...opts, crs: L.CRS.Simple, minZoom: -30, maxZoom: 24 } : { ...opts, minZoom: 0, maxZoom: 20, worldCopyJump: false });
   m.setView([0, 0], planar ? 0 : 1); // vector layers need a view before they are added
   if (!planar) addBasemap(m);
   const layer = L.geoJSON(g.geometry, {
@@ -527,6 +597,9 @@ function makeDetailMap(container, g) {
     pointToLayer: (_, ll) => L.circleMarker(ll, { radius: 5, color: '#1d4ed8' }),
   }).addTo(m);
   const group = L.featureGroup([layer]);
+  m.geodlqFaults = [];
+  m.geodlqPlanar = planar;
+  m.geodlqGeometry = g.geometry;
   for (const mk of g.markers || []) {
     const ll = mk.coords.map(([x, y]) => [y, x]);
     let lyr;
@@ -545,14 +618,101 @@ function makeDetailMap(container, g) {
     lyr.bindTooltip(() => el('span', {}, mk.label));
     lyr.addTo(m);
     group.addLayer(lyr);
+    m.geodlqFaults.push({ mk, lyr });
   }
   const b = group.getBounds();
-  if (b.isValid()) m.fitBounds(b, { padding: [20, 20], maxZoom: planar ? 30 : 18 });
+  m.geodlqWhole = b.isValid() ? b : null;
+  // Not animated: a zoom to a fault clicked while the first fit was
+  // still animating was undone when that animation ended.
+  if (b.isValid()) m.fitBounds(b, { padding: [20, 20], maxZoom: planar ? 24 : 18, animate: false });
   else m.setView([0, 0], 1);
+  // Zooming far past the closest look at a fault only loses it: a pixel
+  // off at that zoom is a screen off ten levels further ("the map went
+  // blank"). The deepest zoom is two levels past it.
+  let deepest = m.getZoom();
+  for (let i = 0; i < m.geodlqFaults.length; i++) deepest = Math.max(deepest, m.getBoundsZoom(faultBounds(m, i), false, faultPadding(m)));
+  m.setMaxZoom(Math.min(planar ? 24 : 20, Math.ceil(deepest) + 2));
   return m;
 }
 
+// nearestVertex returns the distance from (x, y) to the geometry's
+// nearest other vertex (Infinity when there is none).
+function nearestVertex(geom, x, y) {
+  let best = Infinity;
+  const walk = (c) => {
+    if (!Array.isArray(c)) return;
+    if (typeof c[0] === 'number') {
+      const d = Math.hypot(c[0] - x, c[1] - y);
+      if (d > 0 && d < best) best = d;
+      return;
+    }
+    for (const cc of c) walk(cc);
+  };
+  const g = (geom && geom.type === 'GeometryCollection') ? geom.geometries : [geom];
+  for (const gg of g) if (gg) walk(gg.coordinates);
+  return best;
+}
+
+// zoomToFault centres a detail map on its i-th fault, at a zoom where a
+// segment (or the shorter one crossing it) fills most of the map
+// or a point's nearest neighbouring vertex is a third of the map away
+// (a loop a few kilometres across in a country is then plain).
+function zoomToFault(m, i) {
+  if (!m || !m.geodlqFaults[i]) return;
+  m.fitBounds(faultBounds(m, i), { padding: faultPadding(m), maxZoom: m.getMaxZoom(), animate: false });
+  const f = m.geodlqFaults[i];
+  if (f.lyr.openTooltip) f.lyr.openTooltip();
+  m.getContainer().dataset.zoomedTo = String(i);
+}
+
+function faultPadding(m) {
+  const size = m.getSize();
+  return L.point(Math.round(size.x / 6), Math.round(size.y / 6));
+}
+
+// faultBounds is the box zoomToFault fits for the i-th fault.
+function faultBounds(m, i) {
+  const f = m.geodlqFaults[i];
+  let b;
+  if (f.lyr.getBounds) {
+    // A segment: the shortest of it and the segments crossing it fills
+    // the map, so that the crossing shows whichever is long.
+    b = f.lyr.getBounds();
+    const span = (x) => Math.hypot(x.getEast() - x.getWest(), x.getNorth() - x.getSouth());
+    for (const o of m.geodlqFaults) {
+      if (o === f || !o.lyr.getBounds || o.mk.kind !== f.mk.kind) continue;
+      const ob = o.lyr.getBounds();
+      if (ob.intersects(f.lyr.getBounds()) && span(ob) < span(b)) b = ob;
+    }
+  } else {
+    const ll = f.lyr.getLatLng();
+    let r = 1.5 * nearestVertex(m.geodlqGeometry, ll.lng, ll.lat);
+    if (!Number.isFinite(r) && m.geodlqWhole) {
+      const w = m.geodlqWhole;
+      r = Math.max(Math.abs(w.getNorth() - w.getSouth()), Math.abs(w.getEast() - w.getWest())) / 50;
+    }
+    if (!Number.isFinite(r) || r <= 0) r = 0.001;
+    b = L.latLngBounds([ll.lat - r, ll.lng - r], [ll.lat + r, ll.lng + r]);
+  }
+  return b;
+}
+
+// openRecord shows a record in the panel; the panel's data-loaded is
+// "true" once it is drawn. Opening another record meanwhile drops what
+// arrives for the first.
+let openSeq = 0;
 async function openRecord(dest, id) {
+  const panel = $('record');
+  panel.dataset.loaded = 'false';
+  const seq = ++openSeq;
+  try {
+    await showRecord(dest, id, () => seq === openSeq);
+  } finally {
+    if (seq === openSeq) panel.dataset.loaded = 'true';
+  }
+}
+
+async function showRecord(dest, id, fresh) {
   state.open = { destination: dest, id };
   for (const tr of document.querySelectorAll('#rows tr')) {
     tr.classList.toggle('open', tr.dataset.destination === dest && tr.dataset.id === id);
@@ -574,9 +734,10 @@ async function openRecord(dest, id) {
   try {
     rec = await api(base);
   } catch (err) {
-    $('rec-reason').textContent = err.message;
+    if (fresh()) $('rec-reason').textContent = err.message;
     return;
   }
+  if (!fresh()) return;
   $('rec-title').textContent = (rec.event_id || 'record') + ' — ' + dest + '/' + id;
   $('rec-reason').textContent = rec.reason || rec.error_message || rec.not_envelope || '';
   const fields = [
@@ -621,11 +782,22 @@ async function openRecord(dest, id) {
   $('rec-map').hidden = false;
   try {
     const g = await api(base + '/geometry');
+    if (!fresh()) return;
     recMap = makeDetailMap($('rec-map'), g);
+    window.geodlqRecMap = recMap; // for the browser tests
     $('rec-note').textContent = [g.type + ', ' + g.vertices + ' vertices', g.note].filter(Boolean).join('. ');
-    for (const mk of g.markers) $('rec-markers').append(el('li', { class: 'k-' + mk.kind }, mk.kind.replace('_', ' ') + ': ' + mk.label));
+    g.markers.forEach((mk, i) => {
+      const a = el('button', { type: 'button', class: 'link', title: 'zoom the map to it', on: { click: () => zoomToFault(recMap, i) } },
+        mk.kind.replace('_', ' ') + ': ' + mk.label);
+      $('rec-markers').append(el('li', { class: 'k-' + mk.kind, data: { fault: i } }, a));
+    });
+    if (g.markers.length) {
+      $('rec-markers').append(el('li', { class: 'whole' }, el('button', {
+        type: 'button', class: 'link', on: { click: () => { if (recMap && recMap.geodlqWhole) recMap.fitBounds(recMap.geodlqWhole, { padding: [20, 20], animate: false }); } },
+      }, 'whole geometry')));
+    }
   } catch (err) {
-    $('rec-note').textContent = 'Geometry: ' + err.message;
+    if (fresh()) $('rec-note').textContent = 'Geometry: ' + err.message;
   }
 }
 
@@ -648,6 +820,15 @@ async function showPayload() {
 
 async function previewRepair(base, method) {
   const out = $('repair-out');
+  out.dataset.state = 'running';
+  try {
+    await showRepair(out, base, method);
+  } finally {
+    out.dataset.state = 'done';
+  }
+}
+
+async function showRepair(out, base, method) {
   clear(out);
   out.append(el('p', { class: 'muted' }, 'Running ' + method + '…'));
   let r;
@@ -672,11 +853,12 @@ async function previewRepair(base, method) {
     const mm = el('div', { class: 'mini-map' });
     box.append(mm);
     pair.append(box);
-    if (g) requestAnimationFrame(() => makeDetailMap(mm, g));
+    if (g) requestAnimationFrame(() => makeDetailMap(mm, g, true));
   };
   side('Before', r.before);
   side('After', r.after);
   out.append(pair);
+  out.append(el('p', { class: 'muted attrib' }, 'Basemap: Natural Earth (public domain)'));
 }
 
 // ---- jobs (replay, discard) ---------------------------------------------------
@@ -704,13 +886,41 @@ function openJob(action, selection, describe, defaultRepairs) {
   $('job-title').textContent = (action === 'replay' ? 'Replay ' : 'Discard ') + describe;
   const opts = $('job-options');
   clear(opts);
+  if (selection.filter) {
+    const ul = el('ul', { id: 'job-filters' });
+    for (const [k, v] of describeFilter(selection.filter)) ul.append(el('li', {}, el('b', {}, k + ': '), v));
+    if (!ul.firstChild) ul.append(el('li', {}, 'no filter: every open record in the store'));
+    opts.append(el('div', { class: 'job-scope' }, 'Acts on every record matching' +
+      (state.total !== undefined && state.total !== null ? ' (' + state.total + ' now)' : '') + ':', ul));
+  }
   if (action === 'replay') {
     opts.append(el('p', {}, 'A dry run comes first: it restores and checks each record and says what would happen; nothing is re-injected or acknowledged until you confirm.'));
+    const repairs = el('fieldset', {}, el('legend', {}, 'Repairs (as --repair)'));
     for (const r of state.config.repairs) {
       const cb = el('input', { type: 'checkbox', name: 'repair', value: r, id: 'repair-' + r });
       cb.checked = (defaultRepairs || []).includes(r);
-      opts.append(el('label', { class: 'inline' }, cb, 'repair: ' + r + (r === 'make-valid' ? ' (GEOS MakeValid, invalid_geometry)' : ' (PROJ, crs_mismatch)')));
+      repairs.append(el('label', { class: 'inline' }, cb, r + ({
+        'make-valid': ' (GEOS MakeValid, invalid_geometry)',
+        reproject: ' (PROJ, crs_mismatch)',
+        'reproject+make-valid': ' (PROJ, then MakeValid when the result is invalid, crs_mismatch)',
+      }[r] || '')));
     }
+    for (const c of state.config.unchanged || []) {
+      const cb = el('input', { type: 'checkbox', name: 'unchanged', value: c, id: 'unchanged-' + c });
+      repairs.append(el('label', { class: 'inline' }, cb, 'replay ' + c + ' unchanged, no repair (as --unchanged ' + c + ')'));
+    }
+    opts.append(repairs);
+    const target = el('select', { id: 'job-target' });
+    for (const t of state.config.targets || []) {
+      const o = el('option', { value: t.id }, t.label + (t.store ? ' (this store: only what its own broker delivered)' : ''));
+      if (t.default) o.selected = true;
+      target.append(o);
+    }
+    opts.append(el('div', { class: 'job-controls' },
+      el('label', {}, 'Target (as --target) ', target),
+      el('label', {}, 'Route (as --route) ', el('input', { id: 'job-route', placeholder: 'each envelope\'s source topic' })),
+      el('label', {}, 'Rate (as --rate, events/s) ', el('input', { id: 'job-rate', type: 'number', min: '0', step: 'any', placeholder: 'no limit' })),
+      el('label', { class: 'inline' }, el('input', { type: 'checkbox', id: 'job-nocheck' }), 'no check (as --no-check)')));
   } else {
     opts.append(el('p', {}, 'A dry run comes first and lists what would be deleted. Discarded records are deleted for good; records leased by a replayer are never deleted.'));
   }
@@ -730,9 +940,34 @@ function repairsChosen() {
   return [...document.querySelectorAll('#job-options input[name=repair]:checked')].map((i) => i.value);
 }
 
+// describeFilter restates a job's filter in words, as the dialog shows it.
+function describeFilter(f) {
+  const out = [];
+  if (f.destination) out.push(['destination', f.destination]);
+  if (f.class && f.class.length) out.push(['class', f.class.join(', ')]);
+  if (f.stage && f.stage.length) out.push(['stage', f.stage.join(', ')]);
+  if (f.reason && f.reason.length) out.push(['reason kind', f.reason.join(', ')]);
+  if (f.epsg && f.epsg.length) out.push(['EPSG', f.epsg.join(', ')]);
+  if (f.since) out.push(['since', f.since]);
+  if (f.until) out.push(['until', f.until]);
+  if (f.source_prefix) out.push(['source prefix', f.source_prefix]);
+  if (f.q) out.push(['text', '"' + f.q + '"']);
+  if (f.replayed) out.push(['including', 'replayed records']);
+  if (f.bbox) out.push(['box', f.bbox]);
+  return out;
+}
+
 async function startJob(dry) {
   $('job-error').textContent = '';
   const body = { action: job.action, dry_run: dry, repairs: job.action === 'replay' ? repairsChosen() : [] };
+  if (job.action === 'replay') {
+    body.unchanged = [...document.querySelectorAll('#job-options input[name=unchanged]:checked')].map((i) => i.value);
+    body.target = $('job-target').value;
+    body.route = $('job-route').value.trim();
+    const rate = parseFloat($('job-rate').value);
+    if (rate > 0) body.rate = rate;
+    body.no_check = $('job-nocheck').checked;
+  }
   if (dry) Object.assign(body, job.selection);
   else body.confirm = job.dry.id;
   try {
@@ -740,7 +975,7 @@ async function startJob(dry) {
     if (dry) job.dry = j; else job.real = j;
     $('job-dry').disabled = true;
     $('job-confirm').disabled = true;
-    for (const i of document.querySelectorAll('#job-options input')) i.disabled = true;
+    for (const i of document.querySelectorAll('#job-options input, #job-options select')) i.disabled = true;
     followJob(j.id);
   } catch (err) {
     $('job-error').textContent = err.message;
@@ -782,8 +1017,10 @@ function showJob(j) {
   clear(t);
   t.append(el('tr', {}, el('th', {}, 'Record'), el('th', {}, 'Event'), el('th', {}, 'Outcome'), el('th', {}, 'Repair / why')));
   for (const it of j.items) {
-    t.append(el('tr', { data: { outcome: it.outcome } }, el('td', {}, it.destination + '/' + it.record_id), el('td', {}, it.event_id || '–'),
-      el('td', {}, it.outcome + (it.target ? ' → ' + it.target : '')), el('td', {}, it.repair || it.error || '')));
+    const attention = /fail|skipped|left|unavailable|interrupted/.test(it.outcome);
+    t.append(el('tr', { class: attention ? 'attention' : '', data: { outcome: it.outcome } }, el('td', {}, it.destination + '/' + it.record_id), el('td', {}, it.event_id || '–'),
+      el('td', {}, it.outcome + (it.target ? ' → ' + it.target : '')),
+      el('td', {}, [it.repair, it.error, it.why].filter(Boolean).join(' — '))));
   }
   if (j.items_total > j.items.length) t.append(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, (j.items_total - j.items.length) + ' more (GET /api/jobs/' + j.id + '?offset=…)')));
   if (j.error) $('job-error').textContent = j.error;
@@ -852,18 +1089,18 @@ function wire() {
     if (!state.next) return;
     state.cursor = state.next;
     state.cursors.push(state.cursor);
-    loadList().catch(showFilterError);
+    loadList().catch(listError);
   });
   $('prev').addEventListener('click', () => {
     if (state.cursors.length <= 1) return;
     state.cursors.pop();
     state.cursor = state.cursors[state.cursors.length - 1];
-    loadList().catch(showFilterError);
+    loadList().catch(listError);
   });
   $('first').addEventListener('click', () => {
     state.cursors = [''];
     state.cursor = '';
-    loadList().catch(showFilterError);
+    loadList().catch(listError);
   });
   $('check-all').addEventListener('change', (e) => {
     for (const r of state.rows) {
