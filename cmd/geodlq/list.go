@@ -31,6 +31,8 @@ type listPage struct {
 	Items []view `json:"items"`
 	// Next is the cursor of the next page (--after), "" after the last.
 	Next string `json:"next,omitempty"`
+	// Total is the number of records that match, across all pages.
+	Total int `json:"total"`
 }
 
 func newListCmd(a *app) *cobra.Command {
@@ -45,9 +47,21 @@ can (the source prefix here).
 
 --limit N prints one page of N records and the cursor of the next one (on
 stderr for -o table, wide and jsonl; as "next" with -o json): pass it to
---after to carry on. --sort orders the rows printed (within the page with
---limit) by id, dest, status, event, class, stage, reason, epsg or at (the
-dead-letter time); a leading "-" reverses it.
+--after to carry on; the number of records that match, across all pages, goes
+to stderr ("total" with -o json). --sort vertices, size (the geometry's
+bytes), attempts, time (the dead-letter time) or id (the order written) orders
+across all pages, in the store: --sort -vertices --limit 20 is the twenty
+largest geometries of the whole selection (a leading "-" is descending).
+--sort dest, status, event, class, stage, reason or epsg orders the rows
+printed (within the page with --limit).
+
+--text finds a word in the event id, the reason, the error message and the
+event's properties (--text sudan finds the events whose properties.name is
+Sudan); --source-pointer names the member that is the event's source
+(default /source_uri) for --source-prefix and the wide SOURCE column.
+
+-o table and wide read each record's summary, never its body, so a page
+costs the same whatever the size of its records.
 
 --follow prints the records, then new ones as they are dead-lettered, until
 Ctrl-C (like kcat -C or kubectl logs -f).
@@ -63,7 +77,7 @@ the attempts and the payload's source; -o json writes {"items":[…],"next":…}
 	o.out = addOutput(cmd, fmtTable, fmtWide, fmtJSON, fmtJSONL)
 	fs.IntVar(&o.limit, "limit", 0, "print at most this many records, and the cursor of the next page (0: all)")
 	fs.StringVar(&o.after, "after", "", "carry on after this cursor (from a previous --limit page)")
-	fs.StringVar(&o.sort, "sort", "", "sort by id, dest, status, event, class, stage, reason, epsg or at; -FIELD reverses")
+	fs.StringVar(&o.sort, "sort", "", "sort across all pages by vertices, size, attempts, time or id, or within the page by dest, status, event, class, stage, reason or epsg; -FIELD reverses")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing new records as they are dead-lettered, until Ctrl-C")
 	fs.DurationVar(&o.interval, "interval", time.Second, "with --follow, how often the store is asked for new records")
 	return cmd
@@ -74,6 +88,9 @@ the attempts and the payload's source; -o json writes {"items":[…],"next":…}
 type listCursor struct {
 	Dest  string `json:"d"`
 	After string `json:"a,omitempty"`
+	// All is a listing of every selected destination at once (a sort
+	// across destinations): Dest is "".
+	All bool `json:"all,omitempty"`
 }
 
 func (c listCursor) String() string {
@@ -84,7 +101,7 @@ func (c listCursor) String() string {
 func parseCursor(s string) (listCursor, error) {
 	var c listCursor
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) > 4096 || json.Unmarshal(b, &c) != nil || c.Dest == "" {
+	if err != nil || len(b) > 4096 || json.Unmarshal(b, &c) != nil || (c.Dest == "") != c.All {
 		return c, fmt.Errorf("%q is not a cursor printed by geodlq list --limit", s)
 	}
 	return c, nil
@@ -128,17 +145,28 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	views, next, err := a.listPage(ctx, s, sel, dests, cur, o.limit)
+	lp := listPaging{sel: sel, limit: o.limit, summaries: !o.out.json() && !o.out.jsonl()}
+	if k, ok := storeSorts[sortBy]; ok {
+		lp.sort, lp.desc, lp.sorted = k, desc, true
+		sortBy = ""
+	}
+	views, next, err := a.listPage(ctx, s, dests, cur, lp)
 	if err != nil {
 		return err
 	}
 	if sortBy != "" {
 		sortViews(views, sortBy, desc)
 	}
+	total := 0
+	if !o.follow {
+		if total, err = a.listTotal(ctx, s, sel, dests); err != nil {
+			return err
+		}
+	}
 	var widths []int
 	switch {
 	case o.out.json():
-		return writeJSON(a.stdout, listPage{Items: views, Next: next})
+		return writeJSON(a.stdout, listPage{Items: views, Next: next, Total: total})
 	case o.out.jsonl():
 		for _, v := range views {
 			if err := writeJSONLine(a.stdout, v); err != nil {
@@ -167,7 +195,9 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 		}
 	}
 	if next != "" {
-		fmt.Fprintf(a.stderr, "more records: --after %s\n", next)
+		fmt.Fprintf(a.stderr, "%d of %d matching records; more records: --after %s\n", len(views), total, next)
+	} else if len(views) > 0 && !o.follow && (o.limit > 0 || o.after != "") {
+		fmt.Fprintf(a.stderr, "%d matching records\n", total)
 	}
 	if !o.follow {
 		return nil
@@ -175,54 +205,137 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 	return a.follow(ctx, s, sel, o, views, widths)
 }
 
-// listPage reads up to limit records (0: all) from cur on, and returns
-// them with the cursor of the next page.
-func (a *app) listPage(ctx context.Context, s *broker.Store, sel selection, dests []string, cur *listCursor, limit int) ([]view, string, error) {
+// listPaging is how list reads its page.
+type listPaging struct {
+	sel   selection
+	limit int // 0: all
+	// sorted: the store orders by sort (descending with desc) across all
+	// pages, and across the selected destinations at once.
+	sort         broker.SortKey
+	desc, sorted bool
+	// summaries reads summaries only (the table's fields), never a body.
+	summaries bool
+}
+
+// storeSorts are the --sort fields the store orders by across all pages.
+var storeSorts = map[string]broker.SortKey{
+	"id": broker.SortWritten, "at": broker.SortDeadLetteredAt, "vertices": broker.SortVertexCount,
+	"size": broker.SortGeometryBytes, "attempts": broker.SortAttempts,
+}
+
+// listPage reads up to p.limit records from cur on, and returns them with
+// the cursor of the next page.
+func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur *listCursor, p listPaging) ([]view, string, error) {
 	views := []view{}
 	start := 0
 	after := ""
+	all := p.sorted && len(dests) > 1
 	if cur != nil {
-		start = slices.Index(dests, cur.Dest)
-		if start < 0 {
-			return nil, "", usagef("--after: the cursor's destination %q is not among the selected ones", cur.Dest)
+		if cur.All != all {
+			return nil, "", usagef("--after: the cursor is of a listing with another --sort or --dest")
+		}
+		if !all {
+			start = slices.Index(dests, cur.Dest)
+			if start < 0 {
+				return nil, "", usagef("--after: the cursor's destination %q is not among the selected ones", cur.Dest)
+			}
 		}
 		after = cur.After
 	}
+	selected := map[string]bool{}
+	for _, d := range dests {
+		selected[d] = true
+	}
 	for i := start; i < len(dests); i++ {
 		d := dests[i]
-		lo := broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, After: after}
+		if all {
+			d = ""
+		}
+		lo := broker.ListOptions{Destination: d, Filter: p.sel.filter, IncludeReplayed: p.sel.replayed, After: after,
+			Sort: p.sort, Descending: p.desc, Summaries: p.summaries}
 		after = ""
+		at := func(next string) string {
+			if all {
+				return listCursor{All: true, After: next}.String()
+			}
+			return listCursor{Dest: d, After: next}.String()
+		}
 		for {
 			lo.Limit = broker.MaxListLimit
-			if limit > 0 {
-				lo.Limit = min(limit-len(views), broker.MaxListLimit)
+			if p.limit > 0 {
+				lo.Limit = min(p.limit-len(views), broker.MaxListLimit)
 			}
-			p, err := s.List(ctx, lo)
+			pg, err := s.List(ctx, lo)
 			if err != nil {
 				return nil, "", fmt.Errorf("reading %q: %w", d, cannotList(s, err))
 			}
-			for _, e := range p.Entries {
-				if e.Record == nil {
-					continue
-				}
-				if it := itemOf(e); sel.keep(it) {
-					views = append(views, viewOf(it))
+			for _, e := range pg.Entries {
+				switch {
+				case e.Record == nil || !selected[e.Record.Destination]:
+				case e.Summary != nil:
+					if e.Summary.Envelope || p.sel.filter.IsZero() {
+						views = append(views, viewOfSummary(e))
+					}
+				default:
+					if it := itemOf(e); p.sel.keep(it) {
+						views = append(views, viewOf(it))
+					}
 				}
 			}
-			full := limit > 0 && len(views) >= limit
-			if p.Next == "" || p.Next == lo.After {
-				if full && i+1 < len(dests) {
+			full := p.limit > 0 && len(views) >= p.limit
+			if pg.Next == "" || pg.Next == lo.After {
+				if full && i+1 < len(dests) && !all {
 					return views, listCursor{Dest: dests[i+1]}.String(), nil
 				}
 				break
 			}
 			if full {
-				return views, listCursor{Dest: d, After: p.Next}.String(), nil
+				return views, at(pg.Next), nil
 			}
-			lo.After = p.Next
+			lo.After = pg.Next
+		}
+		if all {
+			break
 		}
 	}
 	return views, "", nil
+}
+
+// listTotal counts the records that match in the selected destinations
+// (the store counts: Page.Total).
+func (a *app) listTotal(ctx context.Context, s *broker.Store, sel selection, dests []string) (int, error) {
+	n := 0
+	for _, d := range dests {
+		p, err := s.List(ctx, broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed,
+			Limit: 1, Summaries: true, Total: true})
+		if err != nil {
+			return 0, fmt.Errorf("counting %q: %w", d, cannotList(s, err))
+		}
+		n += p.Total
+	}
+	return n, nil
+}
+
+// viewOfSummary is the view of a record listed as a summary: the table's
+// fields, without the body's others.
+func viewOfSummary(e broker.Entry) view {
+	r, sum := e.Record, e.Summary
+	v := view{
+		ID: r.ID, Destination: r.Destination, Status: string(e.Status), Envelope: sum.Envelope,
+		PublishedAt: stamp(e.PublishedAt), ReplayedAt: stamp(e.ReplayedAt),
+	}
+	if sum.ReplayOf != "" {
+		v.Headers = map[string]string{broker.HeaderReplayOf: sum.ReplayOf}
+	}
+	if !sum.Envelope {
+		return v
+	}
+	v.EventID, v.FailureClass, v.FailedStage = sum.EventID, string(sum.Class), string(sum.Stage)
+	v.Reason, v.ReasonKind, v.Location, v.Fault = sum.Reason, string(sum.ReasonKind), sum.Location, sum.Fault
+	v.EPSG, v.GeometryType, v.VertexCount, v.GeometryBytes = sum.EPSG, sum.GeometryType, sum.VertexCount, sum.GeometryBytes
+	v.GeometryOffloadURI, v.PayloadOffloadURI, v.PayloadSize = sum.GeometryOffloadURI, sum.PayloadOffloadURI, sum.PayloadBytes
+	v.Attempts, v.DeadLetteredAt, v.SourceURI = sum.Attempts, stamp(sum.DeadLetteredAt), sum.Source
+	return v
 }
 
 // follow polls the selected destinations every o.interval, newest first,
@@ -361,7 +474,7 @@ func epsgLabel(code int) string {
 	return strconv.Itoa(code)
 }
 
-var sortFields = []string{"id", "dest", "status", "event", "class", "stage", "reason", "epsg", "at"}
+var sortFields = []string{"id", "dest", "status", "event", "class", "stage", "reason", "epsg", "at", "vertices", "size", "attempts"}
 
 func parseSort(s string) (string, bool, error) {
 	if s == "" {
@@ -369,8 +482,13 @@ func parseSort(s string) (string, bool, error) {
 	}
 	desc := strings.HasPrefix(s, "-")
 	f := strings.TrimPrefix(s, "-")
-	if f == "dead_lettered_at" || f == "time" {
+	switch f {
+	case "dead_lettered_at", "time":
 		f = "at"
+	case "vertex_count":
+		f = "vertices"
+	case "geometry_bytes", "bytes":
+		f = "size"
 	}
 	if !slices.Contains(sortFields, f) {
 		return "", false, fmt.Errorf("%q: want one of %s (-FIELD reverses)", s, strings.Join(sortFields, ", "))

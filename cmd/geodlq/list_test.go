@@ -76,7 +76,7 @@ func TestListFilters(t *testing.T) {
 		require.Equal(t, "no records match the filters (pending; --all includes replayed ones) in parcels.poison.dlt\n", r.stderr, o)
 	}
 	r = c.must(exitOK, nil, "list", "--until", "2000-01-01T00:00:00Z", "-o", "json")
-	require.JSONEq(t, `{"items":[]}`, r.stdout)
+	require.JSONEq(t, `{"items":[],"total":0}`, r.stdout)
 }
 
 // TestShow proves show finds a record by event id, record id and DEST/ID,

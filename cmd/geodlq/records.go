@@ -29,6 +29,8 @@ type filterFlags struct {
 	epsg                     []int
 	since, until             string
 	sourcePrefix             string
+	sourcePointer            string
+	text                     string
 	bbox                     string
 	all                      bool
 }
@@ -42,7 +44,9 @@ func (f *filterFlags) register(fs *pflag.FlagSet, replayedFlag bool) {
 	fs.StringSliceVar(&f.events, "event", nil, "event ids")
 	fs.StringVar(&f.since, "since", "", "dead-lettered at or after: RFC 3339 time, or a duration ago (24h, 7d)")
 	fs.StringVar(&f.until, "until", "", "dead-lettered before: RFC 3339 time, or a duration ago")
-	fs.StringVar(&f.sourcePrefix, "source-prefix", "", "payload source_uri starts with this (s3://provider-b/)")
+	fs.StringVar(&f.sourcePrefix, "source-prefix", "", "the event's source (see --source-pointer) starts with this (s3://provider-b/)")
+	fs.StringVar(&f.sourcePointer, "source-pointer", "", "JSON pointer to the event's source, for --source-prefix and grouping (default /source_uri; /properties/provider)")
+	fs.StringVar(&f.text, "text", "", "the event id, reason, error or any of the event's properties contains this (case-insensitive: --text sudan)")
 	fs.StringVar(&f.bbox, "bbox", "", "geometry error location inside minx,miny,maxx,maxy (payload coordinates)")
 	if replayedFlag {
 		fs.BoolVar(&f.all, "all", false, "include replayed (acknowledged) records")
@@ -84,6 +88,10 @@ type selection struct {
 // error that names the known ones and points to cmd's help.
 func (f *filterFlags) parse(cmd *cobra.Command, now time.Time) (selection, error) {
 	s := selection{sourcePrefix: f.sourcePrefix, replayed: f.all}
+	if f.sourcePointer != "" && (!strings.HasPrefix(f.sourcePointer, "/") || len(f.sourcePointer) > broker.MaxSourcePointer) {
+		return s, usageFor(cmd, "--source-pointer %q: want a JSON pointer such as /properties/provider (at most %d bytes)", f.sourcePointer, broker.MaxSourcePointer)
+	}
+	s.filter.SourcePointer, s.filter.SourcePrefix, s.filter.Text = f.sourcePointer, f.sourcePrefix, f.text
 	for _, c := range f.classes {
 		cl, err := classify.ParseClass(c)
 		if err != nil {
@@ -137,9 +145,20 @@ func (f *filterFlags) parse(cmd *cobra.Command, now time.Time) (selection, error
 	return s, nil
 }
 
-// match applies the filter the stores do not: the source prefix.
+// match applies the source prefix again here (every store applies it
+// too: this holds for the records read another way, such as a replay's
+// fetch).
 func (s selection) match(env *envelope.Envelope) bool {
-	return s.sourcePrefix == "" || strings.HasPrefix(triage.SourceURI(env), s.sourcePrefix)
+	return s.sourcePrefix == "" || strings.HasPrefix(sourceOf(env, s.filter.SourcePointer), s.sourcePrefix)
+}
+
+// sourceOf is env's source at pointer (default /source_uri), as the
+// stores read it (broker.SourceValue).
+func sourceOf(env *envelope.Envelope, pointer string) string {
+	if pointer == "" || pointer == broker.DefaultSourcePointer {
+		return triage.SourceURI(env)
+	}
+	return broker.SourceValue(broker.IndexOfEnvelope(env, 0, nil).Attrs, pointer)
 }
 
 // clientSide reports whether some filter is applied here rather than in
