@@ -2,7 +2,7 @@
 #   make demo   runs the quickstart on the embedded store
 #   make test   vet, the tests of every module (race detector where
 #               concurrency lives; no skip outside scripts/skip-allowlist;
-#               times per package), the CGO_ENABLED=0 core build, the
+#               times per package), the CGO_ENABLED=0 builds (make nocgo), the
 #               import rule, module graph and import cost, go.mod tidiness
 #   make release-check   every module served at a simulated tag, installed,
 #               built and tested with no go.work and no replace (not yet
@@ -21,7 +21,7 @@ PKGS := github.com/geodlq/geodlq/...
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
+.PHONY: all demo test deps test-deps vet race core-nocgo nocgo importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
 
 all: test
 
@@ -34,7 +34,7 @@ test-deps: deps
 demo: deps
 	$(GO) run ./examples/quickstart
 
-test: test-deps vet tidy-check race core-nocgo
+test: test-deps vet tidy-check race nocgo
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -48,6 +48,21 @@ race:
 
 core-nocgo:
 	CGO_ENABLED=0 $(GO) build $(CORE)
+
+# Issue 22: the core, spatial (checking without GEOS or PROJ), every
+# adapter module, every example and cmd/geodlq build with CGO_ENABLED=0;
+# spatial's and the registry's tests run in that build too (the verdicts,
+# and ErrNeedsCGO for what needs GEOS or PROJ). cmd/geodlq's
+# TestNoCGOBuild (run by race) runs the binary built so.
+NOCGO_MODULES := . broker/jetstream broker/kafka broker/mysql broker/postgis broker/pubsub \
+	broker/rabbitmq broker/redisstream broker/servicebus broker/sqlite broker/sqs cmd/geodlq \
+	examples offload/blobstore pgmigrate replay/pgclaims replay/redisclaims warehouse
+nocgo: core-nocgo
+	@for m in $(NOCGO_MODULES); do \
+	  echo "CGO_ENABLED=0 go build ./... in $$m"; \
+	  (cd $$m && CGO_ENABLED=0 $(GO) build ./...) || exit 1; \
+	done
+	CGO_ENABLED=0 $(GO) test -count=1 ./spatial ./internal/epsg
 
 # internal/importrule (the import rule, the module graph, the import cost,
 # the shared helpers' copies) runs as part of race; this target runs it alone.

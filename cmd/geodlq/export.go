@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -458,6 +459,9 @@ func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection
 		}
 		if reproject {
 			if out, err = checker.Reproject(out, src, o.toEPSG); err != nil {
+				if errors.Is(err, spatial.ErrNeedsCGO) {
+					area.err = err
+				}
 				return geomNotProjects
 			}
 			p, err := geojson.ParseGeometry(out, geojson.Limits{MaxVertices: -1})
@@ -488,6 +492,11 @@ func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection
 			if !o.split {
 				f.epsg = o.toEPSG
 			}
+		}
+		if area.err != nil {
+			// A build without cgo cannot reproject: say so, rather than
+			// label the geometry not_projectable or outside_crs_area.
+			return fmt.Errorf("export: %w", area.err)
 		}
 		parsed = geojson.Geometry{}
 		if f.geom == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"strconv"
 
@@ -25,6 +26,9 @@ import (
 type crsArea struct {
 	checker    *spatial.Checker
 	geographic map[int]bool // by EPSG code, once resolved
+	// err is spatial.ErrNeedsCGO's error once a projected CRS was met in
+	// a build without cgo (no PROJ to test it with): the export stops.
+	err error
 }
 
 func newCRSArea(c *spatial.Checker) *crsArea {
@@ -52,6 +56,9 @@ func (a *crsArea) inside(g orb.Geometry, z []float64, code int) bool {
 	}
 	ll, err := a.checker.Reproject(data, code, 4326)
 	if err != nil {
+		if errors.Is(err, spatial.ErrNeedsCGO) {
+			a.err = err
+		}
 		return false
 	}
 	back, err := a.checker.Reproject(ll, 4326, code)

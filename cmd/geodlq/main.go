@@ -55,6 +55,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/offload"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 // The exit codes.
@@ -63,6 +64,7 @@ const (
 	exitProblems    = 1
 	exitUsage       = 2
 	exitStore       = 3
+	exitNeedsCGO    = 4
 	exitInterrupted = 130
 )
 
@@ -125,6 +127,8 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUsage
 	case errors.As(err, &pe):
 		return exitProblems
+	case errors.Is(err, spatial.ErrNeedsCGO):
+		return exitNeedsCGO
 	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown shorthand flag"),
 		strings.HasPrefix(err.Error(), "unknown flag"):
 		// cobra's own command lookup errors carry no type.

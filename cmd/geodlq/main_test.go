@@ -61,6 +61,7 @@ type cli struct {
 	store string // URL
 	blobs string // URL, or ""
 	env   []string
+	bin   string // the binary, default the one TestMain built
 }
 
 func (c cli) base() []string {
@@ -76,7 +77,11 @@ func (c cli) run(stdin []byte, args ...string) result {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(c.base(), args...)...)
+	bin := binary
+	if c.bin != "" {
+		bin = c.bin
+	}
+	cmd := exec.CommandContext(ctx, bin, append(c.base(), args...)...)
 	cmd.Env = append(os.Environ(), c.env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -116,11 +116,21 @@ func Repairers(c *spatial.Checker, names []string, unchanged []classify.Class) (
 	if err != nil {
 		return nil, err
 	}
+	out := map[classify.Class]replay.Repairer{}
+	if len(names) == 0 {
+		// Only unchanged classes: no GEOS or PROJ needed (a build
+		// without cgo replays them too).
+		for cl := range by {
+			out[cl] = replay.RepairFunc(func(_ context.Context, _ *envelope.Envelope, payload []byte) ([]byte, replay.Repair, error) {
+				return payload, replay.Repair{Method: unchangedMethod}, nil
+			})
+		}
+		return out, nil
+	}
 	all, err := c.Repairers(nil)
 	if err != nil {
 		return nil, err
 	}
-	out := map[classify.Class]replay.Repairer{}
 	for cl, what := range by {
 		switch what {
 		case ReprojectMakeValid:
