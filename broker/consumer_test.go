@@ -101,7 +101,7 @@ func TestConsumerOrderAckNack(t *testing.T) {
 	// The dead-letter store refuses e4 once: e4 and the later events of
 	// key k0 in its batch are given back, in order.
 	dlq := &refuseOnce{Store: memory.New(nil), event: "e4"}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq})
 	require.NoError(t, err)
 	c, err := broker.NewConsumer(src, proc, &broker.ConsumerOptions{Concurrency: 2, MaxBatch: 12})
 	require.NoError(t, err)
@@ -164,7 +164,7 @@ func (r *refuseOnce) Publish(ctx context.Context, dest string, m *broker.Message
 func TestConsumerExtendsLeases(t *testing.T) {
 	src := &listSource{every: 5 * time.Millisecond}
 	src.queue = []*broker.Delivery{{Message: &broker.Message{Body: []byte("slow")}}}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: memory.New(nil)})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: memory.New(nil)})
 	require.NoError(t, err)
 	c, err := broker.NewConsumer(src, proc, nil)
 	require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestConsumerExtendsLeases(t *testing.T) {
 }
 
 func TestConsumerArguments(t *testing.T) {
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: memory.New(nil)})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: memory.New(nil)})
 	require.NoError(t, err)
 	_, err = broker.NewConsumer(nil, proc, nil)
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)

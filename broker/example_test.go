@@ -16,7 +16,7 @@ import (
 func ExampleProcessor_Process() {
 	ctx := context.Background()
 	dlq := memory.New(nil) // your Kafka, SQS, Redis… adapter
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq})
 	if err != nil {
 		panic(err)
 	}

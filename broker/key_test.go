@@ -54,7 +54,7 @@ func TestIdempotencyKeyRule(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dlq := memory.New(nil)
-			p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq, Builder: tc.builder, IdempotencyKey: tc.fn,
+			p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq, Builder: tc.builder, IdempotencyKey: tc.fn,
 				Policy: classify.Policy{MaxAttempts: 1}})
 			require.NoError(t, err)
 			m := &broker.Message{Body: []byte(tc.body), Headers: tc.headers, Source: src}

@@ -86,21 +86,26 @@ type Processor struct {
 	tel     *telemetry.Instruments
 }
 
-// NewProcessor returns a processor. It fails if opts.Publisher is nil.
-func NewProcessor(opts ProcessorOptions) (*Processor, error) {
-	if opts.Publisher == nil {
+// NewProcessor returns a processor. It fails if opts or opts.Publisher
+// is nil; opts is copied, so changing it afterwards changes nothing.
+func NewProcessor(opts *ProcessorOptions) (*Processor, error) {
+	var o ProcessorOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Publisher == nil {
 		return nil, errors.New("broker: ProcessorOptions.Publisher is required")
 	}
 	p := &Processor{
-		pub:     opts.Publisher,
-		builder: opts.Builder,
-		policy:  opts.Policy,
-		dest:    opts.Destination,
-		key:     opts.IdempotencyKey,
-		sleep:   opts.Sleep,
-		now:     opts.Now,
-		log:     opts.Logger,
-		tel:     telemetry.New(opts.MeterProvider, opts.TracerProvider),
+		pub:     o.Publisher,
+		builder: o.Builder,
+		policy:  o.Policy,
+		dest:    o.Destination,
+		key:     o.IdempotencyKey,
+		sleep:   o.Sleep,
+		now:     o.Now,
+		log:     o.Logger,
+		tel:     telemetry.New(o.MeterProvider, o.TracerProvider),
 	}
 	if p.builder == nil {
 		b, err := envelope.NewBuilder(nil)

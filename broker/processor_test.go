@@ -40,7 +40,7 @@ func newProcessor(t *testing.T, pub broker.Publisher, opts broker.ProcessorOptio
 	if opts.Policy.Rand == nil {
 		opts.Policy.Rand = func() float64 { return 0.5 }
 	}
-	p, err := broker.NewProcessor(opts)
+	p, err := broker.NewProcessor(&opts)
 	require.NoError(t, err)
 	return p, s
 }
@@ -206,7 +206,7 @@ func TestFailingPublisherLeavesSourceUnacked(t *testing.T) {
 func TestCancelDuringRetryLeavesUnacked(t *testing.T) {
 	dlq := memory.New(nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq, Sleep: func(ctx context.Context, _ time.Duration) error {
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq, Sleep: func(ctx context.Context, _ time.Duration) error {
 		cancel()
 		return ctx.Err()
 	}})
@@ -314,7 +314,9 @@ func TestLimiterOffloads(t *testing.T) {
 }
 
 func TestNewProcessorRequiresPublisher(t *testing.T) {
-	_, err := broker.NewProcessor(broker.ProcessorOptions{})
+	_, err := broker.NewProcessor(&broker.ProcessorOptions{})
+	require.Error(t, err)
+	_, err = broker.NewProcessor(nil)
 	require.Error(t, err)
 	_, err = (&broker.Processor{}).Process(context.Background(), nil, nil)
 	require.ErrorIs(t, err, broker.ErrNotAcked)

@@ -45,7 +45,7 @@ func run(fn func(tb testing.TB)) (f *fakeTB) {
 
 func setup(t *testing.T) *broker.Store {
 	b := memory.New(nil)
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b})
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: b})
 	require.NoError(t, err)
 	_, err = p.Process(context.Background(), &broker.Message{
 		Body:   []byte(`{"event_id":"evt-9","crs":"EPSG:3857","geometry":{"type":"Point","coordinates":[1,2]}}`),

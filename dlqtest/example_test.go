@@ -17,7 +17,7 @@ func ExampleRequireDeadLettered() {
 	_ = func(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New(nil)
-		proc, _ := broker.NewProcessor(broker.ProcessorOptions{Publisher: store})
+		proc, _ := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store})
 		_, _ = proc.Process(ctx, &broker.Message{Body: []byte(`{"event_id":"evt-9"}`)},
 			func(context.Context, *broker.Message) error {
 				return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))

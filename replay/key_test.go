@@ -32,7 +32,7 @@ func TestEventKeyThroughReplay(t *testing.T) {
 	require.NoError(t, err)
 	builder, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 1}})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 1}})
 	require.NoError(t, err)
 
 	type want struct {
@@ -112,7 +112,7 @@ func TestEventKeyThroughReplay(t *testing.T) {
 	}
 
 	// Replay re-injects exactly that key, and says when it was derived.
-	r, err := replay.New(replay.Options{Source: b, Target: b, Fetcher: off})
+	r, err := replay.New(&replay.Options{Source: b, Target: b, Fetcher: off})
 	require.NoError(t, err)
 	rep, err := r.Run(ctx, replay.Request{Destination: dest})
 	require.NoError(t, err)

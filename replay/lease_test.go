@@ -195,7 +195,7 @@ func TestConcurrentReplayersReinjectOnce(t *testing.T) {
 			var wg sync.WaitGroup
 			reps := make([]replay.Report, 2)
 			for i := range reps {
-				r, err := replay.New(replay.Options{Source: memory.Reopen(b), Target: b, BatchSize: tc.batch,
+				r, err := replay.New(&replay.Options{Source: memory.Reopen(b), Target: b, BatchSize: tc.batch,
 					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: slow}})
 				require.NoError(t, err)
 				wg.Go(func() {
@@ -210,7 +210,7 @@ func TestConcurrentReplayersReinjectOnce(t *testing.T) {
 			// A record both gave up (a lease lost to the other on a
 			// machine too slow for the lease) is replayed by a later run.
 			for i := 0; memory.Len(b, dlq) > 0 && i < 20; i++ {
-				r, err := replay.New(replay.Options{Source: b, Target: b,
+				r, err := replay.New(&replay.Options{Source: b, Target: b,
 					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
 				require.NoError(t, err)
 				rep, err := r.Run(ctx, replay.Request{Destination: dlq})

@@ -138,22 +138,27 @@ type Replayer struct {
 	tel  *telemetry.Instruments
 }
 
-// New returns a replayer.
-func New(opts Options) (*Replayer, error) {
-	if opts.Source == nil || opts.Target == nil {
+// New returns a replayer. It fails if opts, opts.Source or opts.Target
+// is nil; opts is copied.
+func New(opts *Options) (*Replayer, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Source == nil || o.Target == nil {
 		return nil, errors.New("replay: Options.Source and Options.Target are required")
 	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = 100
+	if o.BatchSize <= 0 {
+		o.BatchSize = 100
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	log := opts.Logger
+	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Replayer{opts: opts, log: log, tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}, nil
+	return &Replayer{opts: o, log: log, tel: telemetry.New(o.MeterProvider, o.TracerProvider)}, nil
 }
 
 // Request says what to replay.

@@ -42,7 +42,7 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, b *broker.Store, builder *envelope.Builder) *pipeline {
 	p := &pipeline{t: t, b: b, claims: replay.NewMemClaims(nil), effects: map[string]int{}}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 2},
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
 	})
@@ -127,7 +127,7 @@ func TestReplayEndToEndExactlyOnce(t *testing.T) {
 	require.Empty(t, p.effects, "nothing succeeded yet")
 
 	downstreamUp = true
-	r, err := replay.New(replay.Options{Source: b, Target: b, Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
+	r, err := replay.New(&replay.Options{Source: b, Target: b, Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
 	require.NoError(t, err)
 
 	// Dry run first: nothing moves.
@@ -202,7 +202,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	require.Equal(t, 5, memory.Len(b, topic+".retry.dlt"))
 	up = true
 
-	crashy, err := replay.New(replay.Options{Source: ackLoser{b}, Target: b})
+	crashy, err := replay.New(&replay.Options{Source: ackLoser{b}, Target: b})
 	require.NoError(t, err)
 	rep, err := crashy.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)
@@ -210,7 +210,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	require.Equal(t, 5, memory.Len(b, topic+".retry.dlt"), "nothing was acknowledged")
 	time.Sleep(50 * time.Millisecond)
 
-	r, err := replay.New(replay.Options{Source: b, Target: b})
+	r, err := replay.New(&replay.Options{Source: b, Target: b})
 	require.NoError(t, err)
 	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func TestReplayFiltersAndLimit(t *testing.T) {
 		seed(t, b, fmt.Sprintf("idem:v1:f%d", i), []byte(fmt.Sprintf(`{"event_id":"f%d"}`, i)))
 	}
 	p.drain()
-	r, err := replay.New(replay.Options{Source: b, Target: b})
+	r, err := replay.New(&replay.Options{Source: b, Target: b})
 	require.NoError(t, err)
 	rep, err := r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt", Filter: broker.Filter{EventIDs: []string{"f1", "f4"}}})
 	require.NoError(t, err)
@@ -265,7 +265,7 @@ func TestTamperedBlobIsRefused(t *testing.T) {
 	tampered := `{"type":"Point","coordinates":[9.0,9.0]}`
 	require.NoError(t, store.Put(ctx, key, strings.NewReader(tampered), int64(len(tampered))))
 
-	r, err := replay.New(replay.Options{Source: b, Target: b, Fetcher: off})
+	r, err := replay.New(&replay.Options{Source: b, Target: b, Fetcher: off})
 	require.NoError(t, err)
 	rep, err := r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)
@@ -286,7 +286,7 @@ func TestRepairFailureAndCheck(t *testing.T) {
 	p.drain()
 	dest := topic + ".poison.dlt"
 
-	noRepair, err := replay.New(replay.Options{Source: b, Target: b})
+	noRepair, err := replay.New(&replay.Options{Source: b, Target: b})
 	require.NoError(t, err)
 	rep, err := noRepair.Run(ctx, replay.Request{Destination: dest})
 	require.NoError(t, err)
@@ -298,7 +298,7 @@ func TestRepairFailureAndCheck(t *testing.T) {
 	stillBad := func(context.Context, []byte) error {
 		return classify.CRSMismatch(errors.New("still EPSG:3857"), 3857)
 	}
-	r, err := replay.New(replay.Options{Source: b, Target: b, Repairers: map[classify.Class]replay.Repairer{classify.ClassCRSMismatch: broken}, Check: stillBad})
+	r, err := replay.New(&replay.Options{Source: b, Target: b, Repairers: map[classify.Class]replay.Repairer{classify.ClassCRSMismatch: broken}, Check: stillBad})
 	require.NoError(t, err)
 	rep, err = r.Run(ctx, replay.Request{Destination: dest})
 	require.NoError(t, err)
@@ -314,13 +314,15 @@ func TestInvalidEnvelopeLeftInPlace(t *testing.T) {
 	ctx := context.Background()
 	b := memory.New(nil)
 	require.NoError(t, b.Publish(ctx, "junk.dlt", &broker.Message{Body: []byte(`{"schema_version":"dlq.v9"}`)}))
-	r, err := replay.New(replay.Options{Source: b, Target: b})
+	r, err := replay.New(&replay.Options{Source: b, Target: b})
 	require.NoError(t, err)
 	rep, err := r.Run(ctx, replay.Request{Destination: "junk.dlt"})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Counts[replay.OutcomeInvalidEnvelope])
 	require.Equal(t, 1, memory.Len(b, "junk.dlt"))
-	_, err = replay.New(replay.Options{})
+	_, err = replay.New(&replay.Options{})
+	require.Error(t, err)
+	_, err = replay.New(nil)
 	require.Error(t, err)
 }
 
@@ -385,14 +387,14 @@ func TestReportSummary(t *testing.T) {
 func TestNoRepairIsMatchable(t *testing.T) {
 	b := memory.New(nil)
 	ctx := context.Background()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: b,
 		Destination: func(*broker.Message, classify.Route) string { return "dlq" }})
 	require.NoError(t, err)
 	_, err = proc.Process(ctx, &broker.Message{Body: schema}, func(context.Context, *broker.Message) error {
 		return classify.SchemaViolation(errors.New("not json"))
 	})
 	require.NoError(t, err)
-	r, err := replay.New(replay.Options{Source: b, Target: b})
+	r, err := replay.New(&replay.Options{Source: b, Target: b})
 	require.NoError(t, err)
 	rep, err := r.Run(ctx, replay.Request{Destination: "dlq"})
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ func TestReplayTelemetry(t *testing.T) {
 
 	reader := sdkmetric.NewManualReader()
 	rec := tracetest.NewSpanRecorder()
-	r, err := replay.New(replay.Options{Source: b, Target: b,
+	r, err := replay.New(&replay.Options{Source: b, Target: b,
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
 	require.NoError(t, err)

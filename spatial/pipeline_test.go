@@ -36,7 +36,7 @@ func TestCorpusThroughPipeline(t *testing.T) {
 	builder, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off, ResolveEPSG: c.ResolveEPSG})
 	require.NoError(t, err)
 	b := memory.New(nil)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b, Builder: builder,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: b, Builder: builder,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	require.NoError(t, err)
 	claims := replay.NewMemClaims(nil)
@@ -122,7 +122,7 @@ func TestCorpusThroughPipeline(t *testing.T) {
 
 	repairers, err := c.Repairers(nil)
 	require.NoError(t, err)
-	r, err := replay.New(replay.Options{Source: b, Target: b, Fetcher: off, Repairers: repairers, Check: c.ReplayCheck()})
+	r, err := replay.New(&replay.Options{Source: b, Target: b, Fetcher: off, Repairers: repairers, Check: c.ReplayCheck()})
 	require.NoError(t, err)
 	dry, err := r.Run(ctx, replay.Request{Destination: topic + ".poison.dlt", DryRun: true})
 	require.NoError(t, err)

@@ -35,7 +35,7 @@ func Example() {
 		fmt.Println("ALERT", a.Class, a.SourceURI, "->", a.Quarantine)
 		return nil
 	})
-	p, _ := triage.New(triage.Options{Source: dlq, Target: dlq, Alerter: pager})
+	p, _ := triage.New(&triage.Options{Source: dlq, Target: dlq, Alerter: pager})
 	rep, _ := p.Run(ctx, "vector-jobs.poison.dlt", broker.Filter{}, false)
 	fmt.Println("quarantined:", rep.Quarantined, "left for a human:", memory.Len(dlq, "vector-jobs.poison.dlt"))
 	// Output:

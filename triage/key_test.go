@@ -37,13 +37,13 @@ func TestReenqueueKeepsTheKey(t *testing.T) {
 	require.True(t, ok, "the event's own key")
 	require.False(t, derived)
 
-	p, err := triage.New(triage.Options{Source: b, Target: b, Repairers: repairers(), Check: func(context.Context, []byte) error { return nil }})
+	p, err := triage.New(&triage.Options{Source: b, Target: b, Repairers: repairers(), Check: func(context.Context, []byte) error { return nil }})
 	require.NoError(t, err)
 	rep, err := p.Run(ctx, topic+".poison.dlt", broker.Filter{}, false)
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Replay.Counts["repaired"])
 
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 1}})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: b, Builder: builder, Policy: classify.Policy{MaxAttempts: 1}})
 	require.NoError(t, err)
 	re := memory.Messages(b, topic)
 	require.Len(t, re, 2)

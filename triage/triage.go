@@ -144,25 +144,30 @@ type Policy struct {
 	replayer *replay.Replayer
 }
 
-// New returns a policy.
-func New(opts Options) (*Policy, error) {
-	if opts.Source == nil || opts.Target == nil {
+// New returns a policy. It fails if opts, opts.Source or opts.Target is
+// nil; opts is copied.
+func New(opts *Options) (*Policy, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Source == nil || o.Target == nil {
 		return nil, errors.New("triage: Options.Source and Options.Target are required")
 	}
-	if opts.Alerter == nil {
-		opts.Alerter = SlogAlerter(opts.Logger)
+	if o.Alerter == nil {
+		o.Alerter = SlogAlerter(o.Logger)
 	}
-	if opts.Quarantine == nil {
-		opts.Quarantine = DefaultQuarantine
+	if o.Quarantine == nil {
+		o.Quarantine = DefaultQuarantine
 	}
-	r, err := replay.New(replay.Options{
-		Source: opts.Source, Target: opts.Target, Fetcher: opts.Fetcher,
-		Repairers: opts.Repairers, Check: opts.Check, Logger: opts.Logger,
+	r, err := replay.New(&replay.Options{
+		Source: o.Source, Target: o.Target, Fetcher: o.Fetcher,
+		Repairers: o.Repairers, Check: o.Check, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Policy{opts: opts, replayer: r}, nil
+	return &Policy{opts: o, replayer: r}, nil
 }
 
 // DefaultQuarantine maps "<topic>.poison.dlt" to "<topic>.quarantine.dlt"

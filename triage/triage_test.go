@@ -76,7 +76,7 @@ func TestTriageRoutesByClass(t *testing.T) {
 	deadLetter(t, b, broken, classify.SchemaViolation(errors.New("unexpected end of JSON input")))
 
 	rec := &recorder{}
-	p, err := triage.New(triage.Options{Source: b, Target: b, Repairers: repairers(), Alerter: rec,
+	p, err := triage.New(&triage.Options{Source: b, Target: b, Repairers: repairers(), Alerter: rec,
 		Check: func(context.Context, []byte) error { return nil }})
 	require.NoError(t, err)
 
@@ -137,7 +137,7 @@ func TestTriageRoutesByClass(t *testing.T) {
 func TestRepairThatStillFailsIsNotReenqueued(t *testing.T) {
 	b := memory.New(nil)
 	deadLetter(t, b, bowtie, classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]")))
-	p, err := triage.New(triage.Options{Source: b, Target: b, Repairers: repairers(), Alerter: &recorder{},
+	p, err := triage.New(&triage.Options{Source: b, Target: b, Repairers: repairers(), Alerter: &recorder{},
 		Check: func(context.Context, []byte) error { return classify.InvalidGeometry(errors.New("still invalid")) }})
 	require.NoError(t, err)
 	rep, err := p.Run(context.Background(), topic+".poison.dlt", broker.Filter{}, false)
@@ -150,7 +150,7 @@ func TestRepairThatStillFailsIsNotReenqueued(t *testing.T) {
 func TestFailedAlertLeavesEventInPlace(t *testing.T) {
 	b := memory.New(nil)
 	deadLetter(t, b, huge, classify.ResourceExhausted(errors.New("too big")))
-	p, err := triage.New(triage.Options{Source: b, Target: b, Alerter: &recorder{fail: true}})
+	p, err := triage.New(&triage.Options{Source: b, Target: b, Alerter: &recorder{fail: true}})
 	require.NoError(t, err)
 	rep, err := p.Run(context.Background(), topic+".poison.dlt", broker.Filter{}, false)
 	require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestWebhookAlerter(t *testing.T) {
 func TestDefaultQuarantine(t *testing.T) {
 	require.Equal(t, "spatial.events.quarantine.dlt", triage.DefaultQuarantine("spatial.events.poison.dlt"))
 	require.Equal(t, "dlq.quarantine", triage.DefaultQuarantine("dlq"))
-	_, err := triage.New(triage.Options{})
+	_, err := triage.New(&triage.Options{})
 	require.Error(t, err)
 }
 
@@ -217,7 +217,7 @@ func TestConcurrentTriageMovesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	reps := make([]triage.Report, 2)
 	for i := range reps {
-		p, err := triage.New(triage.Options{Source: memory.Reopen(b), Target: b, Alerter: alerts})
+		p, err := triage.New(&triage.Options{Source: memory.Reopen(b), Target: b, Alerter: alerts})
 		require.NoError(t, err)
 		wg.Go(func() {
 			// The second starts once the first's leases would have

@@ -23,7 +23,7 @@ import (
 func TestIdempotencyKeyColumns(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Policy: classify.Policy{MaxAttempts: 1}})
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Policy: classify.Policy{MaxAttempts: 1}})
 	require.NoError(t, err)
 	want := map[string]string{} // payload SHA-256 -> the event's own key
 	for _, ev := range corpus.Keyed() {

@@ -192,7 +192,7 @@ func quiet(t *testing.T, h ConsumerHarness, proc *broker.Processor) *seen {
 
 func newProc(t *testing.T, pub broker.Publisher, dest string) *broker.Processor {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: pub,
 		Destination: func(*broker.Message, classify.Route) string { return dest },
 		Policy:      classify.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
 	require.NoError(t, err)

@@ -62,7 +62,7 @@ func testSizeLimitReported(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Builder: b,
 		Destination: func(*broker.Message, classify.Route) string { return d }})
 	require.NoError(t, err)
 	// A polygon ring well over the limit.

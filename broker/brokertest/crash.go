@@ -351,7 +351,7 @@ func testCrashSafety(t *testing.T, h Harness) {
 	}
 	newConsumer := func() (*faultStore, *broker.Processor) {
 		fs := handle(plan1)
-		proc, err := broker.NewProcessor(broker.ProcessorOptions{
+		proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 			Publisher:   fs,
 			Policy:      classify.Policy{MaxAttempts: 2, Rand: func() float64 { return 0 }},
 			Destination: func(*broker.Message, classify.Route) string { return d },
@@ -485,7 +485,7 @@ func testCrashSafety(t *testing.T, h Harness) {
 		opts.Route = func(*envelope.Envelope) (string, error) { return "crash.target", nil }
 		opts.Repairers = map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: noop}
 		opts.BatchSize = 50
-		r, err := replay.New(opts)
+		r, err := replay.New(&opts)
 		require.NoError(t, err)
 		var rep replay.Report
 		if !fetchFailed {

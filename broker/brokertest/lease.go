@@ -173,7 +173,7 @@ func testConcurrentReplayers(t *testing.T, h Harness) {
 	publish(t, a, d, Messages(t, in)...)
 	target := memory.New(nil)
 	newReplayer := func(src *broker.Store) *replay.Replayer {
-		r, err := replay.New(replay.Options{Source: src, Target: target, BatchSize: 10,
+		r, err := replay.New(&replay.Options{Source: src, Target: target, BatchSize: 10,
 			Route: func(*envelope.Envelope) (string, error) { return "reinjected", nil },
 			// A slow check: a batch of ten takes longer than a lease.
 			Check: func(ctx context.Context, _ []byte) error {

@@ -50,7 +50,7 @@ func source(t *testing.T, js natsjs.JetStream, url string, cfg natsjs.ConsumerCo
 
 func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: pub,
 		Policy: classify.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}})
 	require.NoError(t, err)
 	return p

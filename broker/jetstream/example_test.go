@@ -71,7 +71,7 @@ func ExampleNewConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func ExampleSourcePublisher() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	r, err := replay.New(replay.Options{Source: store, Target: jetstream.SourcePublisher(store)})
+	r, err := replay.New(&replay.Options{Source: store, Target: jetstream.SourcePublisher(store)})
 	if err != nil {
 		log.Fatal(err)
 	}

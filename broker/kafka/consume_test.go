@@ -29,7 +29,7 @@ func (f publisherFunc) Publish(ctx context.Context, destination string, m *broke
 
 func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: pub, Policy: classify.Policy{MaxAttempts: 1},
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
 	})

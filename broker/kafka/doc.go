@@ -6,7 +6,7 @@
 //
 //	cl, _ := kgo.NewClient(append(kafka.ProducerOpts(nil), kgo.SeedBrokers("kafka:9092"))...)
 //	store, _ := kafka.New(cl, nil) // a *broker.Store
-//	proc, _ := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
+//	proc, _ := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
 //	src, _ := kgo.NewClient(append(kafka.ConsumerOpts("spatial-app", "spatial.events"), kgo.SeedBrokers("kafka:9092"))...)
 //	c, _ := kafka.NewConsumer(src, proc, nil)
 //	err := c.Run(ctx, handler)

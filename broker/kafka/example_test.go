@@ -38,7 +38,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store, Destination: kafka.Destination})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestDestination(t *testing.T) {
 	ctx := context.Background()
 	s := c.store(&kafka.Options{Topics: &kafka.TopicOptions{Partitions: 2}})
 	src := unique("parcels")
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: s, Destination: kafka.Destination, Policy: classify.Policy{MaxAttempts: 1},
 	})
 	require.NoError(t, err)
@@ -180,7 +180,7 @@ func TestDeadLetterRecord(t *testing.T) {
 	require.Equal(t, "kafka", msg.Source.System)
 	require.Equal(t, int64(4711), *msg.Source.Offset)
 
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Destination: kafka.Destination})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Destination: kafka.Destination})
 	require.NoError(t, err)
 	out, err := proc.Process(ctx, msg, func(context.Context, *broker.Message) error { return poison })
 	require.NoError(t, err)

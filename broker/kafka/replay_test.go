@@ -79,7 +79,7 @@ func TestReplayEndToEnd(t *testing.T) {
 		})
 		return err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: s, Destination: kafka.Destination, Policy: classify.Policy{MaxAttempts: 2},
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
 	})
@@ -104,7 +104,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	require.Equal(t, map[string]int{"idem:v1:ok": 1}, effects)
 
 	downstreamUp.Store(true)
-	r, err := replay.New(replay.Options{Source: s, Target: s,
+	r, err := replay.New(&replay.Options{Source: s, Target: s,
 		Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
 	require.NoError(t, err)
 	rep, err := r.Run(ctx, replay.Request{Destination: poisonT})
@@ -148,7 +148,7 @@ func TestReplayEndToEnd(t *testing.T) {
 
 	// Another replay process: only the schema violation is left.
 	s2 := c.store(nil)
-	r2, err := replay.New(replay.Options{Source: s2, Target: s2})
+	r2, err := replay.New(&replay.Options{Source: s2, Target: s2})
 	require.NoError(t, err)
 	rep, err = r2.Run(ctx, replay.Request{Destination: poisonT, DryRun: true})
 	require.NoError(t, err)

@@ -30,7 +30,7 @@ func Example() {
 	}
 	defer store.Close()
 
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store,
 		Destination: func(*broker.Message, classify.Route) string { return "parcels.dlq" }})
 	if err != nil {
 		log.Fatal(err)
@@ -91,7 +91,7 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store,
 		Destination: func(*broker.Message, classify.Route) string { return "parcels.dlq" }})
 	if err != nil {
 		log.Fatal(err)

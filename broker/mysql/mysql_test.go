@@ -381,7 +381,7 @@ func TestNewConsumerArguments(t *testing.T) {
 	s, err := mysql.New(ctx, db, &mysql.Options{Create: true})
 	require.NoError(t, err)
 	defer s.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s,
 		Destination: func(*broker.Message, classify.Route) string { return "dlq" }})
 	require.NoError(t, err)
 	for name, call := range map[string]func() error{

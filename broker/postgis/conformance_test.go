@@ -66,7 +66,7 @@ func TestConsumerConformance(t *testing.T) {
 func TestNewConsumer(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: memory.New(nil)})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: memory.New(nil)})
 	require.NoError(t, err)
 	_, err = postgis.NewConsumer(nil, "d", proc, nil)
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)

@@ -102,7 +102,7 @@ func TestCorpusValidityAgreesWithPostGIS(t *testing.T) {
 	checker, err := spatial.NewChecker(nil)
 	require.NoError(t, err)
 	defer checker.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: s,
 		Sleep:     func(context.Context, time.Duration) error { return nil },
 	})

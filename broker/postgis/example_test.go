@@ -45,7 +45,7 @@ func Example() {
 	}
 	defer dlq.Close()
 
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func drain(t *testing.T, s *broker.Store, dest string) []*broker.Record {
 
 func processor(t *testing.T, pub broker.Publisher, dest string) *broker.Processor {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: pub,
 		Destination: func(*broker.Message, classify.Route) string { return dest },
 		Sleep:       func(context.Context, time.Duration) error { return nil }})
 	require.NoError(t, err)
@@ -377,7 +377,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	require.NoError(t, err)
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Builder: b,
 		Destination: func(*broker.Message, classify.Route) string { return "large-dlq" }})
 	require.NoError(t, err)
 	payload := corpus.LargeEvent(40 << 20)

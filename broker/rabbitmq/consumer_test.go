@@ -35,7 +35,7 @@ func (f *flaky) Publish(ctx context.Context, d string, m *broker.Message) error 
 
 func processor(t *testing.T, pub broker.Publisher) *broker.Processor {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: pub,
 		Policy: classify.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}})
 	require.NoError(t, err)
 	return p

@@ -80,7 +80,7 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func ExampleSourcePublisher() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	r, err := replay.New(replay.Options{Source: store, Target: rabbitmq.SourcePublisher(store)})
+	r, err := replay.New(&replay.Options{Source: store, Target: rabbitmq.SourcePublisher(store)})
 	if err != nil {
 		log.Fatal(err)
 	}

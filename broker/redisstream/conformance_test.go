@@ -132,7 +132,7 @@ func TestConsumerOfARawStream(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 	dlq := memory.New(nil)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq})
 	require.NoError(t, err)
 	c, err := redisstream.NewConsumer(src, stream, proc, &redisstream.ConsumerOptions{PollInterval: 10 * time.Millisecond})
 	require.NoError(t, err)

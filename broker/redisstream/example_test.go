@@ -30,7 +30,7 @@ func Example() {
 	}
 	defer dlq.Close()
 
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq})
 	if err != nil {
 		panic(err)
 	}
@@ -123,7 +123,7 @@ func ExampleNewConsumer() {
 	if err != nil {
 		panic(err)
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dlq})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dlq})
 	if err != nil {
 		panic(err)
 	}

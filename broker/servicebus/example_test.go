@@ -37,7 +37,7 @@ func ExampleDeadLetterer() {
 		log.Fatal(err)
 	}
 	dl, _ := servicebus.NewDeadLetterer(nil)
-	proc, _ := broker.NewProcessor(broker.ProcessorOptions{Publisher: dl})
+	proc, _ := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dl})
 	c, _ := servicebus.NewConsumer(ctx, recv, "vector-jobs", proc, &servicebus.ConsumerOptions{DeadLetterer: dl})
 	_ = c.Run(ctx, func(ctx context.Context, m *broker.Message) error { return nil })
 

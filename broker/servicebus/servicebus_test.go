@@ -104,7 +104,7 @@ func (p *polled) poll(t *testing.T, h broker.Handler) error {
 
 func consumer(t *testing.T, ns *fakeNamespace, queue string, pub broker.Publisher, o *servicebus.ConsumerOptions) *polled {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: pub,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: pub,
 		Destination: func(*broker.Message, classify.Route) string { return "vector-dlq" },
 		Sleep:       func(context.Context, time.Duration) error { return nil }})
 	require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestDeadLettererSizeLimit(t *testing.T) {
 			ns := newNamespace(fakeConfig{maxDeliveryCount: 5})
 			body := `{"geometry":null,"pad":"` + strings.Repeat("x", tc.pad) + `"}`
 			send(t, ns, "big", body)
-			p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: dl, Builder: tc.builder})
+			p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: dl, Builder: tc.builder})
 			require.NoError(t, err)
 			err = newPolled(t, ns, "big", p, &servicebus.ConsumerOptions{DeadLetterer: dl}).poll(t, poison)
 			active, dead := ns.counts("big")
@@ -315,7 +315,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	require.NoError(t, err)
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
-	p, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Builder: b,
 		Destination: func(*broker.Message, classify.Route) string { return "large-dlq" }})
 	require.NoError(t, err)
 	payload := corpus.LargeEvent(40 << 20)

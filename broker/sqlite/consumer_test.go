@@ -19,7 +19,7 @@ func TestNewConsumerArguments(t *testing.T) {
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"), nil)
 	require.NoError(t, err)
 	defer s.Close()
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s})
 	require.NoError(t, err)
 	tests := []struct {
 		name  string

@@ -25,7 +25,7 @@ func Example() {
 	}
 	defer store.Close()
 
-	proc, _ := broker.NewProcessor(broker.ProcessorOptions{Publisher: store})
+	proc, _ := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store})
 	body := []byte(`{"event_id":"evt-9","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`)
 	_, _ = proc.Process(ctx, &broker.Message{Body: body}, func(context.Context, *broker.Message) error {
 		return classify.WithStage(classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]")), classify.StageTopologyValidation)

@@ -54,7 +54,7 @@ func depth(t *testing.T, client *awssqs.Client, url string) (visible, inflight s
 
 func processor(t *testing.T, pub broker.Publisher, dest string, policy classify.Policy) *broker.Processor {
 	t.Helper()
-	p, err := broker.NewProcessor(broker.ProcessorOptions{
+	p, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: pub, Policy: policy,
 		Destination: func(*broker.Message, classify.Route) string { return dest },
 		Sleep:       func(context.Context, time.Duration) error { return nil },

@@ -47,7 +47,7 @@ func ExampleNewConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: store, // the builder keeps envelopes under store.MaxMessageBytes
 		Policy:    classify.Policy{MaxAttempts: 4},
 		Destination: func(_ *broker.Message, d classify.Route) string {

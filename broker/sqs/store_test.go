@@ -179,7 +179,7 @@ func TestLargeMultiPolygon(t *testing.T) {
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
 	require.NoError(t, err)
 	dest := queueName(t, "")
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b,
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Builder: b,
 		Destination: func(*broker.Message, classify.Route) string { return dest }})
 	require.NoError(t, err)
 	out, err := proc.Process(context.Background(), &broker.Message{Body: payload, Source: &envelope.Source{System: "sqs", Topic: "vector-jobs"}},

@@ -151,7 +151,7 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		if err != nil {
 			return err
 		}
-		if proc, err = broker.NewProcessor(broker.ProcessorOptions{
+		if proc, err = broker.NewProcessor(&broker.ProcessorOptions{
 			Publisher: s, Builder: b, Logger: a.logger(), Policy: classify.Policy{MaxAttempts: 1},
 		}); err != nil {
 			return err

@@ -328,7 +328,7 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		}
 		ro := opts
 		ro.Source = source
-		r, err := replay.New(ro)
+		r, err := replay.New(&ro)
 		if err != nil {
 			return err
 		}

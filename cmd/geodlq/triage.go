@@ -153,7 +153,7 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		if off != nil {
 			opts.Fetcher = off
 		}
-		pol, err := triage.New(opts)
+		pol, err := triage.New(&opts)
 		if err != nil {
 			return err
 		}

@@ -327,7 +327,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	proc, err := broker.NewProcessor(p.popts)
+	proc, err := broker.NewProcessor(&p.popts)
 	if err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 	if err != nil {
 		return nil, err
 	}
-	return replay.New(replay.Options{
+	return replay.New(&replay.Options{
 		Source:    src,
 		Target:    jetstream.SourcePublisher(p.store), // publishes to the source subject, waits for the PubAck
 		Fetcher:   p.off,                              // verifies offloaded blobs against their SHA-256

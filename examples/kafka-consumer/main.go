@@ -118,7 +118,7 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 		dlq.Close()
 		return nil, err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher:   store,
 		Destination: kafka.Destination, // <topic>.retry.dlt / <topic>.poison.dlt
 		Builder:     builder,

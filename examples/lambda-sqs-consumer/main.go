@@ -99,7 +99,7 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		// first if that work has side effects: SQS delivers at least once.
 		_, err := chk.CheckEventContext(ctx, m.Body)
 		return err
-	}, sqslambda.Options{
+	}, &sqslambda.Options{
 		Processor: broker.ProcessorOptions{
 			Publisher:   store, // the builder keeps envelopes under its 256 KiB
 			Builder:     builder,

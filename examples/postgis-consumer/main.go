@@ -216,7 +216,7 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 	if err != nil {
 		return fail(err)
 	}
-	p.proc, err = broker.NewProcessor(broker.ProcessorOptions{
+	p.proc, err = broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: p.store,
 		Builder:   builder,
 		// <topic>.retry.dlt for transient and unknown failures whose
@@ -407,7 +407,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 	if err != nil {
 		return nil, err
 	}
-	return replay.New(replay.Options{
+	return replay.New(&replay.Options{
 		Source:    src,
 		Target:    reinject{p},
 		Fetcher:   p.off, // verifies offloaded blobs against their SHA-256

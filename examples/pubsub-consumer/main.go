@@ -102,7 +102,7 @@ func newConsumer(ctx context.Context, client *pubsub.Client, c config, log *slog
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher:   store, // 10 MB messages; the builder keeps envelopes under it
 		Builder:     builder,
 		Destination: func(*broker.Message, classify.Route) string { return c.deadLetterTopic },

@@ -114,7 +114,7 @@ func newHandler(pub broker.Publisher, topic, audience, serviceAccount string, lo
 		// it has side effects: Pub/Sub delivers at least once.
 		_, err := chk.CheckEventContext(ctx, m.Body)
 		return err
-	}, opts)
+	}, &opts)
 	if err != nil {
 		_ = chk.Close()
 		return nil, nil, err

@@ -131,7 +131,7 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: store,
 		Builder:   builder,
 		Policy:    classify.Policy{MaxAttempts: 4, BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
@@ -331,7 +331,7 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 }
 
 func mustReplayer(o replay.Options) *replay.Replayer {
-	r, err := replay.New(o)
+	r, err := replay.New(&o)
 	if err != nil {
 		panic(err) // only for missing Source/Target, a programming error
 	}

@@ -322,7 +322,7 @@ func (p *pipeline) consume(ctx context.Context) error {
 		return err
 	}
 	defer ch.Close()
-	proc, err := broker.NewProcessor(p.popts)
+	proc, err := broker.NewProcessor(&p.popts)
 	if err != nil {
 		return err
 	}
@@ -361,7 +361,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 	if err != nil {
 		return nil, err
 	}
-	return replay.New(replay.Options{
+	return replay.New(&replay.Options{
 		Source:    src,
 		Target:    p.pub, // the source queue, confirmed
 		Fetcher:   p.off, // verifies offloaded blobs against their SHA-256

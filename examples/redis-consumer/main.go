@@ -233,7 +233,7 @@ func newPipeline(c config, log *slog.Logger) (*pipeline, error) {
 	if err != nil {
 		return fail(err)
 	}
-	p.proc, err = broker.NewProcessor(broker.ProcessorOptions{
+	p.proc, err = broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher:   p.store, // its 64 MiB limit is honoured by offloading geometry
 		Builder:     builder,
 		Destination: broker.DefaultDestination, // <stream>.retry.dlt / <stream>.poison.dlt
@@ -288,7 +288,7 @@ func (p *pipeline) replayer(src broker.DeadLetterSource) (*replay.Replayer, erro
 	if err != nil {
 		return nil, err
 	}
-	return replay.New(replay.Options{
+	return replay.New(&replay.Options{
 		Source:    src,
 		Target:    p.src, // XADD to the source stream; a byte-identical re-injection within 2 minutes is stored once
 		Fetcher:   p.off, // verifies offloaded blobs against their SHA-256

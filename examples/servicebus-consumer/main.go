@@ -104,7 +104,7 @@ func newConsumer(ctx context.Context, recv servicebus.Receiver, c config, s serv
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: dl, // into <queue>/$DeadLetterQueue
 		Builder:   builder,
 		Policy:    classify.Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond},

@@ -132,7 +132,7 @@ func newConsumer(ctx context.Context, client *awssqs.Client, c config, log *slog
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{
 		Publisher: store,
 		Builder:   builder,
 		// One dead-letter queue, as in the seed; the envelope's

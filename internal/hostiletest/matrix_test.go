@@ -305,7 +305,7 @@ func (e *env) deadLetter(t *testing.T, f corpus.Family, s corpus.Sample, cause e
 func (e *env) checkReplay(t *testing.T, f corpus.Family, s corpus.Sample, cause error, off *offload.Offloader) stage {
 	b, dlt, stored := e.deadLetter(t, f, s, cause, off)
 	out := &target{}
-	r, err := replay.New(replay.Options{Source: b, Target: out, Fetcher: off, Repairers: e.repairers, Check: e.checker.ReplayCheck()})
+	r, err := replay.New(&replay.Options{Source: b, Target: out, Fetcher: off, Repairers: e.repairers, Check: e.checker.ReplayCheck()})
 	require.NoError(t, err)
 	var rep replay.Report
 	return stage{
@@ -347,7 +347,7 @@ func (e *env) checkTriage(t *testing.T, f corpus.Family, s corpus.Sample, cause 
 	b, dlt, stored := e.deadLetter(t, f, s, cause, off)
 	out := &target{}
 	alerts := 0
-	p, err := triage.New(triage.Options{Source: b, Target: out, Fetcher: off, Repairers: e.repairers, Check: e.checker.ReplayCheck(),
+	p, err := triage.New(&triage.Options{Source: b, Target: out, Fetcher: off, Repairers: e.repairers, Check: e.checker.ReplayCheck(),
 		Alerter: triage.AlertFunc(func(context.Context, triage.Alert) error { alerts++; return nil })})
 	require.NoError(t, err)
 	var rep triage.Report

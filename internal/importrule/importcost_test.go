@@ -116,7 +116,7 @@ func process(ctx context.Context, ev event, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Builder: b})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store, Builder: b})
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func process(ctx context.Context, ev event, r *http.Request) error {
 			return err
 		}
 	}
-	rp, err := replay.New(replay.Options{Source: store, Target: store, Fetcher: off})
+	rp, err := replay.New(&replay.Options{Source: store, Target: store, Fetcher: off})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func ExampleNew() {
 	dlq := memory.New(nil)
 	h, err := pubsubpush.New(func(_ context.Context, m *broker.Message) error {
 		return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
-	}, pubsubpush.Options{Processor: broker.ProcessorOptions{Publisher: dlq,
+	}, &pubsubpush.Options{Processor: broker.ProcessorOptions{Publisher: dlq,
 		Destination: func(*broker.Message, classify.Route) string { return "vector-dlq" }}})
 	if err != nil {
 		panic(err)

@@ -4,7 +4,7 @@
 // broker.Processor for the dead-letter path and a broker.Consumer's Handle
 // for the acknowledgement discipline.
 //
-//	h, _ := pubsubpush.New(check, pubsubpush.Options{Processor: broker.ProcessorOptions{Publisher: store},
+//	h, _ := pubsubpush.New(check, &pubsubpush.Options{Processor: broker.ProcessorOptions{Publisher: store},
 //		Auth: &pubsubpush.Auth{Audience: "https://geo-consumer-xyz.a.run.app/push"}})
 //	http.Handle("POST /push", h)
 //
@@ -118,26 +118,32 @@ type Handler struct {
 var errRedeliver = errors.New("pubsubpush: retried by Pub/Sub, not in place")
 
 // New returns a push handler that runs h on every pushed message.
-func New(h broker.Handler, opts Options) (*Handler, error) {
+// opts.Processor.Publisher is required, so nil opts fails; opts is
+// copied.
+func New(h broker.Handler, opts *Options) (*Handler, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	if h == nil {
 		return nil, fmt.Errorf("pubsubpush: nil handler: %w", broker.ErrInvalidArgument)
 	}
-	if opts.Auth != nil && opts.Auth.Audience == "" {
+	if o.Auth != nil && o.Auth.Audience == "" {
 		return nil, fmt.Errorf("pubsubpush: Auth.Audience is required: %w", broker.ErrInvalidArgument)
 	}
-	inPlace, err := broker.NewProcessor(opts.Processor)
+	inPlace, err := broker.NewProcessor(&o.Processor)
 	if err != nil {
 		return nil, fmt.Errorf("pubsubpush: %w", err)
 	}
-	po := opts.Processor
+	po := o.Processor
 	po.Sleep = func(context.Context, time.Duration) error { return errRedeliver }
-	redeliver, err := broker.NewProcessor(po)
+	redeliver, err := broker.NewProcessor(&po)
 	if err != nil {
 		return nil, fmt.Errorf("pubsubpush: %w", err)
 	}
-	co := opts.Consumer
+	co := o.Consumer
 	co.Concurrency, co.MaxBatch = 1, 1
-	hd := &Handler{h: h, auth: opts.Auth, max: opts.MaxBodyBytes, log: co.Logger}
+	hd := &Handler{h: h, auth: o.Auth, max: o.MaxBodyBytes, log: co.Logger}
 	if hd.redeliver, err = broker.NewConsumer(source{}, redeliver, &co); err != nil {
 		return nil, fmt.Errorf("pubsubpush: %w", err)
 	}

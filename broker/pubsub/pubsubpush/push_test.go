@@ -105,7 +105,7 @@ func newEnv(t *testing.T, dlqHasSubscription bool, opts pubsubpush.Options) *env
 			return classify.Transient(errors.New("tile server: HTTP 503"))
 		}
 		return nil
-	}, opts)
+	}, &opts)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

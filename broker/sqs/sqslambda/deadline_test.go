@@ -97,7 +97,7 @@ func TestHandleSQSReturnsBeforeTheDeadline(t *testing.T) {
 					processed[m.Source.MessageID] = true
 					mu.Unlock()
 					return nil
-				}, sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: pub}, Consumer: broker.ConsumerOptions{Concurrency: 4}})
+				}, &sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: pub}, Consumer: broker.ConsumerOptions{Concurrency: 4}})
 				require.NoError(t, err)
 
 				var batch []events.SQSMessage

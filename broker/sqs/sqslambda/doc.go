@@ -6,7 +6,7 @@
 // discipline — so a record is reported done only once it was processed or
 // its envelope is durably in the dead-letter store.
 //
-//	h, _ := sqslambda.New(check, sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: store}})
+//	h, _ := sqslambda.New(check, &sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: store}})
 //	lambda.Start(h.HandleSQS)
 //
 // # The SQS event source

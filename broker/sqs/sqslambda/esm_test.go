@@ -245,7 +245,7 @@ func TestEventSourceMapping(t *testing.T) {
 		processed[id] = append(processed[id], m.DeliveryAttempt)
 		mu.Unlock()
 		return nil
-	}, sqslambda.Options{
+	}, &sqslambda.Options{
 		Processor: broker.ProcessorOptions{
 			Publisher: journaled{store, j},
 			Policy:    classify.Policy{MaxAttempts: 3},
@@ -355,7 +355,7 @@ func TestExplicitDelete(t *testing.T) {
 			return classify.Transient(errors.New("tile server: HTTP 429"))
 		}
 		return nil
-	}, sqslambda.Options{
+	}, &sqslambda.Options{
 		Processor: broker.ProcessorOptions{Publisher: journaled{store, j}, Policy: classify.Policy{MaxAttempts: 3},
 			Destination: func(*broker.Message, classify.Route) string { return dlqURL }},
 		Delete: &sqslambda.DeleteOptions{Client: rec, QueueURL: srcURL},
@@ -431,7 +431,7 @@ func TestFIFO(t *testing.T) {
 			return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
 		}
 		return nil
-	}, sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: store, Policy: classify.Policy{MaxAttempts: 3},
+	}, &sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: store, Policy: classify.Policy{MaxAttempts: 3},
 		Destination: func(*broker.Message, classify.Route) string { return dlqURL }}})
 	require.NoError(t, err)
 	d := &esm{t: t, client: client, url: srcURL, arn: srcARN, timeout: 10 * time.Second, partial: true, fn: h.HandleSQS, j: &journal{}}

@@ -27,7 +27,7 @@ func ExampleNew() {
 			return classify.Transient(errors.New("tile server: HTTP 503"))
 		}
 		return nil
-	}, sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: dlq, Policy: classify.Policy{MaxAttempts: 3},
+	}, &sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: dlq, Policy: classify.Policy{MaxAttempts: 3},
 		Destination: func(*broker.Message, classify.Route) string { return "vector-dlq" }}})
 	if err != nil {
 		panic(err)

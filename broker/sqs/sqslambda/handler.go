@@ -83,27 +83,32 @@ type Handler struct {
 var errRedeliver = errors.New("sqslambda: retried by SQS, not in place")
 
 // New returns a handler that runs h on every record through the
-// Processor opts.Processor configures.
-func New(h broker.Handler, opts Options) (*Handler, error) {
+// Processor opts.Processor configures (opts.Processor.Publisher is
+// required, so nil opts fails); opts is copied.
+func New(h broker.Handler, opts *Options) (*Handler, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	if h == nil {
 		return nil, fmt.Errorf("sqslambda: nil handler: %w", broker.ErrInvalidArgument)
 	}
-	if opts.Delete != nil && (opts.Delete.Client == nil || opts.Delete.QueueURL == "") {
+	if o.Delete != nil && (o.Delete.Client == nil || o.Delete.QueueURL == "") {
 		return nil, fmt.Errorf("sqslambda: the delete mode needs a client and the queue URL: %w", broker.ErrInvalidArgument)
 	}
-	if opts.StopBefore < 0 {
+	if o.StopBefore < 0 {
 		return nil, fmt.Errorf("sqslambda: negative StopBefore: %w", broker.ErrInvalidArgument)
 	}
-	po := opts.Processor
+	po := o.Processor
 	po.Sleep = func(context.Context, time.Duration) error { return errRedeliver }
-	proc, err := broker.NewProcessor(po)
+	proc, err := broker.NewProcessor(&po)
 	if err != nil {
 		return nil, fmt.Errorf("sqslambda: %w", err)
 	}
-	if _, err := broker.NewConsumer(&source{}, proc, &opts.Consumer); err != nil {
+	if _, err := broker.NewConsumer(&source{}, proc, &o.Consumer); err != nil {
 		return nil, fmt.Errorf("sqslambda: %w", err)
 	}
-	return &Handler{h: h, proc: proc, o: opts}, nil
+	return &Handler{h: h, proc: proc, o: o}, nil
 }
 
 // HandleSQS processes a batch as the event source mapping delivers it and

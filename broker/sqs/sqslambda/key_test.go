@@ -88,7 +88,7 @@ func TestEventKeyIngressToEnvelope(t *testing.T) {
 	dlq := memory.New(nil)
 	h, err := sqslambda.New(func(context.Context, *broker.Message) error {
 		return classify.InvalidGeometry(errors.New("Self-intersection[0.5 0.5]"))
-	}, sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: dlq}})
+	}, &sqslambda.Options{Processor: broker.ProcessorOptions{Publisher: dlq}})
 	require.NoError(t, err)
 	resp, err := h.HandleSQS(ctx, events.SQSEvent{Records: batch})
 	require.NoError(t, err)

@@ -118,7 +118,7 @@ func fillFrom(t testing.TB, s *broker.Store, off *offload.Offloader, start time.
 	now := func() time.Time { return start.Add(time.Duration(tick.Load()) * time.Minute) }
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off, ResolveEPSG: checker.ResolveEPSG, Now: now})
 	require.NoError(t, err)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: s, Builder: b, Now: now, Policy: classify.Policy{MaxAttempts: 1}})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: s, Builder: b, Now: now, Policy: classify.Policy{MaxAttempts: 1}})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, p := range payloads {

@@ -33,7 +33,7 @@ func TestHostileRecords(t *testing.T) {
 	defer checker.Close()
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: e.blobs, ResolveEPSG: checker.ResolveEPSG})
 	require.NoError(t, err)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: ws, Builder: b, Policy: classify.Policy{MaxAttempts: 1}})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: ws, Builder: b, Policy: classify.Policy{MaxAttempts: 1}})
 	require.NoError(t, err)
 	n := 0
 	for _, f := range corpus.Hostile() {

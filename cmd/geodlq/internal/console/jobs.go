@@ -692,7 +692,7 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 	if s.opts.Blobs != nil {
 		opts.Fetcher = s.opts.Blobs
 	}
-	rp, err := replay.New(opts)
+	rp, err := replay.New(&opts)
 	if err != nil {
 		return err
 	}

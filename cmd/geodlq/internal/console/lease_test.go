@@ -73,7 +73,7 @@ func TestReplayJobWithAnotherReplayer(t *testing.T) {
 	defer other.Close()
 	repairers, err := srv.checker.Repairers(nil)
 	require.NoError(t, err)
-	rp, err := replay.New(replay.Options{Source: other, Target: target, Repairers: repairers, Check: srv.checker.ReplayCheck(), BatchSize: 5})
+	rp, err := replay.New(&replay.Options{Source: other, Target: target, Repairers: repairers, Check: srv.checker.ReplayCheck(), BatchSize: 5})
 	require.NoError(t, err)
 
 	// The job starts; the other replayer keeps running over the same

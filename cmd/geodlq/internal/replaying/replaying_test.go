@@ -114,7 +114,7 @@ func TestUnchanged(t *testing.T) {
 	defer store.Close()
 	b, err := envelope.NewBuilder(nil)
 	require.NoError(t, err)
-	proc, err := broker.NewProcessor(broker.ProcessorOptions{Publisher: store, Builder: b, Policy: classify.Policy{MaxAttempts: 1}})
+	proc, err := broker.NewProcessor(&broker.ProcessorOptions{Publisher: store, Builder: b, Policy: classify.Policy{MaxAttempts: 1}})
 	require.NoError(t, err)
 	for range 2 {
 		_, err = proc.Process(ctx, &broker.Message{Body: []byte(bowtie), Source: &envelope.Source{System: "memory", Topic: "parcels"}},
@@ -130,7 +130,7 @@ func TestUnchanged(t *testing.T) {
 	rs, err := Repairers(c, nil, []classify.Class{classify.ClassInvalidGeometry})
 	require.NoError(t, err)
 
-	withCheck, err := replay.New(replay.Options{Source: store, Target: &Target{Publisher: store}, Repairers: rs, Check: c.ReplayCheck(),
+	withCheck, err := replay.New(&replay.Options{Source: store, Target: &Target{Publisher: store}, Repairers: rs, Check: c.ReplayCheck(),
 		Route: Route("", "", "--target URL")})
 	require.NoError(t, err)
 	rep, err := withCheck.Run(ctx, replay.Request{Destination: dests[0], DryRun: true})
@@ -141,7 +141,7 @@ func TestUnchanged(t *testing.T) {
 	require.Equal(t, "fails the consumer's check as it is: invalid geometry: Self-intersection[0.5 0.5]; --no-check re-injects it anyway", Why(it, CLIHints))
 
 	published := 0
-	noCheck, err := replay.New(replay.Options{Source: store, Target: &Target{Publisher: store, OnPublish: func() { published++ }}, Repairers: rs,
+	noCheck, err := replay.New(&replay.Options{Source: store, Target: &Target{Publisher: store, OnPublish: func() { published++ }}, Repairers: rs,
 		Route: Route("", "", "--target URL")})
 	require.NoError(t, err)
 	rep, err = noCheck.Run(ctx, replay.Request{Destination: dests[0]})
