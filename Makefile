@@ -21,7 +21,7 @@ PKGS := github.com/geodlq/geodlq/...
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: all demo test deps test-deps vet race core-nocgo nocgo importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
+.PHONY: all demo test deps test-deps vet race core-nocgo nocgo lambda importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
 
 all: test
 
@@ -34,7 +34,7 @@ test-deps: deps
 demo: deps
 	$(GO) run ./examples/quickstart
 
-test: test-deps vet tidy-check race nocgo
+test: test-deps vet tidy-check race nocgo lambda
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -63,6 +63,24 @@ nocgo: core-nocgo
 	  (cd $$m && CGO_ENABLED=0 $(GO) build ./...) || exit 1; \
 	done
 	CGO_ENABLED=0 $(GO) test -count=1 ./spatial ./internal/epsg
+
+# Issue 22: the Lambda functions as provided.al2023 bootstrap zips, for
+# arm64 and x86_64, static (CGO_ENABLED=0: no GEOS, PROJ or proj.db
+# needed), each at most 20 MB, in $(LAMBDA_OUT) (gitignored, never
+# committed). examples/lambda-sqs-consumer's TestBootstrapInEmptyRoot
+# (make test) runs the x86_64 one in an empty root.
+LAMBDA_OUT := build/lambda
+LAMBDAS    := lambda-sqs-consumer lambda-ingress
+lambda:
+	@mkdir -p $(LAMBDA_OUT)
+	@for fn in $(LAMBDAS); do for arch in arm64:arm64 x86_64:amd64; do \
+	  dir=$(LAMBDA_OUT)/$$fn-$${arch%%:*}; rm -rf $$dir; mkdir -p $$dir; \
+	  (cd examples && CGO_ENABLED=0 GOOS=linux GOARCH=$${arch#*:} $(GO) build -trimpath -ldflags='-s -w' \
+	    -tags lambda.norpc -o ../$$dir/bootstrap ./$$fn) || exit 1; \
+	  rm -f $$dir.zip; (cd $$dir && zip -q -X ../$$fn-$${arch%%:*}.zip bootstrap) || exit 1; \
+	  size=$$(stat -c %s $$dir.zip); echo "$$dir.zip: $$size bytes"; \
+	  test $$size -le 20971520 || { echo "$$dir.zip is over 20 MB"; exit 1; }; \
+	done; done
 
 # internal/importrule (the import rule, the module graph, the import cost,
 # the shared helpers' copies) runs as part of race; this target runs it alone.

@@ -1,6 +1,7 @@
 // Command lambda-sqs-consumer is an AWS Lambda function fed by an SQS event
 // source mapping, with geodlq's dead-letter path, ready to deploy: it
-// validates each GeoJSON event with GEOS and PROJ, dead-letters what
+// validates each GeoJSON event (geodlq's pure-Go checker: GEOS's verdicts
+// without GEOS, EPSG codes without PROJ), dead-letters what
 // cannot be processed to an SQS dead-letter queue as a dlq.v1 envelope
 // (geometries too large for SQS's 256 KiB offloaded to S3) on its first
 // delivery when the failure is deterministic, and reports in
@@ -14,16 +15,27 @@
 //	DLQ_URL          the dead-letter queue (name or URL) envelopes go to
 //	OFFLOAD_BUCKET   an S3 bucket for offloaded geometries (optional)
 //	MAX_ATTEMPTS     the retry budget in receives (default 3; keep it below maxReceiveCount)
+//	FORWARD_URL      where a valid event goes next, POSTed as is (optional): the
+//	                 pipeline's next stage; an answer of 408, 429, 502, 503 or 504,
+//	                 a timeout or a refused connection is a transient failure
+//	SQS_ENDPOINT     another SQS endpoint (local testing: scripts/local-sqs.sh)
+//
+// It is pure Go (CGO_ENABLED=0: no GEOS, no PROJ, no proj.db): make lambda
+// builds the bootstrap zips, and a test runs one in an empty root.
 //
 // Everything it uses is public API.
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -93,12 +105,20 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	forward := getenv("FORWARD_URL")
+	client := &http.Client{Timeout: 10 * time.Second}
 	return sqslambda.New(func(ctx context.Context, m *broker.Message) error {
-		// Validate, then do the real work (reproject, join, persist…);
-		// claim m.Header(broker.HeaderIdempotencyKey) with replay.Once
-		// first if that work has side effects: SQS delivers at least once.
-		_, err := chk.CheckEventContext(ctx, m.Body)
-		return err
+		// Validate, then do the real work (here: hand the event to the
+		// next stage); claim m.Header(broker.HeaderIdempotencyKey) with
+		// replay.Once first if that work has side effects: SQS delivers
+		// at least once.
+		if _, err := chk.CheckEventContext(ctx, m.Body); err != nil {
+			return err
+		}
+		if forward == "" {
+			return nil
+		}
+		return post(ctx, client, forward, m.Body)
 	}, &sqslambda.Options{
 		Processor: broker.ProcessorOptions{
 			Publisher:   store, // the builder keeps envelopes under its 256 KiB
@@ -109,4 +129,31 @@ func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 		},
 		Consumer: broker.ConsumerOptions{Logger: log},
 	})
+}
+
+// statusError is a next stage's answer other than 2xx; classify reads its
+// StatusCode (408, 429, 502, 503 and 504 are transient).
+type statusError struct{ code int }
+
+func (e statusError) Error() string   { return "next stage answered " + strconv.Itoa(e.code) }
+func (e statusError) StatusCode() int { return e.code }
+
+// post sends body to url. A failed connection or a timeout is transient
+// to classify, as is a statusError of 408, 429 or 5xx gateway codes.
+func post(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return statusError{resp.StatusCode}
+	}
+	return nil
 }
