@@ -23,7 +23,7 @@ func openBench(b *testing.B) (*broker.Store, *pgxpool.Pool) {
 	b.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPool(b, 4)
-	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: pgtest.Schema(b), Migrate: true,
+	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: pgtest.Schema(b), Create: true,
 		StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
@@ -49,7 +49,7 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 // BenchmarkBareClientWrite is the ceiling: pgx on the same pool settings
-// inserting the same row into the same table (made by Migrate, with its
+// inserting the same row into the same table (made by Create, with its
 // indexes) — body, headers, the envelope as jsonb, its indexed fields
 // (known to the writer without decoding the envelope), the geometry
 // parsed by ST_GeomFromGeoJSON and the location point — in one

@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 	brokertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (brokertest.Harness, error) {
 		opts := postgis.Options{Schema: pgtest.Schema(t), StoreOptions: broker.StoreOptions{LeaseTTL: 2 * time.Second, MaxMessageBytes: 256 << 10}}
 		m := opts
-		m.Migrate = true
+		m.Create = true
 		if _, err := postgis.New(ctx, pgtest.NewPool(t, 1), &m); err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func TestConformance(t *testing.T) {
 
 func TestConsumerConformance(t *testing.T) {
 	brokertest.RunConsumerTests(t, func(ctx context.Context, t *testing.T) (brokertest.ConsumerHarness, error) {
-		s, err := postgis.New(ctx, pgtest.NewPool(t, 8), &postgis.Options{Schema: pgtest.Schema(t), Migrate: true,
+		s, err := postgis.New(ctx, pgtest.NewPool(t, 8), &postgis.Options{Schema: pgtest.Schema(t), Create: true,
 			StoreOptions: broker.StoreOptions{LeaseTTL: time.Second}})
 		if err != nil {
 			return nil, err

@@ -112,7 +112,7 @@ func TestMigrateToCounts(t *testing.T) {
 	recs, err := old.Fetch(ctx, "a", broker.Filter{}, 2)
 	require.NoError(t, err)
 	require.NoError(t, old.Ack(ctx, recs[0]))
-	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Migrate: true})
+	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Create: true})
 	require.NoError(t, err)
 	v, err := postgis.VersionForTest(ctx, s)
 	require.NoError(t, err)

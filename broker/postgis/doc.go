@@ -125,7 +125,7 @@
 //
 // # Migrations
 //
-// Options.Migrate (or broker.OpenStore with Create) creates the schema,
+// Options.Create (or broker.OpenStore with Create) creates the schema,
 // the table and its indexes, and records each applied step of
 // [Migrations] in {table}_migrations; it is idempotent and safe to run
 // concurrently. PostGIS must be installed in a schema on the connections'

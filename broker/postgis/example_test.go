@@ -17,7 +17,7 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 )
 
-// The store's schema is a list of versioned steps that Options.Migrate
+// The store's schema is a list of versioned steps that Options.Create
 // applies once each; they can be reviewed, or applied by another tool.
 func ExampleMigrations() {
 	for _, m := range postgis.Migrations() {
@@ -39,7 +39,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	dlq, err := postgis.New(ctx, pool, &postgis.Options{Migrate: true})
+	dlq, err := postgis.New(ctx, pool, &postgis.Options{Create: true})
 	if err != nil {
 		log.Fatal(err)
 	}

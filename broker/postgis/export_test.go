@@ -38,7 +38,7 @@ const (
 )
 
 // MigrateToForTest applies the store's first upTo migrations to the
-// table of s (made by New without Migrate), as an older geodlq did.
+// table of s (made by New without Create), as an older geodlq did.
 func MigrateToForTest(ctx context.Context, s *broker.Store, upTo int) error {
 	d := driverOf(s)
 	return pgmigrate.Migrate(ctx, d.pool, d.migrationTarget(), migrations[:upTo])

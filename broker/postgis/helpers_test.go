@@ -23,7 +23,7 @@ func newStore(t *testing.T, opts *postgis.Options) *broker.Store {
 	if o.Schema == "" {
 		o.Schema = pgtest.Schema(t)
 	}
-	o.Migrate = true
+	o.Create = true
 	s, err := postgis.New(context.Background(), pgtest.NewPool(t, 4), &o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })

@@ -25,11 +25,11 @@ type Migration struct {
 	SQL string
 }
 
-// Migrations returns the store's migrations, oldest first. Options.Migrate
+// Migrations returns the store's migrations, oldest first. Options.Create
 // (and broker.OpenStore with Create) applies the ones a database lacks;
 // they are listed here so that they can be reviewed, or applied by another
 // migration tool (record each applied version in {table}_migrations, as
-// Options.Migrate does).
+// Options.Create does).
 func Migrations() []Migration { return append([]Migration(nil), migrations...) }
 
 var migrations = []Migration{{
@@ -426,7 +426,7 @@ func (d *driver) check(ctx context.Context) error {
 		return fmt.Errorf("postgis: looking for the table %s: %w", d.table, err)
 	}
 	if !table || !book {
-		return fmt.Errorf("postgis: no geodlq table %s in this database (create it with Options.Migrate or OpenOptions.Create): %w", d.table, broker.ErrNoStore)
+		return fmt.Errorf("postgis: no geodlq table %s in this database (create it with Options.Create or OpenOptions.Create): %w", d.table, broker.ErrNoStore)
 	}
 	v, err := d.readVersion(ctx)
 	if err != nil {

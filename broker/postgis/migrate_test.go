@@ -36,7 +36,7 @@ func TestMigrateToSummaries(t *testing.T) {
 	require.Equal(t, 100, top.Entries[0].Summary.VertexCount)
 	require.Equal(t, len(msgs), top.Total)
 
-	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Migrate: true})
+	s, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Create: true})
 	require.NoError(t, err)
 	v, err = postgis.VersionForTest(ctx, s)
 	require.NoError(t, err)

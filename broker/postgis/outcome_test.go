@@ -25,7 +25,7 @@ func proxiedStore(t *testing.T, proxy *pgtest.Proxy, schema string, grace time.D
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	s, err := postgis.New(context.Background(), pool, &postgis.Options{Schema: schema, Migrate: true,
+	s, err := postgis.New(context.Background(), pool, &postgis.Options{Schema: schema, Create: true,
 		StoreOptions: broker.StoreOptions{CancelGrace: grace}})
 	require.NoError(t, err)
 	return s, pool

@@ -63,7 +63,7 @@ type Options struct {
 	// per duplicate write absorbed and per geometry PostGIS cannot parse.
 	broker.StoreOptions
 	// Schema is the PostgreSQL schema holding the table (created by
-	// Migrate). Lower-case letters, digits and underscores, at most 63
+	// Create). Lower-case letters, digits and underscores, at most 63
 	// bytes. Default "geodlq".
 	Schema string
 	// Table is the dead-letter table's name; its indexes, helper functions
@@ -71,10 +71,13 @@ type Options struct {
 	// letters, digits and underscores, at most 40 bytes. Default
 	// "dead_letters".
 	Table string
-	// Migrate runs the store's [Migrations] in New. Default false: run
-	// them as a deployment step (New with Migrate, or
-	// broker.OpenStore with Create), as River's rivermigrate does.
-	Migrate bool
+	// Create runs the store's [Migrations] in New: it creates the schema
+	// and table when the database lacks them and applies the steps an
+	// older table lacks (the name every adapter and broker.OpenOptions
+	// give this). Default false: New does no I/O, and migrations run as a
+	// deployment step (New with Create, or broker.OpenStore with Create),
+	// as River's rivermigrate does.
+	Create bool
 }
 
 // driver is the PostGIS [broker.Driver]. It is safe for concurrent use,
@@ -112,7 +115,7 @@ var (
 
 // New returns a dead-letter store in a PostGIS table reached through pool,
 // which the caller keeps owning (closing the store does not close it). It
-// performs no I/O unless opts.Migrate is set; ctx bounds the migration.
+// performs no I/O unless opts.Create is set; ctx bounds the migration.
 // Give the pool a connect timeout (connect_timeout in its DSN, or
 // ConnConfig.ConnectTimeout): pgxpool's own waits two minutes for a server
 // that accepts connections and never answers. broker.OpenStore sets one.
@@ -128,7 +131,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*broker.Store,
 	if err != nil {
 		return nil, err
 	}
-	if o.Migrate {
+	if o.Create {
 		if err := d.migrate(ctx); err != nil {
 			return nil, err
 		}

@@ -66,7 +66,7 @@ func TestNewValidatesArguments(t *testing.T) {
 	ctx := context.Background()
 	_, err := postgis.New(ctx, nil, nil)
 	require.ErrorIs(t, err, broker.ErrInvalidArgument, "a pool is required")
-	pool := &pgxpool.Pool{} // never used: New does no I/O without Migrate
+	pool := &pgxpool.Pool{} // never used: New does no I/O without Create
 	for _, o := range []postgis.Options{
 		{Schema: "Geodlq"}, {Schema: "1abc"}, {Schema: `a"b`}, {Table: "dead-letters"},
 		{Table: "t_" + string(bytes.Repeat([]byte("x"), 40))},
@@ -109,13 +109,13 @@ func TestMigrate(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = postgis.New(ctx, pool, &postgis.Options{Schema: schema, Migrate: true}) })
+		wg.Go(func() { _, errs[i] = postgis.New(ctx, pool, &postgis.Options{Schema: schema, Create: true}) })
 	}
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err, "concurrent first migrations serialise")
 	}
-	_, err = postgis.New(ctx, pool, &postgis.Options{Schema: schema, Migrate: true})
+	_, err = postgis.New(ctx, pool, &postgis.Options{Schema: schema, Create: true})
 	require.NoError(t, err, "migrating again is a no-op")
 	v, err = postgis.VersionForTest(ctx, s)
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, 3, purgeIdx, "migration 2: the reference check's indexes")
 
 	// Another table in the same schema has its own version history.
-	other, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Table: "other_dlq", Migrate: true})
+	other, err := postgis.New(ctx, pool, &postgis.Options{Schema: schema, Table: "other_dlq", Create: true})
 	require.NoError(t, err)
 	v, err = postgis.VersionForTest(ctx, other)
 	require.NoError(t, err)
@@ -166,7 +166,7 @@ func TestMigrate(t *testing.T) {
 // afterwards changes nothing (pgx would abandon every query on it).
 func TestNoStoredContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := postgis.New(ctx, pgtest.NewPool(t, 2), &postgis.Options{Schema: pgtest.Schema(t), Migrate: true})
+	s, err := postgis.New(ctx, pgtest.NewPool(t, 2), &postgis.Options{Schema: pgtest.Schema(t), Create: true})
 	require.NoError(t, err)
 	cancel()
 	bg := context.Background()

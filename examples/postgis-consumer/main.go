@@ -179,14 +179,14 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 	}
 	closers = append(closers, pool.Close)
 	p.pool = pool
-	// Migrate creates the PostGIS extension (when the role may), the
+	// Create creates the PostGIS extension (when the role may), the
 	// schema and the table with its GiST and B-tree indexes. Run it as a
 	// deployment step instead if the service's role may not.
-	if p.store, err = postgis.New(ctx, pool, &postgis.Options{Schema: c.schema, Migrate: true,
+	if p.store, err = postgis.New(ctx, pool, &postgis.Options{Schema: c.schema, Create: true,
 		StoreOptions: broker.StoreOptions{LeaseTTL: c.lease, Logger: log}}); err != nil {
 		return fail(fmt.Errorf("dead-letter table: %w", err))
 	}
-	if p.claims, err = pgclaims.New(ctx, pool, &pgclaims.Options{Schema: c.schema, Migrate: true}); err != nil {
+	if p.claims, err = pgclaims.New(ctx, pool, &pgclaims.Options{Schema: c.schema, Create: true}); err != nil {
 		return fail(fmt.Errorf("claims table: %w", err))
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+p.parcels()+` (

@@ -277,7 +277,7 @@ func openClaims(ctx context.Context, raw string) (replay.Claims, func(), error) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("-claims: %w", err)
 		}
-		s, err := pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema, Migrate: true})
+		s, err := pgclaims.New(ctx, pool, &pgclaims.Options{Schema: schema, Create: true})
 		if err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("-claims: %w", err)

@@ -33,7 +33,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	claims, err := pgclaims.New(ctx, pool, &pgclaims.Options{Migrate: true})
+	claims, err := pgclaims.New(ctx, pool, &pgclaims.Options{Create: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -45,7 +45,7 @@
 //
 // # Migrations
 //
-// [Claims.Migrate] (or Options.Migrate) creates the schema and table and
+// [Claims.Migrate] (or Options.Create) creates the schema and table and
 // records applied [Migrations] in {table}_migrations; it is idempotent and
 // safe to run concurrently.
 //
@@ -89,16 +89,18 @@ const (
 // Options configures a [Claims]. Nil means defaults.
 type Options struct {
 	// Schema is the PostgreSQL schema holding the table (created by
-	// Migrate). Lower-case letters, digits and underscores, at most 63
+	// Create). Lower-case letters, digits and underscores, at most 63
 	// bytes. Default "geodlq".
 	Schema string
 	// Table is the claims table's name; the {Table}_migrations table is
 	// named after it. Lower-case letters, digits and underscores, at most
 	// 40 bytes. Default "idempotency_claims".
 	Table string
-	// Migrate runs [Claims.Migrate] in New. Default false: run migrations
-	// as a deployment step.
-	Migrate bool
+	// Create runs [Claims.Migrate] in New: it creates the schema and table
+	// when the database lacks them and applies the steps an older table
+	// lacks (the name mysqlclaims and the stores give this). Default
+	// false: run migrations as a deployment step.
+	Create bool
 }
 
 // Claims is a [replay.Claims] store in PostgreSQL. It is safe for
@@ -115,7 +117,7 @@ type Claims struct {
 var _ replay.Claims = (*Claims)(nil)
 
 // New returns a claims store on pool, which the caller keeps owning. It
-// performs no I/O unless opts.Migrate is set; ctx bounds the migration.
+// performs no I/O unless opts.Create is set; ctx bounds the migration.
 // Invalid options are refused with an error wrapping
 // [broker.ErrInvalidArgument].
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error) {
@@ -145,7 +147,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Claims, error
 	c.completeSQL = r.Replace(completeSQL)
 	c.doneSQL = r.Replace(doneSQL)
 	c.releaseSQL = r.Replace(releaseSQL)
-	if o.Migrate {
+	if o.Create {
 		if err := c.Migrate(ctx); err != nil {
 			return nil, err
 		}

@@ -22,7 +22,7 @@ import (
 func TestConformance(t *testing.T) {
 	pool := pgtest.NewPool(t, 8)
 	schema := pgtest.Schema(t)
-	_, err := pgclaims.New(context.Background(), pool, &pgclaims.Options{Schema: schema, Migrate: true})
+	_, err := pgclaims.New(context.Background(), pool, &pgclaims.Options{Schema: schema, Create: true})
 	require.NoError(t, err)
 	claimstest.RunConformanceTests(t, claimstest.Harness{
 		// Each call is another handle on the same table, as another
@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 
 func newClaims(t *testing.T) *pgclaims.Claims {
 	t.Helper()
-	c, err := pgclaims.New(context.Background(), pgtest.NewPool(t, 8), &pgclaims.Options{Schema: pgtest.Schema(t), Migrate: true})
+	c, err := pgclaims.New(context.Background(), pgtest.NewPool(t, 8), &pgclaims.Options{Schema: pgtest.Schema(t), Create: true})
 	require.NoError(t, err)
 	return c
 }
@@ -44,7 +44,7 @@ func TestNewValidatesArguments(t *testing.T) {
 	ctx := context.Background()
 	_, err := pgclaims.New(ctx, nil, nil)
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)
-	pool := &pgxpool.Pool{} // never used: New does no I/O without Migrate
+	pool := &pgxpool.Pool{} // never used: New does no I/O without Create
 	for _, o := range []pgclaims.Options{{Schema: "Bad"}, {Table: "x-y"}, {Table: "t_0123456789012345678901234567890123456789"}} {
 		_, err := pgclaims.New(ctx, pool, &o)
 		require.ErrorIs(t, err, broker.ErrInvalidArgument, "%+v", o)
@@ -163,7 +163,7 @@ func faultyClaims(t *testing.T) (*pgclaims.Claims, *faultnet.Loser, *pgxpool.Poo
 	ctx := context.Background()
 	plain := pgtest.NewPool(t, 4)
 	schema := pgtest.Schema(t)
-	_, err := pgclaims.New(ctx, plain, &pgclaims.Options{Schema: schema, Migrate: true})
+	_, err := pgclaims.New(ctx, plain, &pgclaims.Options{Schema: schema, Create: true})
 	require.NoError(t, err)
 	cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
 	require.NoError(t, err)
