@@ -26,10 +26,12 @@
 // so a payload the gate refuses for structure, coordinates, rings or
 // ranges is one the consumer's spatial.Checker refuses with the same
 // class, kind, location and fault (a test runs the shared event corpus
-// through both). What only GEOS or PROJ can see — self-intersections and
-// the other topology faults, CRSs given as WKT or PROJ strings — is the
-// consumer's job, unless a cgo-enabled program plugs a *spatial.Checker in
-// as Options.GeometryChecker and Options.CRSChecker.
+// through both). Topology faults (self-intersections and the rest) and the
+// full EPSG registry are the consumer's job, unless the program plugs a
+// *spatial.Checker in as Options.GeometryChecker and Options.CRSChecker:
+// it is pure Go too (GEOS's verdicts without GEOS, EPSG codes without
+// PROJ), so a CGO_ENABLED=0 gate can; only CRSs given as WKT or PROJ
+// strings need its cgo build.
 //
 // The package is pure Go: it builds with CGO_ENABLED=0 and imports no
 // broker client or cloud SDK.

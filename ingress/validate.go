@@ -65,7 +65,8 @@ const (
 // crs_unparseable or crs_differs); any other error is reported as
 // crs_mismatch, crs_unparseable.
 //
-// *spatial.Checker satisfies it (its CheckCRS resolves with PROJ, cgo);
+// *spatial.Checker satisfies it (its CheckCRS resolves every EPSG code,
+// in pure Go; WKT and PROJ strings with PROJ in a cgo build);
 // the default, [EPSGChecker], is pure Go.
 type CRSChecker interface {
 	CheckCRS(declared string, expectedEPSG int) error
@@ -76,8 +77,8 @@ type CRSChecker interface {
 // geometry detail carries the reason, kind, location and fault.
 //
 // *spatial.Checker satisfies it: its CheckGeometry adds GEOS's topology
-// checks (self-intersections, holes outside shells, …), which pure Go does
-// not make. Without one, topology is the consumer's job, and a bowtie
+// checks (self-intersections, holes outside shells, …), in pure Go, which
+// this package's own rules do not make. Without one, topology is the consumer's job, and a bowtie
 // polygon passes the gate.
 type GeometryChecker interface {
 	CheckGeometry(geometry []byte) error
