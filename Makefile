@@ -3,10 +3,11 @@
 #   make test   vet, the tests of every module (race detector where
 #               concurrency lives; no skip outside scripts/skip-allowlist;
 #               times per package), the CGO_ENABLED=0 builds (make nocgo), the
-#               import rule, module graph and import cost, go.mod tidiness
-#   make release-check   every module served at a simulated tag, installed,
-#               built and tested with no go.work and no replace (not yet
-#               part of make test: see docs/releasing.md)
+#               import rule, module graph and import cost, go.mod tidiness,
+#               and the release check
+#   make release-check   every module served at a simulated tag, installed
+#               (each adapter with its client pinned at its floor), built
+#               and tested with no go.work and no replace (docs/releasing.md)
 # Both install what is missing (scripts/deps.sh, scripts/services.sh).
 #
 # geodlq is several Go modules (the core at the root; each heavy adapter,
@@ -34,7 +35,7 @@ test-deps: deps
 demo: deps
 	$(GO) run ./examples/quickstart
 
-test: test-deps vet tidy-check race nocgo lambda
+test: test-deps vet tidy-check race nocgo lambda release-check
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

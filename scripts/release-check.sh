@@ -21,24 +21,30 @@
 # Our modules come from the temporary proxy, the rest from the module cache
 # or your GOPROXY. The sum DB is not consulted for geodlq's modules
 # (GONOSUMDB), which no sum DB knows yet. The version served is a
-# pre-release of its own per run (v0.1.0-check.<time>), so that the module
-# cache, shared with your builds (and so their build cache), never holds
-# an earlier run's zips under it; the run removes its version from the
-# cache when it ends.
+# pre-release that no real release takes (v0.1.0-check); the run removes
+# it from the module cache (shared with your builds) before it starts and
+# when it ends, so that no run sees an earlier run's zips, while the build
+# cache, keyed by the files' contents, still serves every package that
+# did not change since the last run (the same version keeps the same
+# paths): a run after a small change takes minutes, not the hour a cold
+# run takes on a loaded 2-core machine. Runs take a lock: one at a time.
 #
-#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check.<UTC time>)
+#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check)
 #   RELEASE_CHECK_KEEP=1    keep the scratch directory and print its path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
-version=${RELEASE_CHECK_VERSION:-v0.1.0-check.$(date -u +%Y%m%d%H%M%S)}
+version=${RELEASE_CHECK_VERSION:-v0.1.0-check}
 start=$SECONDS
 say() { printf 'release-check: [%3ds] %s\n' $((SECONDS - start)) "$*"; }
 fail() { printf 'release-check: FAIL: %s\n' "$*" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/geodlq-release-check.XXXXXX")
 modcache=$(go env GOMODCACHE)
-cleanup() {
+mkdir -p "$modcache/cache"
+exec 9>"$modcache/cache/geodlq-release-check.lock"
+flock 9 || fail "another release check holds $modcache/cache/geodlq-release-check.lock"
+uncache() {
   # This run's version of geodlq's modules, in the shared module cache.
   if [ -d "$modcache/github.com/geodlq" ]; then
     find "$modcache/github.com/geodlq" -depth -type d -name "*@$version" -exec chmod -R u+w {} \; -exec rm -rf {} \; 2>/dev/null || true
@@ -46,12 +52,16 @@ cleanup() {
   if [ -d "$modcache/cache/download/github.com/geodlq" ]; then
     find "$modcache/cache/download/github.com/geodlq" -path "*/@v/$version.*" -delete 2>/dev/null || true
   fi
+}
+cleanup() {
+  uncache
   if [ "${RELEASE_CHECK_KEEP:-}" = 1 ]; then
     echo "release-check: kept $tmp"
   else
     chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"
   fi
 }
+uncache # an interrupted run's
 trap cleanup EXIT
 
 # --- The release step, on a scratch clone. --------------------------------
