@@ -351,8 +351,12 @@ func isDigits(s string) bool {
 
 // ResolveCRS resolves a CRS definition — "EPSG:4326", "epsg:4326",
 // "urn:ogc:def:crs:EPSG::4326", "OGC:CRS84", "CRS84", a PROJ string, WKT or
-// PROJJSON — with PROJ, and caches the result (positive or negative) in a
-// cache bounded by Options.CRSCacheSize.
+// PROJJSON — and caches the result (positive or negative) in a cache
+// bounded by Options.CRSCacheSize. EPSG codes and OGC's CRS84, CRS83 and
+// CRS27, in every spelling, resolve from the registry generated from
+// PROJ's proj.db (internal/epsg), with PROJ's answer, in every build; the
+// rest needs PROJ: in a build without cgo it fails (crs_unparseable, its
+// message saying so).
 //
 // Only well-formed definitions reach PROJ: an AUTHORITY:CODE, OGC URN or
 // opengis.net URL must name an authority in PROJ's database, WKT must open

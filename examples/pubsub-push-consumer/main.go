@@ -1,7 +1,8 @@
 // Command pubsub-push-consumer is a Pub/Sub push endpoint with geodlq's
 // dead-letter path, ready to deploy on Cloud Run (or as a Cloud Functions
 // 2nd gen function, or behind an Eventarc Pub/Sub trigger): it validates
-// each GeoJSON event with GEOS and PROJ, publishes what cannot be
+// each GeoJSON event (geodlq's pure-Go checker: a static binary, see
+// Dockerfile), publishes what cannot be
 // processed to a dead-letter topic as a dlq.v1 envelope, and answers 204
 // only once the handler succeeded or the envelope is durably published —
 // otherwise 503, and Pub/Sub delivers the message again. It checks the
