@@ -228,7 +228,9 @@ var (
 	// ErrLeaseLost is wrapped when renewing, acknowledging or releasing a
 	// record whose lease expired or was taken by another consumer.
 	ErrLeaseLost = errors.New("lease lost")
-	// ErrClosed is returned by operations on a closed adapter.
+	// ErrClosed is returned by operations on a closed store, consumer or
+	// adapter handle. A closed spatial.Checker has its own ErrClosed
+	// (docs/api.md).
 	ErrClosed = errors.New("broker: closed")
 	// ErrNotAcked is wrapped by the error [Processor.Process] returns when
 	// the source message must not be acknowledged.

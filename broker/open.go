@@ -42,7 +42,9 @@ type Opener func(ctx context.Context, u *url.URL, raw string, opts OpenOptions) 
 // Errors of [OpenStore].
 var (
 	// ErrUnknownScheme is wrapped for a URL whose scheme no adapter
-	// registered (import the adapter's package to register it).
+	// registered (import the adapter's package to register it). It is
+	// not offload.ErrUnknownScheme, which stands for a blob store URL, so
+	// that a program opening both tells which URL is wrong (docs/api.md).
 	ErrUnknownScheme = errors.New("unknown URL scheme")
 	// ErrNoStore is wrapped when the URL names something that is not a
 	// geodlq store (a file that is not a store database, a database

@@ -53,7 +53,9 @@ type BlobOpener func(ctx context.Context, u *url.URL, raw string, opts OpenOptio
 // Errors of [OpenStore].
 var (
 	// ErrUnknownScheme is wrapped for a URL whose scheme no blob store
-	// registered (import the package that registers it).
+	// registered (import the package that registers it). It is not
+	// broker.ErrUnknownScheme, which stands for a dead-letter store URL
+	// (docs/api.md).
 	ErrUnknownScheme = errors.New("offload: unknown blob store URL scheme")
 	// ErrNoStore is wrapped when the URL names nothing (a missing
 	// directory or bucket, without OpenOptions.Create) or something that

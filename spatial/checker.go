@@ -56,7 +56,9 @@ func (e Engine) String() string {
 	return fmt.Sprintf("Engine(%d)", uint8(e))
 }
 
-// ErrClosed is wrapped by the errors of a [Checker] used after Close.
+// ErrClosed is wrapped by the errors of a [Checker] used after Close. It
+// is not broker.ErrClosed, which stands for a closed store or consumer
+// (docs/api.md).
 var ErrClosed = errors.New("spatial: checker is closed")
 
 // Options configures a [Checker]. The zero value and nil use the defaults.
