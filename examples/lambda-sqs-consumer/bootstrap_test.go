@@ -21,7 +21,6 @@ import (
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/examples/internal/emptyroot"
 )
 
 // maxZip is Lambda's zip budget for this function (issue 22).
@@ -45,10 +44,10 @@ func sqsEndpoint() string {
 // and the dead-letter queue must hold the three bad events' envelopes with
 // their verdicts.
 func TestBootstrapInEmptyRoot(t *testing.T) {
-	bin := emptyroot.Build(t, ".")
+	bin := Build(t, ".")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	size := emptyroot.ZipSize(t, bin)
+	size := ZipSize(t, bin)
 	t.Logf("bootstrap zip: %.1f MB", float64(size)/(1<<20))
 	require.LessOrEqual(t, size, int64(maxZip))
 
@@ -79,9 +78,9 @@ func TestBootstrapInEmptyRoot(t *testing.T) {
 	go func() { _ = srv.Serve(fwd) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	api := emptyroot.NewRuntimeAPI(t)
+	api := NewRuntimeAPI(t)
 	var stderr bytes.Buffer
-	emptyroot.Start(t, ctx, bin, []string{
+	Start(t, ctx, bin, []string{
 		"AWS_LAMBDA_RUNTIME_API=" + api.Addr,
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AWS_LAMBDA_FUNCTION_NAME=vector-jobs-consumer", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=2048",

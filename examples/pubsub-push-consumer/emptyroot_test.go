@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/examples/internal/emptyroot"
 )
 
 // TestStaticBinaryInEmptyRoot builds the binary the Dockerfile copies
@@ -27,7 +26,7 @@ import (
 // valid event is answered 204, a bowtie is dead-lettered, then answered
 // 204.
 func TestStaticBinaryInEmptyRoot(t *testing.T) {
-	bin := emptyroot.Build(t, ".")
+	bin := Build(t, ".")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -48,7 +47,7 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 	var stderr bytes.Buffer
-	emptyroot.Start(t, ctx, bin, []string{"PROJECT_ID=p", "DLQ_TOPIC_ID=vector-dlq", "PUBSUB_EMULATOR_HOST=" + ps.Addr,
+	Start(t, ctx, bin, []string{"PROJECT_ID=p", "DLQ_TOPIC_ID=vector-dlq", "PUBSUB_EMULATOR_HOST=" + ps.Addr,
 		"PORT=" + strconv.Itoa(port)}, &stderr)
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/push"
 	require.Eventually(t, func() bool {

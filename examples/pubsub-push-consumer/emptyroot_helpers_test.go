@@ -1,12 +1,15 @@
-// Package emptyroot builds an example as a static binary and runs it in
-// an empty root: a temporary directory holding only the binary, entered
-// with chroot(2) (the tests run as root). No /usr/lib, no proj.db, no
-// /etc: what the binary needs beyond itself it does not find. Loopback
-// networking stays, so the binary reaches test servers on 127.0.0.1.
-package emptyroot
+// Helpers of the empty-root test, kept in the example's own directory (as
+// in lambda-sqs-consumer and pubsub-push-consumer) so that the directory
+// copied whole builds and tests on its own: they build the example as a
+// static binary and run it in an empty root, a temporary directory
+// holding only the binary, entered with chroot(2) (the tests run as
+// root). No /usr/lib, no proj.db, no /etc: what the binary needs beyond
+// itself it does not find. Loopback networking stays, so the binary
+// reaches test servers on 127.0.0.1.
+
+package main
 
 import (
-	"archive/zip"
 	"context"
 	"io"
 	"os"
@@ -30,28 +33,6 @@ func Build(t *testing.T, pkg string) string {
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build %s: %s", pkg, b)
 	return out
-}
-
-// ZipSize returns the size of bin zipped as Lambda's deployment package
-// (one file, "bootstrap", deflated), as make lambda writes it.
-func ZipSize(t *testing.T, bin string) int64 {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "function.zip")
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	zw := zip.NewWriter(f)
-	w, err := zw.CreateHeader(&zip.FileHeader{Name: "bootstrap", Method: zip.Deflate})
-	require.NoError(t, err)
-	src, err := os.Open(bin)
-	require.NoError(t, err)
-	_, err = io.Copy(w, src)
-	require.NoError(t, err)
-	require.NoError(t, src.Close())
-	require.NoError(t, zw.Close())
-	require.NoError(t, f.Close())
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	return st.Size()
 }
 
 // Start runs bin as /bootstrap in a fresh empty root with env as its

@@ -1,4 +1,4 @@
-package emptyroot
+package main
 
 import (
 	"context"
