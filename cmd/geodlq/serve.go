@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -167,8 +166,7 @@ func (a *app) serve(ctx context.Context, o serveOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", o.addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	hs := srv.HTTPServer(ctx) // timeouts for slow clients, per route
 	url := "http://" + ln.Addr().String() + "/"
 	mode := "read-only (start with --read-only=false and a token to replay or discard)"
 	if token != "" {

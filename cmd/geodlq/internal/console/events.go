@@ -77,8 +77,7 @@ const heartbeat = 15 * time.Second
 // new dead letters; "changed" says records left (replayed or discarded,
 // here or elsewhere); "job" reports a job's progress.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		s.problem(w, r, http.StatusInternalServerError, "streaming unsupported", "the server cannot stream events")
 		return
 	}
@@ -88,6 +87,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.hub.unsubscribe(c)
+	sw := s.stream(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -97,11 +97,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return true
 		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Name, b); err != nil {
-			return false
-		}
-		fl.Flush()
-		return true
+		_, err = fmt.Fprintf(sw, "event: %s\ndata: %s\n\n", e.Name, b)
+		return err == nil
 	}
 	if !send(event{Name: "hello", Data: s.index.status()}) {
 		return
@@ -119,10 +116,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-t.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if _, err := fmt.Fprint(sw, ": keep-alive\n\n"); err != nil {
 				return
 			}
-			fl.Flush()
 		}
 	}
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/geodlq/geodlq/triage"
 )
 
+// downloadChunk is the size of each write of a payload download.
+const downloadChunk = 64 << 10
+
 // List paging.
 const (
 	defaultPage = 100
@@ -536,7 +539,16 @@ func (s *Server) payload(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 		w.Header().Set("X-Payload-SHA256", env.PayloadSHA256)
 		w.Header().Set("Cache-Control", "no-store")
-		_, _ = w.Write(b)
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		// In 64 KiB writes, each bounded by Timeouts.Stall: a client that
+		// stops reading is cut off (and the payload freed), one that
+		// reads slowly still gets it all.
+		sw := s.stream(w)
+		for off := 0; off < len(b); off += downloadChunk {
+			if _, err := sw.Write(b[off:min(off+downloadChunk, len(b))]); err != nil {
+				return
+			}
+		}
 		return
 	}
 	ans := payloadAnswer{Verified: true, SHA256: env.PayloadSHA256, Size: len(b)}

@@ -61,6 +61,91 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
+	// Timeouts bound what a slow client may hold; zero fields take
+	// their defaults (see [Timeouts]).
+	Timeouts Timeouts
+}
+
+// Timeouts bound how long a client may take, so that clients that send
+// slowly or never read cannot hold connections and memory.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers. Default 10s.
+	ReadHeader time.Duration
+	// Read bounds reading a whole request, body included (bodies are at
+	// most 1 MiB). Default 30s.
+	Read time.Duration
+	// Write bounds writing an answer of the API or the page. Default 30s.
+	Write time.Duration
+	// Stall bounds each write of a stream (a payload download, 64 KiB at
+	// a time, and each server-sent event): a client that stops reading
+	// is cut off after it, one that keeps reading may take as long as it
+	// needs. Default 30s.
+	Stall time.Duration
+	// Idle bounds how long a kept-alive connection waits for its next
+	// request. Default 2 minutes.
+	Idle time.Duration
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.ReadHeader, 10*time.Second)
+	def(&t.Read, 30*time.Second)
+	def(&t.Write, 30*time.Second)
+	def(&t.Stall, 30*time.Second)
+	def(&t.Idle, 2*time.Minute)
+	return t
+}
+
+// HTTPServer returns an http.Server that serves the console with its
+// Timeouts: headers and bodies must arrive within ReadHeader and Read,
+// kept-alive connections idle at most Idle; answers are bounded per
+// route (Write for the API, Stall per write of a download or an event
+// stream, which has no overall bound), so http.Server's own
+// WriteTimeout stays 0. ctx is every request's base context.
+func (s *Server) HTTPServer(ctx context.Context) *http.Server {
+	t := s.opts.Timeouts
+	return &http.Server{Handler: s, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, IdleTimeout: t.Idle,
+		MaxHeaderBytes: 64 << 10, BaseContext: func(net.Listener) context.Context { return ctx }}
+}
+
+// streaming reports whether a request is answered by a stream that sets
+// its own write deadlines.
+func streaming(r *http.Request) bool {
+	return r.URL.Path == "/api/events" || strings.HasSuffix(r.URL.Path, "/payload") && r.URL.Query().Get("download") != ""
+}
+
+// stream prepares a streamed answer: the request's read deadline is
+// lifted (the request is read; a deadline left would cancel the
+// request's context mid-stream) and every write is bounded by Stall.
+func (s *Server) stream(w http.ResponseWriter) *streamWriter {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	return &streamWriter{w: w, rc: rc, stall: s.opts.Timeouts.Stall}
+}
+
+// streamWriter writes with a deadline per write, and flushes.
+type streamWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.stall)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, err
+	}
+	n, err := sw.w.Write(p)
+	if err == nil {
+		err = sw.rc.Flush()
+		if errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	return n, err
 }
 
 // Target is a store or broker replays re-inject into.
@@ -119,6 +204,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	opts.Timeouts = opts.Timeouts.withDefaults()
 	if opts.Label == "" {
 		opts.Label = opts.Store.Name()
 	}
@@ -217,6 +303,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	h.Set("Permissions-Policy", "geolocation=(), camera=(), microphone=()")
+	if !streaming(r) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.Timeouts.Write))
+	}
 	if !loopbackHost(r.Host) && !s.allowedHost(r) {
 		s.problem(w, r, http.StatusMisdirectedRequest, "unexpected host",
 			"the console answers to loopback names only (localhost, 127.0.0.1, [::1]) unless it is bound to another address")
