@@ -76,7 +76,12 @@ func run(ctx context.Context, getenv func(string) string, log *slog.Logger) erro
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /push", h)
-	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Slow clients are cut off: headers within 10s, the whole request
+	// (a push body is at most 16 MiB) within 30s, the answer within 2
+	// minutes (a push is processed, dead-lettered if need be, then
+	// answered), idle keep-alive connections after 2 minutes.
+	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -55,6 +55,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -85,7 +86,16 @@ type Options struct {
 	// MaxBodyBytes bounds the request body. Default 16 MiB (Pub/Sub's
 	// 10 MB message, base64-encoded in JSON).
 	MaxBodyBytes int64
+	// BodyTimeout bounds reading the request body, from the moment the
+	// handler starts: a client that sends it slowly is answered 408 and
+	// its connection closed. Default 30s. The server's own timeouts
+	// (http.Server's ReadHeaderTimeout, ReadTimeout) still apply; this one
+	// holds even on a server started without them.
+	BodyTimeout time.Duration
 }
+
+// defaultBodyTimeout is Options.BodyTimeout's default.
+const defaultBodyTimeout = 30 * time.Second
 
 // Auth configures the OIDC token check.
 type Auth struct {
@@ -110,6 +120,7 @@ type Handler struct {
 	redeliver, inPlace *broker.Consumer
 	auth               *Auth
 	max                int64
+	bodyTimeout        time.Duration
 	log                *slog.Logger
 }
 
@@ -143,7 +154,10 @@ func New(h broker.Handler, opts *Options) (*Handler, error) {
 	}
 	co := o.Consumer
 	co.Concurrency, co.MaxBatch = 1, 1
-	hd := &Handler{h: h, auth: o.Auth, max: o.MaxBodyBytes, log: co.Logger}
+	hd := &Handler{h: h, auth: o.Auth, max: o.MaxBodyBytes, bodyTimeout: o.BodyTimeout, log: co.Logger}
+	if hd.bodyTimeout <= 0 {
+		hd.bodyTimeout = defaultBodyTimeout
+	}
 	if hd.redeliver, err = broker.NewConsumer(source{}, redeliver, &co); err != nil {
 		return nil, fmt.Errorf("pubsubpush: %w", err)
 	}
@@ -210,11 +224,18 @@ func (hd *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pubsubpush: body over the limit", http.StatusRequestEntityTooLarge)
 		return
 	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(hd.bodyTimeout)) // not supported: the server's own timeouts apply
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, hd.max))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			http.Error(w, "pubsubpush: body over the limit", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "pubsubpush: the body did not arrive in time", http.StatusRequestTimeout)
 			return
 		}
 		http.Error(w, "pubsubpush: reading the body: "+err.Error(), http.StatusBadRequest)
