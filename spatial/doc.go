@@ -78,7 +78,7 @@
 // accepts ("EPSG:4326", "epsg:4326", "urn:ogc:def:crs:EPSG::4326",
 // "urn:ogc:def:crs:EPSG:9.8:4326", "http://www.opengis.net/def/crs/EPSG/0/4326",
 // "OGC:CRS84", "CRS84", "urn:ogc:def:crs:OGC:1.3:CRS84", ...), resolve
-// from the generated registry in every build, in well under a
+// from the generated registry in every build, in about a
 // microsecond. OGC:CRS84 and its spellings, RFC 7946's CRS, resolve to
 // 4326: WGS 84 in lon/lat order, which is the order GeoJSON always uses.
 // An event without a CRS, or with "crs": null, is in CRS84. The rest (WKT,
