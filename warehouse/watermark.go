@@ -203,7 +203,10 @@ func readJSON(path string, v any) error {
 // directory: readers see the old content or the new, never a part.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	// 0644 less the umask, as an ordinary create (os.CreateTemp's 0600
+	// would keep other readers of the warehouse out).
+	tmp, err := os.OpenFile(filepath.Join(dir, "."+filepath.Base(path)+"."+strconv.FormatInt(time.Now().UnixNano(), 36)+".tmp"),
+		os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}

@@ -112,9 +112,6 @@ func (s *gpkgSink) commit() ([]string, error) {
 	if err := syncFile(s.tmp); err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(s.tmp, 0o644); err != nil {
-		return nil, err
-	}
 	if err := os.Rename(s.tmp, s.target); err != nil {
 		return nil, err
 	}

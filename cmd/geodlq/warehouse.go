@@ -229,7 +229,7 @@ func (a *app) exportParquet(ctx context.Context, s *broker.Store, sel selection,
 	var w io.Writer = a.stdout
 	var tmp *os.File
 	if out != "" && out != "-" {
-		if tmp, err = os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp"); err != nil {
+		if tmp, err = createTemp(out); err != nil {
 			return 0, err
 		}
 		defer func() {
