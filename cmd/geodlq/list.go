@@ -149,6 +149,14 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 	if k, ok := storeSorts[sortBy]; ok {
 		lp.sort, lp.desc, lp.sorted = k, desc, true
 		sortBy = ""
+		// A store sorts every record by an index of its own: listing every
+		// destination at once (and leaving out the unselected ones) is
+		// what that index serves, where one destination's sort may not be.
+		all, err := s.Destinations(ctx)
+		if err != nil {
+			return fmt.Errorf("listing destinations: %w", cannotList(s, err))
+		}
+		lp.whole = len(all) == len(dests)
 	}
 	views, next, err := a.listPage(ctx, s, dests, cur, lp)
 	if err != nil {
@@ -213,6 +221,8 @@ type listPaging struct {
 	// pages, and across the selected destinations at once.
 	sort         broker.SortKey
 	desc, sorted bool
+	// whole: the selected destinations are all the store has.
+	whole bool
 	// summaries reads summaries only (the table's fields), never a body.
 	summaries bool
 }
@@ -229,7 +239,7 @@ func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur
 	views := []view{}
 	start := 0
 	after := ""
-	all := p.sorted && len(dests) > 1
+	all := p.sorted && (len(dests) > 1 || p.whole)
 	if cur != nil {
 		if cur.All != all {
 			return nil, "", usagef("--after: the cursor is of a listing with another --sort or --dest")

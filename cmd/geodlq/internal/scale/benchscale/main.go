@@ -1,0 +1,315 @@
+// Command benchscale measures geodlq on a large store (make bench-scale,
+// issue 23): the figures docs/benchmarks.md's scale table reports.
+//
+//	go run ./cmd/geodlq/internal/scale/benchscale -geodlq ./geodlq -store sqlite:///tmp/big.db
+//
+// The store is filled beforehand (cmd/geodlq/internal/scale/dlqfill; make
+// bench-scale does both). Every command is the built geodlq binary run as
+// a process: its elapsed time and its peak RSS (ProcessState.SysUsage's
+// Maxrss) are reported. List pages are timed through broker.Store.List in
+// this process, -reps times for every filter and sort, and the console's
+// /api/records through a `geodlq serve` process over HTTP. Percentiles are
+// nearest-rank over the repetitions.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/geodlq/geodlq/broker"
+	_ "github.com/geodlq/geodlq/broker/mysql"
+	_ "github.com/geodlq/geodlq/broker/postgis"
+	_ "github.com/geodlq/geodlq/broker/sqlite"
+	"github.com/geodlq/geodlq/classify"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchscale:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	bin, store, blobs, work string
+	reps, syncRows          int
+	skip                    string
+}
+
+func run() error {
+	var o options
+	flag.StringVar(&o.bin, "geodlq", "geodlq", "the geodlq binary")
+	flag.StringVar(&o.store, "store", "", "the filled store's URL")
+	flag.StringVar(&o.blobs, "blobs", "", "blob store URL (default a scratch directory)")
+	flag.StringVar(&o.work, "work", "", "scratch directory (default a new temporary one)")
+	flag.IntVar(&o.reps, "reps", 20, "repetitions of each list page and console request")
+	flag.IntVar(&o.syncRows, "sync-rows", 200_000, "rows warehouse sync writes (--max-rows; 0: all)")
+	flag.StringVar(&o.skip, "skip", "", "comma-separated parts to leave out: stats, list, console, sync")
+	flag.Parse()
+	if o.store == "" {
+		return fmt.Errorf("-store is required")
+	}
+	if o.work == "" {
+		d, err := os.MkdirTemp("", "benchscale")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		o.work = d
+	}
+	if o.blobs == "" {
+		o.blobs = "file://" + filepath.Join(o.work, "blobs")
+	}
+	skip := map[string]bool{}
+	for _, s := range strings.Split(o.skip, ",") {
+		skip[s] = true
+	}
+	ctx := context.Background()
+	s, err := broker.OpenStore(ctx, o.store, &broker.OpenOptions{ReadOnly: true, ConnectTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	p, err := s.List(ctx, broker.ListOptions{Limit: 1, Summaries: true, Total: true, IncludeReplayed: true})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("store %s: %d records\n\n", broker.Redact(o.store), p.Total)
+	if !skip["stats"] {
+		fmt.Println("| command | elapsed | peak RSS |")
+		fmt.Println("|---|---:|---:|")
+		for i := range 3 {
+			el, rss, err := o.cmd(ctx, "stats", "-o", "json")
+			if err != nil {
+				return err
+			}
+			fmt.Printf("| `geodlq stats` (run %d) | %s | %s |\n", i+1, dur(el), mib(rss))
+		}
+		el, rss, err := o.cmd(ctx, "list", "--sort", "-vertices", "--limit", "100", "-o", "wide")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| `geodlq list --sort -vertices --limit 100 -o wide` | %s | %s |\n", dur(el), mib(rss))
+		el, rss, err = o.cmd(ctx, "list", "--text", "sudan", "--limit", "100")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| `geodlq list --text sudan --limit 100` | %s | %s |\n\n", dur(el), mib(rss))
+	}
+	if !skip["list"] {
+		if err := o.listPages(ctx, s); err != nil {
+			return err
+		}
+	}
+	if !skip["console"] {
+		// A console that cannot answer is a figure of the table, not the
+		// end of the run.
+		if err := o.console(ctx); err != nil {
+			fmt.Printf("console: %v\n\n", err)
+		}
+	}
+	if !skip["sync"] {
+		dir := filepath.Join(o.work, "warehouse")
+		args := []string{"warehouse", "sync", dir, "--settle", "0s", "-o", "json"}
+		if o.syncRows > 0 {
+			args = append(args, "--max-rows", fmt.Sprint(o.syncRows))
+		}
+		el, rss, err := o.cmd(ctx, args...)
+		if err != nil {
+			return err
+		}
+		rows := o.syncRows
+		if rows == 0 {
+			rows = p.Total
+		}
+		fmt.Printf("| `geodlq warehouse sync --max-rows %d` | %s | %.0f rows/s | %s |\n\n", o.syncRows, dur(el), float64(rows)/el.Seconds(), mib(rss))
+	}
+	return nil
+}
+
+// cmd runs geodlq with args on the store and returns its elapsed time and
+// peak RSS in bytes.
+func (o *options) cmd(ctx context.Context, args ...string) (time.Duration, int64, error) {
+	c := exec.CommandContext(ctx, o.bin, append([]string{"--store", o.store, "--blobs", o.blobs}, args...)...)
+	c.Stdout = io.Discard
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	t0 := time.Now()
+	err := c.Run()
+	el := time.Since(t0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("geodlq %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return el, maxRSS(c.ProcessState), nil
+}
+
+// maxRSS is a finished process's peak resident set, in bytes.
+func maxRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10 // KiB on Linux
+	}
+	return 0
+}
+
+// filters are the selections the console and list offer, as timed.
+func filters(end time.Time) []struct {
+	name string
+	f    broker.Filter
+} {
+	return []struct {
+		name string
+		f    broker.Filter
+	}{
+		{"none", broker.Filter{}},
+		{"class crs_mismatch", broker.Filter{Classes: []classify.Class{classify.ClassCRSMismatch}}},
+		{"reason self_intersection", broker.Filter{ReasonKinds: []classify.ReasonKind{classify.KindSelfIntersection}}},
+		{"epsg 3857", broker.Filter{EPSG: []int{3857}}},
+		{"source prefix s3://usgs-feed/", broker.Filter{SourcePrefix: "s3://usgs-feed/"}},
+		{"source /properties/provider = usgs-feed", broker.Filter{SourcePointer: "/properties/provider", Sources: []string{"usgs-feed"}}},
+		{"text sudan", broker.Filter{Text: "sudan"}},
+		{"text evt-777777 (one record)", broker.Filter{Text: "evt-777777"}},
+		{"since the last day", broker.Filter{Since: end.Add(-24 * time.Hour)}},
+	}
+}
+
+// listPages times a page of 100 summaries with its total for every filter
+// and sort.
+func (o *options) listPages(ctx context.Context, s *broker.Store) error {
+	last, err := s.List(ctx, broker.ListOptions{Limit: 1, Summaries: true, Sort: broker.SortDeadLetteredAt, Descending: true})
+	if err != nil || len(last.Entries) == 0 || last.Entries[0].Summary == nil {
+		return fmt.Errorf("finding the newest record: %v", err)
+	}
+	end := last.Entries[0].Summary.DeadLetteredAt
+	fmt.Printf("List page (100 summaries and Page.Total), %d runs each: p50 / p95\n\n", o.reps)
+	keys := broker.SortKeys()
+	head := "| filter |"
+	for _, k := range keys {
+		if k == "" {
+			k = "written"
+		}
+		head += " " + string(k) + " |"
+	}
+	fmt.Println(head)
+	fmt.Println("|---|" + strings.Repeat("---:|", len(keys)))
+	for _, f := range filters(end) {
+		row := "| " + f.name + " |"
+		for _, k := range keys {
+			var ts []time.Duration
+			total := 0
+			for range o.reps {
+				t0 := time.Now()
+				p, err := s.List(ctx, broker.ListOptions{Filter: f.f, Sort: k, Descending: k != "", Limit: 100, Summaries: true, Total: true})
+				if err != nil {
+					return fmt.Errorf("list %s by %q: %w", f.name, k, err)
+				}
+				ts = append(ts, time.Since(t0))
+				total = p.Total
+			}
+			row += fmt.Sprintf(" %s / %s |", dur(pct(ts, 50)), dur(pct(ts, 95)))
+			_ = total
+		}
+		fmt.Println(row)
+	}
+	fmt.Println()
+	return nil
+}
+
+// console starts geodlq serve and times its first load (the page and the
+// requests the page makes first) and /api/records for every filter and
+// sort the UI offers.
+func (o *options) console(ctx context.Context) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := exec.CommandContext(ctx, o.bin, "--store", o.store, "--blobs", o.blobs, "serve", "--addr", addr)
+	c.Stdout, c.Stderr = io.Discard, io.Discard
+	if err := c.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+	hc := &http.Client{Timeout: 2 * time.Minute}
+	get := func(path string) error {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return nil
+	}
+	up := time.Now()
+	for get("/api/config") != nil {
+		if time.Since(up) > 2*time.Minute {
+			return fmt.Errorf("geodlq serve did not answer within 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("Console (geodlq serve, up after %s)\n\n", dur(time.Since(up)))
+	t0 := time.Now()
+	for _, p := range []string{"/", "/api/config", "/api/overview", "/api/records?limit=100", "/api/map"} {
+		if err := get(p); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("first load (/, config, overview, records, map, one after the other): %s\n\n", dur(time.Since(t0)))
+	fmt.Printf("| /api/records (%d runs) | p50 | p95 |\n|---|---:|---:|\n", o.reps)
+	for _, q := range []string{"", "class=crs_mismatch", "reason=self_intersection", "q=sudan", "source_prefix=s3://usgs-feed/",
+		"sort=-vertex_count", "sort=-geometry_bytes", "sort=-attempts", "sort=-dead_lettered_at", "class=crs_mismatch&sort=-vertex_count", "q=sudan&sort=-vertex_count"} {
+		var ts []time.Duration
+		for range o.reps {
+			v, _ := url.ParseQuery(q)
+			v.Set("limit", "100")
+			t := time.Now()
+			if err := get("/api/records?" + v.Encode()); err != nil {
+				return err
+			}
+			ts = append(ts, time.Since(t))
+		}
+		name := q
+		if name == "" {
+			name = "(no filter)"
+		}
+		fmt.Printf("| `%s` | %s | %s |\n", name, dur(pct(ts, 50)), dur(pct(ts, 95)))
+	}
+	fmt.Println()
+	return nil
+}
+
+// pct is the nearest-rank p-th percentile of ts.
+func pct(ts []time.Duration, p int) time.Duration {
+	s := slices.Clone(ts)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func dur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
