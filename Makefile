@@ -22,7 +22,7 @@ PKGS := github.com/geodlq/geodlq/...
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: bench-scale all demo test deps test-deps vet race core-nocgo nocgo lambda importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console
+.PHONY: bench-scale all demo test deps test-deps vet race core-nocgo nocgo lambda importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console screenshots
 
 all: test
 
@@ -184,6 +184,11 @@ UI := cmd/geodlq/internal/console/ui
 
 ui:
 	cd $(UI) && npm ci --no-audit --no-fund && node build.mjs dist
+
+# The console's screenshots in docs/img, regenerated from its browser
+# test (scripts/screenshots.sh).
+screenshots: deps
+	scripts/screenshots.sh
 
 # The console on 100,000 records: page load (HTTP and in Chromium), the
 # API's p50/p95/p99, and the store's own List and Stats as the baseline
