@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -34,6 +35,25 @@ func sqsEndpoint() string {
 	return "http://127.0.0.1:9324"
 }
 
+// needSQS skips the test when the local SQS server is unreachable (a copy
+// of the example run with no servers), or fails it when
+// GEODLQ_REQUIRE_SERVICES is set (make test).
+func needSQS(t *testing.T) {
+	t.Helper()
+	ep := sqsEndpoint()
+	u, err := url.Parse(ep)
+	require.NoError(t, err, "GEODLQ_TEST_SQS")
+	c, err := net.DialTimeout("tcp", u.Host, 3*time.Second)
+	if err == nil {
+		_ = c.Close()
+		return
+	}
+	if os.Getenv("GEODLQ_REQUIRE_SERVICES") != "" {
+		t.Fatalf("local-aws-sqs at %s is unreachable (%v); run scripts/local-sqs.sh", ep, err)
+	}
+	t.Skipf("SKIPPING: local-aws-sqs at %s is unreachable (%v); run scripts/local-sqs.sh", ep, err)
+}
+
 // TestBootstrapInEmptyRoot builds the function as make lambda does
 // (linux/amd64, CGO_ENABLED=0), checks its zip is at most 20 MB, and runs
 // it in an empty root — no shared libraries, no proj.db — against a local
@@ -44,6 +64,7 @@ func sqsEndpoint() string {
 // and the dead-letter queue must hold the three bad events' envelopes with
 // their verdicts.
 func TestBootstrapInEmptyRoot(t *testing.T) {
+	needSQS(t)
 	bin := Build(t, ".")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
