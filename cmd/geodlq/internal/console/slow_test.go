@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -116,16 +117,22 @@ func TestSlowClients(t *testing.T) {
 	}
 	require.Equal(t, [2]int{0, 1 + downloads + 2*each}, [2]int{open, closed}, "the server closes every slow client's connection (open, closed)")
 
-	// The clients see their connections closed: the non-readers short of
-	// the payload.
+	// The clients see it: the slow senders' connections end (a bound for
+	// the test only: one left open fails here rather than hanging). The
+	// non-readers got less than the payload; the rest of what the server
+	// had written before closing is the kernel's to deliver (or drop), at
+	// its own pace: they read what arrives in a moment.
 	for i, c := range conns {
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
-		got, err := io.Copy(io.Discard, c)
-		if err != nil {
-			require.NotErrorIs(t, err, context.DeadlineExceeded, "connection %d was left open", i)
+		wait := 30 * time.Second
+		if i < downloads {
+			wait = time.Second
 		}
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(wait)))
+		got, err := io.Copy(io.Discard, c)
 		if i < downloads {
 			require.Less(t, got, int64(size), "a client that never read got the whole payload")
+			continue
 		}
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "connection %d was left open", i)
 	}
 }
