@@ -21,20 +21,19 @@
 # Our modules come from the temporary proxy, the rest from the module cache
 # or your GOPROXY. The sum DB is not consulted for geodlq's modules
 # (GONOSUMDB), which no sum DB knows yet. The version served is a
-# pre-release that no real release takes (v0.1.0-check); the run removes
-# it from the module cache (shared with your builds) before it starts and
-# when it ends, so that no run sees an earlier run's zips, while the build
-# cache, keyed by the files' contents, still serves every package that
-# did not change since the last run (the same version keeps the same
-# paths): a run after a small change takes minutes, not the hour a cold
-# run takes on a loaded 2-core machine. Runs take a lock: one at a time.
+# pre-release of its own per run (v0.1.0-check.<time>), removed from the
+# module cache (shared with your builds) when the run ends, so that no run
+# sees an earlier run's zips. (A fixed version, which would let the build
+# cache serve geodlq's unchanged packages, made go vet fail on a fully
+# cached second run with "could not import os (open : no such file or
+# directory)"; not yet understood.) Runs take a lock: one at a time.
 #
-#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check)
+#   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check.<UTC time>)
 #   RELEASE_CHECK_KEEP=1    keep the scratch directory and print its path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
-version=${RELEASE_CHECK_VERSION:-v0.1.0-check}
+version=${RELEASE_CHECK_VERSION:-v0.1.0-check.$(date -u +%Y%m%d%H%M%S)}
 start=$SECONDS
 say() { printf 'release-check: [%3ds] %s\n' $((SECONDS - start)) "$*"; }
 fail() { printf 'release-check: FAIL: %s\n' "$*" >&2; exit 1; }
