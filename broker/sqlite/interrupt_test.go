@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,11 +78,25 @@ func TestInterruptedWrites(t *testing.T) {
 	const n = 200
 	const dest = "interrupted"
 	tmpl := brokertest.Message(t, brokertest.SampleInputs()[0])
-	// cancelled returns a context cancelled at a random point within the
-	// typical time of a write here (the hog's spells included).
+	// window follows the typical time of a write on this machine now (the
+	// hog's spells included), measured rather than assumed: on a quiet
+	// machine a write takes far less than on a loaded one, and a fixed
+	// window let every write finish before its cancellation.
+	var took []time.Duration
+	for i := range 21 {
+		start := time.Now()
+		require.NoError(t, drv.Publish(ctx, "calibrate", &broker.Message{Body: brokertest.VariantBody(t, tmpl.Body, n+i)}))
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	window := took[len(took)/2] / 4
+	t.Logf("median write %v: cancelling within %v", took[len(took)/2], window)
+	// cancelled returns a context cancelled at a random point within
+	// a quarter of the median write (a write that has begun its commit
+	// finishes; the interruptions happen before it).
 	cancelled := func() (context.Context, func()) {
 		c, cancel := context.WithCancel(ctx)
-		timer := time.AfterFunc(time.Duration(rand.N(4000))*time.Microsecond, cancel)
+		timer := time.AfterFunc(rand.N(window+1), cancel)
 		return c, func() { timer.Stop(); cancel() }
 	}
 	outcome := func(err error) bool {
