@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +82,10 @@ func TestBootstrapInEmptyRoot(t *testing.T) {
 	})
 
 	// The next stage: 503 for the event that must come back, 200 else.
-	var forwarded []string
+	var (
+		mu        sync.Mutex
+		forwarded []string
+	)
 	fwd, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,13 +97,15 @@ func TestBootstrapInEmptyRoot(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
+		mu.Lock()
 		forwarded = append(forwarded, ev.EventID)
+		mu.Unlock()
 	})}
 	go func() { _ = srv.Serve(fwd) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
 	api := NewRuntimeAPI(t)
-	var stderr bytes.Buffer
+	var stderr LockedBuffer
 	Start(t, ctx, bin, []string{
 		"AWS_LAMBDA_RUNTIME_API=" + api.Addr,
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
@@ -129,7 +134,9 @@ func TestBootstrapInEmptyRoot(t *testing.T) {
 	var resp events.SQSEventResponse
 	require.NoError(t, json.Unmarshal(out.Body, &resp), "%s", out.Body)
 	require.Equal(t, []events.SQSBatchItemFailure{{ItemIdentifier: "m-busy"}}, resp.BatchItemFailures, "stderr: %s", stderr.String())
+	mu.Lock()
 	require.Equal(t, []string{"evt-valid"}, forwarded)
+	mu.Unlock()
 
 	// The dead letters: one envelope per deterministic failure.
 	type letter struct {

@@ -11,11 +11,13 @@ package main
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -89,4 +91,25 @@ func Start(t *testing.T, ctx context.Context, bin string, env []string, stderr i
 		_ = cmd.Process.Kill()
 	}()
 	return cmd
+}
+
+// LockedBuffer collects a running binary's output: os/exec writes to it
+// from its own goroutine while the test reads it.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

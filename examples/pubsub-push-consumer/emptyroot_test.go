@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -46,7 +45,7 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
-	var stderr bytes.Buffer
+	var stderr LockedBuffer
 	Start(t, ctx, bin, []string{"PROJECT_ID=p", "DLQ_TOPIC_ID=vector-dlq", "PUBSUB_EMULATOR_HOST=" + ps.Addr,
 		"PORT=" + strconv.Itoa(port)}, &stderr)
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/push"
