@@ -297,13 +297,15 @@ func progressLines(t *testing.T, stderr string) []progressRecord {
 	return recs
 }
 
-// TestReplayProgressNotATerminal replays 10,000 records with stderr a
+// TestReplayProgressNotATerminal replays 2,000 records with stderr a
 // pipe: progress records (done, total, rate, ETA) arrive on stderr while
 // the replay runs — read as they come, before it ends — and the report is
-// a count by outcome, without 10,000 rows.
+// a count by outcome, without 2,000 rows. (2,000 rather than 10,000: the
+// race-built binary repairs ~100 records/s on a quiet machine, and under
+// the whole suite's load 10,000 outlived the deadline in CI.)
 func TestReplayProgressNotATerminal(t *testing.T) {
 	t.Parallel()
-	const n = 10_000
+	const n = 2_000
 	dir := fastDir(t)
 	c := cli{t: t, store: "sqlite://" + filepath.Join(dir, "dlq.db")}
 	var in bytes.Buffer
@@ -312,7 +314,7 @@ func TestReplayProgressNotATerminal(t *testing.T) {
 	}
 	c.must(exitProblems, in.Bytes(), "check", "--dead-letter", "parcels", "-o", "json")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, append(c.base(), "replay", "--repair", "make-valid", "--progress-interval", "250ms",
 		"--target", "sqlite://"+filepath.Join(dir, "target.db"))...)
@@ -342,9 +344,16 @@ func TestReplayProgressNotATerminal(t *testing.T) {
 		}
 	}
 	require.Less(t, before[0].Done, int64(n), "the first record came before the end")
-	require.NotNil(t, before[len(before)/2].ETA)
-	require.Contains(t, out.String(), "replay: 10000 examined")
-	require.Regexp(t, `repaired +10000 `, out.String())
+	withETA := 0
+	for _, r := range before {
+		if r.Rate > 0 {
+			require.NotNil(t, r.ETA, "a record with a rate has an ETA: %+v", r)
+			withETA++
+		}
+	}
+	require.Positive(t, withETA, "some record while the replay ran had a rate and an ETA")
+	require.Contains(t, out.String(), fmt.Sprintf("replay: %d examined", n))
+	require.Regexp(t, fmt.Sprintf(`repaired +%d `, n), out.String())
 	require.Less(t, strings.Count(out.String(), "\n"), 10, "a summary, not a row per record")
 }
 
