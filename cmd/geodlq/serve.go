@@ -33,6 +33,8 @@ type serveOptions struct {
 	tilesAttrib  string
 	expectedEPSG int
 	poll         time.Duration
+	// sourcePointer is --source-pointer.
+	sourcePointer string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -81,6 +83,7 @@ Examples:
 	fs.StringVar(&o.tilesAttrib, "tiles-attribution", "", "attribution text for --tiles")
 	fs.IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code the consumer expects (replay check and reproject target)")
 	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to look for new dead letters")
+	fs.StringVar(&o.sourcePointer, "source-pointer", "", "JSON pointer to the event's source, for the Source column, the source filter and the overview's source groups (default /source_uri; /properties/provider)")
 	return cmd
 }
 
@@ -118,6 +121,9 @@ func (a *app) serve(ctx context.Context, o serveOptions) (err error) {
 	if o.poll < 100*time.Millisecond {
 		return usagef("--poll must be at least 100ms")
 	}
+	if o.sourcePointer != "" && (!strings.HasPrefix(o.sourcePointer, "/") || len(o.sourcePointer) > broker.MaxSourcePointer) {
+		return usagef("--source-pointer %q: want a JSON pointer such as /properties/provider (at most %d bytes)", o.sourcePointer, broker.MaxSourcePointer)
+	}
 	token, made, err := o.token()
 	if err != nil {
 		return err
@@ -134,7 +140,8 @@ func (a *app) serve(ctx context.Context, o serveOptions) (err error) {
 		return err
 	}
 	opts := console.Options{Store: store, Label: broker.Redact(a.storeURL), Token: token, TileURL: o.tiles,
-		TileAttribution: o.tilesAttrib, ExpectedEPSG: o.expectedEPSG, Poll: o.poll, Logger: log}
+		TileAttribution: o.tilesAttrib, ExpectedEPSG: o.expectedEPSG, Poll: o.poll, Logger: log,
+		SourcePointer: o.sourcePointer}
 	if len(o.targets) > 0 && token == "" {
 		return usagef("--target is for replays, which a read-only console does not run")
 	}

@@ -189,6 +189,8 @@ type envOptions struct {
 	poll     time.Duration
 	// system is the broker the events came from; default "kafka".
 	system string
+	// sourcePointer is Options.SourcePointer.
+	sourcePointer string
 }
 
 const testToken = "test-token-0123456789abcdef"
@@ -233,7 +235,7 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 		poll = 200 * time.Millisecond
 	}
 	e.srv, err = New(Options{Store: e.store, Targets: []Target{{Label: "sqlite://target.db", Publisher: e.target}}, Blobs: e.blobs, Token: e.token,
-		Label: broker.Redact(e.url), Poll: poll})
+		Label: broker.Redact(e.url), Poll: poll, SourcePointer: o.sourcePointer})
 	require.NoError(t, err)
 	e.http = httptest.NewServer(e.srv)
 	t.Cleanup(func() {

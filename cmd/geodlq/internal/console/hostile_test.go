@@ -109,7 +109,7 @@ func FuzzQuery(f *testing.F) {
 			return
 		}
 		if q, err := queryFromURL(v); err == nil {
-			if sel, err := q.parse(time.Now()); err == nil {
+			if sel, err := q.parse(time.Now(), ""); err == nil {
 				_ = sel.match("1", nil)
 				_ = sel.matchSummary(&summary{envelope: true})
 			}

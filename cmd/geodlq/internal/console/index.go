@@ -16,7 +16,6 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/offload"
-	"github.com/geodlq/geodlq/triage"
 )
 
 // The map needs every record's position, which no store query gives
@@ -36,7 +35,7 @@ type summary struct {
 	epsg     int
 	at       time.Time
 	source   string
-	search   string // lower-cased event id, id, reason, source: the text filter
+	search   string // folded event id, id, reason, error, attributes: the text filter
 	// lon, lat is where the record is drawn (EPSG:4326); located says
 	// from what: "fault", "centroid", or "" (not drawn; why says why).
 	lon, lat    float64
@@ -99,7 +98,7 @@ func (ix *index) summarize(ctx context.Context, e broker.Entry) *summary {
 		var err error
 		if env, err = envelope.Decode(r.Message.Body); err != nil {
 			p.why = "not a dlq.v1 envelope"
-			p.search = strings.ToLower(r.ID)
+			p.search = broker.SearchFold(r.ID)
 			return p
 		}
 	}
@@ -107,13 +106,15 @@ func (ix *index) summarize(ctx context.Context, e broker.Entry) *summary {
 	p.eventID, p.class, p.stage = env.EventID, string(env.FailureClass), string(env.FailedStage)
 	p.epsg = broker.EPSGOf(env)
 	p.at = env.DeadLetteredAt
-	p.source = triage.SourceURI(env)
+	x := broker.IndexOfEnvelope(env, 0, nil)
+	p.source = broker.SourceValue(x.Attrs, ix.s.opts.SourcePointer)
 	p.prefix = sourcePrefix(p.source)
-	reason := ""
 	if ge := env.GeometryError; ge != nil {
-		p.kind, reason = ge.Kind, ge.Reason
+		p.kind = ge.Kind
 	}
-	p.search = strings.ToLower(env.EventID + "\x00" + r.ID + "\x00" + reason + "\x00" + env.ErrorMessage + "\x00" + p.source)
+	// The store's search text (event id, reason, error message, the
+	// event's attributes) and the record id.
+	p.search = x.Search + broker.SearchFold(r.ID)
 	ix.locate(ctx, env, p)
 	return p
 }

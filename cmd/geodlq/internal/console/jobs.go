@@ -357,7 +357,7 @@ func (js *jobs) start(ctx context.Context, req JobRequest) (*job, error) {
 		if req.Filter != nil && len(req.Records) == 0 {
 			// Checked now, resolved by the job: a filter may select a
 			// hundred thousand records, read from the store.
-			f, err := req.Filter.parse(s.opts.Now())
+			f, err := req.Filter.parse(s.opts.Now(), s.opts.SourcePointer)
 			if err != nil {
 				return nil, err
 			}

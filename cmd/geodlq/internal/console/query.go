@@ -15,7 +15,6 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/triage"
 )
 
 // Query is a selection of records as the API takes it: in the query
@@ -36,10 +35,13 @@ type Query struct {
 	// ago such as 24h or 7d.
 	Since string `json:"since,omitempty"`
 	Until string `json:"until,omitempty"`
-	// SourcePrefix selects payloads whose source_uri starts with it.
+	// SourcePrefix selects records whose source (the event's value at
+	// the console's source pointer, Options.SourcePointer) starts with it.
 	SourcePrefix string `json:"source_prefix,omitempty"`
 	// Text selects records whose event id, record id, reason, error
-	// message or source URI contains it (case-insensitive).
+	// message or event attributes (its properties, source, name…: every
+	// member but the geometry, see broker.Indexed) contain it, compared
+	// as broker.SearchFold folds.
 	Text string `json:"q,omitempty"`
 	// BBox is minx,miny,maxx,maxy: the fault location (in the payload's
 	// coordinates) lies inside, the store's box query.
@@ -53,7 +55,7 @@ type Query struct {
 type selection struct {
 	q      Query
 	filter broker.Filter
-	text   string // lower-cased
+	text   string // folded (broker.SearchFold)
 }
 
 // Limits on what a request may ask for.
@@ -116,9 +118,11 @@ func list(vs []string) []string {
 	return out
 }
 
-// parse validates q into a selection.
-func (q Query) parse(now time.Time) (selection, error) {
+// parse validates q into a selection; pointer is the console's source
+// pointer ("" for broker.DefaultSourcePointer).
+func (q Query) parse(now time.Time, pointer string) (selection, error) {
 	s := selection{q: q}
+	s.filter.SourcePointer = pointer
 	for name, vals := range map[string]int{"class": len(q.Classes), "stage": len(q.Stages), "reason": len(q.ReasonKinds), "epsg": len(q.EPSG)} {
 		if vals > maxQueryValues {
 			return s, badQuery("%s has %d values (limit %d)", name, vals, maxQueryValues)
@@ -173,7 +177,7 @@ func (q Query) parse(now time.Time) (selection, error) {
 	if len(q.Text) > maxQueryText {
 		return s, badQuery("q is longer than %d bytes", maxQueryText)
 	}
-	s.text = strings.ToLower(q.Text)
+	s.text = broker.SearchFold(q.Text)
 	if err := s.filter.Validate(); err != nil {
 		return s, badQuery("%v", err)
 	}
@@ -196,23 +200,11 @@ func (s selection) match(id string, env *envelope.Envelope) bool {
 	if env == nil {
 		return false
 	}
-	src := triage.SourceURI(env)
-	if s.q.SourcePrefix != "" && !strings.HasPrefix(src, s.q.SourcePrefix) {
+	x := broker.IndexOfEnvelope(env, 0, nil)
+	if s.q.SourcePrefix != "" && !strings.HasPrefix(broker.SourceValue(x.Attrs, s.filter.SourcePointer), s.q.SourcePrefix) {
 		return false
 	}
-	if s.text == "" {
-		return true
-	}
-	fields := []string{env.EventID, id, env.ErrorMessage, src}
-	if env.GeometryError != nil {
-		fields = append(fields, env.GeometryError.Reason)
-	}
-	for _, f := range fields {
-		if strings.Contains(strings.ToLower(f), s.text) {
-			return true
-		}
-	}
-	return false
+	return s.text == "" || strings.Contains(x.Search, s.text) || strings.Contains(broker.SearchFold(id), s.text)
 }
 
 // matchSummary applies every filter to an index entry, as the store and

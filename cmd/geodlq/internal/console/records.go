@@ -15,7 +15,6 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/triage"
 )
 
 // downloadChunk is the size of each write of a payload download.
@@ -80,7 +79,7 @@ type row struct {
 	PublishedAt    time.Time `json:"published_at,omitzero"`
 }
 
-func rowOf(e broker.Entry, env *envelope.Envelope) row {
+func (s *Server) rowOf(e broker.Entry, env *envelope.Envelope) row {
 	r := row{Destination: e.Record.Destination, ID: e.Record.ID, Status: string(e.Status), PublishedAt: e.PublishedAt}
 	if env == nil {
 		return r
@@ -88,7 +87,7 @@ func rowOf(e broker.Entry, env *envelope.Envelope) row {
 	r.Envelope = true
 	r.EventID, r.Class, r.Stage = env.EventID, string(env.FailureClass), string(env.FailedStage)
 	r.EPSG, r.GeometryType, r.VertexCount = broker.EPSGOf(env), env.GeometryType, env.VertexCount
-	r.SourceURI, r.Attempts, r.DeadLetteredAt = clip(triage.SourceURI(env), 512), env.Attempts, env.DeadLetteredAt
+	r.SourceURI, r.Attempts, r.DeadLetteredAt = clip(s.sourceOf(env), 512), env.Attempts, env.DeadLetteredAt
 	if ge := env.GeometryError; ge != nil {
 		r.ReasonKind, r.Reason = ge.Kind, clip(ge.Reason, 512)
 	} else {
@@ -144,7 +143,7 @@ func (s *Server) selection(r *http.Request) (selection, error) {
 	if err != nil {
 		return selection{}, err
 	}
-	return q.parse(s.opts.Now())
+	return q.parse(s.opts.Now(), s.opts.SourcePointer)
 }
 
 func (s *Server) records(w http.ResponseWriter, r *http.Request) {
@@ -232,7 +231,7 @@ func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit
 			if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
 				continue
 			}
-			ans.Records = append(ans.Records, rowOf(e, env))
+			ans.Records = append(ans.Records, s.rowOf(e, env))
 			if len(ans.Records) == limit {
 				switch {
 				case i+1 < len(p.Entries):
@@ -358,7 +357,7 @@ func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, 
 		}
 		for _, e := range p.Entries {
 			if e.Record != nil {
-				rows[recKey{e.Record.Destination, e.Record.ID}] = rowOf(e, envelopeOf(e.Record))
+				rows[recKey{e.Record.Destination, e.Record.ID}] = s.rowOf(e, envelopeOf(e.Record))
 			}
 		}
 	}
@@ -441,7 +440,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env := envelopeOf(e.Record)
-	ans := recordAnswer{row: rowOf(e, env), Headers: e.Record.Message.Headers, Deliveries: e.Record.Deliveries, ReplayedAt: e.ReplayedAt, Repairs: []string{}}
+	ans := recordAnswer{row: s.rowOf(e, env), Headers: e.Record.Message.Headers, Deliveries: e.Record.Deliveries, ReplayedAt: e.ReplayedAt, Repairs: []string{}}
 	if env == nil {
 		_, derr := envelope.Decode(e.Record.Message.Body)
 		ans.NotEnvelope = clip(fmt.Sprint(derr), 1000)
@@ -452,7 +451,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	if env.GeometryError != nil {
 		ans.Reason = env.GeometryError.Reason
 	}
-	ans.SourceURI = triage.SourceURI(env)
+	ans.SourceURI = s.sourceOf(env)
 	ans.IdempotencyKey, ans.IdempotencyKeyDerived, ans.ErrorMessage = env.IdempotencyKey, env.IdempotencyKeyDerived, env.ErrorMessage
 	ans.GeometryError, ans.SourceCRS, ans.SourceEPSG = env.GeometryError, env.SourceCRS, env.SourceEPSG
 	ans.Geometry = geometryRef{Inline: env.Geometry.OffloadURI == "", OffloadURI: env.Geometry.OffloadURI, ByteSize: env.Geometry.ByteSize,

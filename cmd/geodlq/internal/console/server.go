@@ -20,6 +20,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
+	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/spatial"
 )
@@ -64,6 +65,12 @@ type Options struct {
 	// Timeouts bound what a slow client may hold; zero fields take
 	// their defaults (see [Timeouts]).
 	Timeouts Timeouts
+	// SourcePointer is the JSON pointer (RFC 6901) into the event that
+	// names its source ("/properties/provider"), as geodlq list and
+	// stats --source-pointer: the Source column, the source filter and
+	// the overview's source groups read it. Default
+	// broker.DefaultSourcePointer (/source_uri).
+	SourcePointer string
 }
 
 // Timeouts bound how long a client may take, so that clients that send
@@ -205,6 +212,12 @@ func New(opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	opts.Timeouts = opts.Timeouts.withDefaults()
+	if opts.SourcePointer == "" {
+		opts.SourcePointer = broker.DefaultSourcePointer
+	}
+	if err := broker.ValidSourcePointer(opts.SourcePointer); err != nil {
+		return nil, fmt.Errorf("console: source pointer: %w", err)
+	}
 	if opts.Label == "" {
 		opts.Label = opts.Store.Name()
 	}
@@ -490,17 +503,20 @@ func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
 
 // configAnswer is GET /api/config.
 type configAnswer struct {
-	Store           string   `json:"store"`
-	Adapter         string   `json:"adapter"`
-	ReadOnly        bool     `json:"read_only"`
-	Blobs           bool     `json:"blobs"`
-	TileURL         string   `json:"tile_url,omitempty"`
-	TileAttribution string   `json:"tile_attribution,omitempty"`
-	ExpectedEPSG    int      `json:"expected_epsg"`
-	Classes         []string `json:"classes"`
-	Stages          []string `json:"stages"`
-	ReasonKinds     []string `json:"reason_kinds"`
-	Repairs         []string `json:"repairs"`
+	Store           string `json:"store"`
+	Adapter         string `json:"adapter"`
+	ReadOnly        bool   `json:"read_only"`
+	Blobs           bool   `json:"blobs"`
+	TileURL         string `json:"tile_url,omitempty"`
+	TileAttribution string `json:"tile_attribution,omitempty"`
+	ExpectedEPSG    int    `json:"expected_epsg"`
+	// SourcePointer is where the Source column and filter read the
+	// event's source.
+	SourcePointer string   `json:"source_pointer"`
+	Classes       []string `json:"classes"`
+	Stages        []string `json:"stages"`
+	ReasonKinds   []string `json:"reason_kinds"`
+	Repairs       []string `json:"repairs"`
 	// Unchanged lists the classes a replay may re-inject unchanged.
 	Unchanged    []string     `json:"unchanged"`
 	Targets      []targetInfo `json:"targets"`
@@ -517,7 +533,7 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, configAnswer{
 		Store: s.opts.Label, Adapter: s.store.Name(), ReadOnly: s.opts.Token == "", Blobs: s.opts.Blobs != nil,
 		TileURL: s.opts.TileURL, TileAttribution: s.opts.TileAttribution, ExpectedEPSG: s.opts.ExpectedEPSG,
-		Classes: classNames(), Stages: stageNames(), ReasonKinds: kindNames(), Repairs: replaying.RepairNames(),
+		SourcePointer: s.opts.SourcePointer, Classes: classNames(), Stages: stageNames(), ReasonKinds: kindNames(), Repairs: replaying.RepairNames(),
 		Unchanged: unchangedNames(), Targets: s.targetInfos(), Destinations: nonNil(dests), Index: s.index.status(),
 	})
 }
@@ -527,4 +543,9 @@ func nonNil[T any](xs []T) []T {
 		return []T{}
 	}
 	return xs
+}
+
+// sourceOf is the event's source: its value at Options.SourcePointer.
+func (s *Server) sourceOf(env *envelope.Envelope) string {
+	return broker.SourceValue(broker.IndexOfEnvelope(env, 0, nil).Attrs, s.opts.SourcePointer)
 }
