@@ -54,6 +54,10 @@ type Options struct {
 	// PrefixDepth is how many parts of source_uri the source_prefix
 	// column keeps; default 1 (scheme and host).
 	PrefixDepth int
+	// SourcePointer is the JSON pointer (RFC 6901) into the event whose
+	// value fills the source_uri (and source_prefix) column, as geodlq
+	// list and stats --source-pointer; see [RowOptions.SourcePointer].
+	SourcePointer string
 	// Limits bound the parse of each geometry for its bounding box.
 	Limits geojson.Limits
 	// CRS resolves EPSG codes to PROJJSON for the files' geo metadata.
@@ -70,7 +74,8 @@ type Options struct {
 }
 
 func (o Options) rowOptions() RowOptions {
-	return RowOptions{WithPayload: o.WithPayload, Fetcher: o.Fetcher, PrefixDepth: o.PrefixDepth, Limits: o.Limits, CRS: o.CRS}.withDefaults()
+	return RowOptions{WithPayload: o.WithPayload, Fetcher: o.Fetcher, PrefixDepth: o.PrefixDepth, SourcePointer: o.SourcePointer,
+		Limits: o.Limits, CRS: o.CRS}.withDefaults()
 }
 
 func (o *Options) fill() error {
@@ -79,6 +84,12 @@ func (o *Options) fill() error {
 	}
 	if o.PrefixDepth == 0 {
 		o.PrefixDepth = 1
+	}
+	if o.SourcePointer == broker.DefaultSourcePointer {
+		o.SourcePointer = ""
+	}
+	if err := broker.ValidSourcePointer(o.SourcePointer); err != nil {
+		return fmt.Errorf("SourcePointer: %w: %w", ErrInvalidOptions, err)
 	}
 	if _, err := codec(o.Compression); err != nil {
 		return err

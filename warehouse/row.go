@@ -67,7 +67,8 @@ type Row struct {
 	SourceOffset *int64 `parquet:"source_offset,optional"`
 	// SourceMessageID is the broker's message id, if any.
 	SourceMessageID string `parquet:"source_message_id,optional"`
-	// SourceURI is the payload's source_uri member (see triage.SourceURI).
+	// SourceURI is the event's source: the payload's source_uri member
+	// (see triage.SourceURI), or its value at RowOptions.SourcePointer.
 	SourceURI string `parquet:"source_uri,optional"`
 	// SourcePrefix is SourceURI cut after the configured number of parts,
 	// as geodlq stats --prefix-depth cuts it: "s3://provider-b" at depth
@@ -207,6 +208,12 @@ type RowOptions struct {
 	// (the default) keeps the scheme and host, "s3://provider-b"; each
 	// further part one path segment.
 	PrefixDepth int
+	// SourcePointer is the JSON pointer (RFC 6901) into the event that
+	// names its source ("/properties/provider"), as geodlq list and stats
+	// --source-pointer: the source_uri column holds the event's value
+	// there (see broker.SourceValue) and source_prefix is cut from it.
+	// Default broker.DefaultSourcePointer, the payload's source_uri.
+	SourcePointer string
 	// Limits bound parsing the geometry for its bounding box. The zero
 	// value uses internal/geojson's defaults (5,000,000 positions, …); a
 	// geometry over them gets geometry_status "unparseable".
@@ -336,7 +343,11 @@ func (c *converter) row(ctx context.Context, r *Row, e broker.Entry, env *envelo
 		r.SourceSystem, r.SourceTopic, r.SourceMessageID = s.System, s.Topic, s.MessageID
 		r.SourcePartition, r.SourceOffset = s.Partition, s.Offset
 	}
-	r.SourceURI = triage.SourceURI(env)
+	if p := c.o.SourcePointer; p == "" || p == broker.DefaultSourcePointer {
+		r.SourceURI = triage.SourceURI(env)
+	} else {
+		r.SourceURI = broker.SourceValue(broker.IndexOfEnvelope(env, 0, nil).Attrs, p)
+	}
 	r.SourcePrefix = SourcePrefix(r.SourceURI, c.o.PrefixDepth)
 	if ge := env.GeometryError; ge != nil {
 		r.ReasonKind, r.Reason = ge.Kind, ge.Reason

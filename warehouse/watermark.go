@@ -102,6 +102,9 @@ type Selection struct {
 	IncludeReplayed bool `json:"include_replayed"`
 	// PrefixDepth is the source_prefix depth.
 	PrefixDepth int `json:"prefix_depth"`
+	// SourcePointer is the pointer the source_uri column reads; empty
+	// for the default (/source_uri).
+	SourcePointer string `json:"source_pointer,omitempty"`
 	// WithPayload is true when rows carry payloads.
 	WithPayload bool `json:"with_payload"`
 }
@@ -115,6 +118,9 @@ func selectionOf(o *SyncOptions) (Selection, error) {
 		return Selection{}, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	s := Selection{StoreID: o.StoreID, IncludeReplayed: !o.ExcludeReplayed, PrefixDepth: o.PrefixDepth, WithPayload: o.WithPayload}
+	if o.SourcePointer != broker.DefaultSourcePointer {
+		s.SourcePointer = o.SourcePointer
+	}
 	s.Destinations = sortedUnique(o.Destinations)
 	for _, d := range s.Destinations {
 		if err := broker.ValidDestination(d); err != nil {

@@ -61,6 +61,7 @@ func newWarehouseSyncCmd(a *app) *cobra.Command {
 		settle                time.Duration
 		maxRows, perFile      int64
 		compression           string
+		sourcePointer         string
 		out                   *output
 	)
 	cmd := &cobra.Command{
@@ -75,8 +76,12 @@ file visible and the watermark as it was, or, past its commit point, is
 completed by the next sync.
 
 The dataset keeps the selection of its first sync (store, --dest, --class,
---stage, --epsg, --prefix-depth, --with-payload, --exclude-replayed); sync
-into a new directory to change it.
+--stage, --epsg, --prefix-depth, --source-pointer, --with-payload,
+--exclude-replayed); sync into a new directory to change it.
+
+--source-pointer names the member that is the event's source, as list and
+stats --source-pointer do (/properties/provider): the source_uri column holds
+its value and source_prefix is cut from it. Default /source_uri.
 
 --with-payload adds each event's original payload, restored (offloaded
 parts fetched from --blobs) and verified: only for a warehouse that may hold
@@ -88,6 +93,9 @@ whatever producers put in payloads (personal data, customer geometries).`,
 			}
 			if depth < 1 {
 				return usageFor(cmd, "--prefix-depth must be at least 1")
+			}
+			if sourcePointer != "" && (!strings.HasPrefix(sourcePointer, "/") || len(sourcePointer) > broker.MaxSourcePointer) {
+				return usageFor(cmd, "--source-pointer %q: want a JSON pointer such as /properties/provider (at most %d bytes)", sourcePointer, broker.MaxSourcePointer)
 			}
 			var f broker.Filter
 			for _, c := range classes {
@@ -116,8 +124,10 @@ whatever producers put in payloads (personal data, customer geometries).`,
 				return err
 			}
 			defer closeBlobs()
+			wo := a.warehouseOptions(off, withPayload, depth, compression)
+			wo.SourcePointer = sourcePointer
 			opts := &warehouse.SyncOptions{
-				Options:      a.warehouseOptions(off, withPayload, depth, compression),
+				Options:      wo,
 				Destinations: a.dests, Filter: f, ExcludeReplayed: excluded, StoreID: broker.Redact(a.storeURL),
 				Settle: settle, MaxRows: maxRows, MaxRowsPerFile: perFile,
 			}
@@ -162,6 +172,7 @@ whatever producers put in payloads (personal data, customer geometries).`,
 	fs.StringSliceVar(&stages, "stage", nil, "failed stages to keep")
 	fs.IntSliceVar(&epsg, "epsg", nil, "EPSG codes to keep")
 	fs.IntVar(&depth, "prefix-depth", 1, "parts of source_uri kept in source_prefix (1: scheme://host), as stats --prefix-depth")
+	fs.StringVar(&sourcePointer, "source-pointer", "", "JSON pointer to the event's source, whose value fills source_uri and source_prefix, as list and stats --source-pointer (default /source_uri; /properties/provider)")
 	fs.BoolVar(&withPayload, "with-payload", false, "add each event's original payload, restored and verified (sensitive data: see --help)")
 	fs.BoolVar(&excluded, "exclude-replayed", false, "leave out records already replayed (default: the whole history)")
 	fs.DurationVar(&settle, "settle", time.Minute, "leave records younger than this for the next sync (a SQL store can commit a lower id after a higher one)")
