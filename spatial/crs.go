@@ -54,7 +54,12 @@ type CRSError struct {
 	// Message is PROJ's own message, such as "proj_create: crs not
 	// found", or the reason the definition did not reach PROJ.
 	Message string
+	// Err, when set, is the sentinel the error wraps: [ErrNeedsPROJ].
+	Err error
 }
+
+// Unwrap returns e.Err.
+func (e *CRSError) Unwrap() error { return e.Err }
 
 // Error returns `unparseable CRS "<definition>": <message>`, the
 // definition clipped to its first 200 bytes when longer (it is

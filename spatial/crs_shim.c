@@ -231,3 +231,25 @@ char *gdlq_projjson(const char *def) {
   proj_context_destroy(ctx);
   return out;
 }
+
+char *gdlq_wkt(const char *def, int type) {
+  PJ_CONTEXT *ctx = proj_context_create();
+  if (ctx == NULL) {
+    return NULL;
+  }
+  proj_log_level(ctx, PJ_LOG_NONE);
+  char *out = NULL;
+  PJ *pj = proj_create(ctx, def);
+  if (pj != NULL) {
+    if (proj_is_crs(pj)) {
+      const char *opts[] = {"MULTILINE=NO", NULL};
+      const char *s = proj_as_wkt(ctx, pj, (PJ_WKT_TYPE)type, opts);
+      if (s != NULL) {
+        out = strdup(s);
+      }
+    }
+    proj_destroy(pj);
+  }
+  proj_context_destroy(ctx);
+  return out;
+}

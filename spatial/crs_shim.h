@@ -40,5 +40,8 @@ int gdlq_authorities(gdlq_proj *p, char *buf, int n);
  * caller frees, or NULL when def is not a CRS PROJ knows. It uses a PROJ
  * context of its own, so calls may run concurrently. */
 char *gdlq_projjson(const char *def);
+/* gdlq_wkt returns PROJ's WKT of def (a PJ_WKT_TYPE) on one line, to be
+ * freed, or NULL. */
+char *gdlq_wkt(const char *def, int type);
 
 #endif

@@ -34,9 +34,14 @@
 // OGC CRS84/CRS83/CRS27 exactly as PROJ does (a differential test in the
 // cgo build checks every code). What only GEOS or PROJ can do fails there
 // with an error wrapping [ErrNeedsCGO]: MakeValid, Reproject, Repairers,
-// PROJJSON, [EngineGEOS], and CRS definitions only PROJ resolves (WKT, a
-// PROJ string, PROJJSON, a compound "EPSG:4326+5773", ESRI and other
-// authorities' codes), which are a crs_unparseable verdict, never a
+// PROJJSON and [EngineGEOS]. WKT and PROJJSON of a geographic or
+// projected CRS naming its EPSG (or OGC) code at the top level resolve
+// from the registry too, with PROJ's answer (read with depth and length
+// bounds, and only when the registry's kind and axis order agree, since
+// PROJ drops an identifier the definition contradicts). CRS definitions
+// only PROJ resolves (a PROJ string, WKT or PROJJSON without such an
+// identifier, a compound "EPSG:4326+5773", ESRI and other authorities'
+// codes) are a crs_unparseable verdict wrapping [ErrNeedsPROJ], never a
 // default CRS.
 //
 // With cgo (the default where a C toolchain is present) it also links

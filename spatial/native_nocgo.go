@@ -28,11 +28,18 @@ func newNative(c *Checker) (*native, error) {
 
 func (n *native) close() {}
 
-// resolve refuses a definition the registry does not resolve: only PROJ
-// can. The refusal is a verdict (crs_mismatch, crs_unparseable), cached
-// like PROJ's, never a default CRS.
-func (n *native) resolve(c *Checker, declared, _ string) crsEntry {
-	e := crsEntry{fail: &CRSError{Definition: declared, Message: "only PROJ resolves this definition (WKT, a PROJ string, PROJJSON, a compound or a non-EPSG code), and this is a build without cgo; the pure-Go registry resolves EPSG codes and OGC's CRS84, CRS83 and CRS27 in every form"}}
+// resolve resolves, without PROJ, WKT and PROJJSON that name their EPSG
+// (or OGC) code at the top level (identifiedCRS), and refuses the rest:
+// only PROJ can resolve it. The refusal is a verdict (crs_mismatch,
+// crs_unparseable) wrapping ErrNeedsPROJ, cached like PROJ's, never a
+// default CRS.
+func (n *native) resolve(c *Checker, declared, def string) crsEntry {
+	var e crsEntry
+	if info, ok := identifiedCRS(def); ok {
+		e.info = info
+	} else {
+		e.fail = &CRSError{Definition: declared, Message: ErrNeedsPROJ.Error(), Err: ErrNeedsPROJ}
+	}
 	c.crsCache.put(declared, e)
 	return e
 }

@@ -4,6 +4,7 @@ package spatial
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,5 +75,34 @@ func TestNoCGONeedsCGO(t *testing.T) {
 	}
 	_, err = c.ResolveCRS(`GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]]]`)
 	require.True(t, errors.As(err, new(*CRSError)))
+	require.ErrorIs(t, err, ErrNeedsPROJ)
 	require.Equal(t, classify.KindCRSUnparseable, classify.DetailOf(err).Kind)
+}
+
+// TestNoCGOIdentified: without cgo, WKT and PROJJSON that name their
+// EPSG code at the top level resolve through the registry (with PROJ's
+// answer: TestIdentifiedAgreesWithPROJ); what needs PROJ is a
+// crs_unparseable verdict wrapping ErrNeedsPROJ, never a default CRS.
+func TestNoCGOIdentified(t *testing.T) {
+	c, err := NewChecker(nil)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, tt := range []struct {
+		def  string
+		epsg int
+	}{{wkt1WGS84, 4326}, {wkt2Merc, 3857}, {jsonWGS84, 4326}} {
+		info, err := c.ResolveCRS(tt.def)
+		require.NoError(t, err, tt.def)
+		require.Equal(t, tt.epsg, info.EPSG)
+		require.NoError(t, c.CheckCRS(tt.def, tt.epsg))
+	}
+	for _, def := range []string{"+proj=longlat +datum=WGS84 +type=crs",
+		strings.Replace(wkt1WGS84, `AXIS["Latitude",NORTH],AXIS["Longitude",EAST]`, `AXIS["Longitude",EAST],AXIS["Latitude",NORTH]`, 1),
+		`{"type":"CompoundCRS","name":"x","id":{"authority":"EPSG","code":9707}}`} {
+		err := c.CheckCRS(def, 4326)
+		require.ErrorIs(t, err, ErrNeedsPROJ, def)
+		require.NotErrorIs(t, err, ErrNeedsCGO)
+		require.Equal(t, classify.ClassCRSMismatch, classify.Classify(err))
+		require.Equal(t, classify.KindCRSUnparseable, classify.DetailOf(err).Kind)
+	}
 }

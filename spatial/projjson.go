@@ -37,3 +37,17 @@ func PROJJSON(code int) (json.RawMessage, error) {
 	}
 	return b, nil
 }
+
+// projWKT returns PROJ's WKT of the CRS def, of PROJ's PJ_WKT_TYPE typ
+// (0 WKT2_2015 … 4 WKT1_GDAL, 5 WKT1_ESRI), on one line (the differential
+// tests of identifiedCRS).
+func projWKT(def string, typ int) (string, bool) {
+	cs := C.CString(def)
+	defer C.free(unsafe.Pointer(cs))
+	out := C.gdlq_wkt(cs, C.int(typ))
+	if out == nil {
+		return "", false
+	}
+	defer C.free(unsafe.Pointer(out))
+	return C.GoString(out), true
+}
