@@ -7,7 +7,8 @@
 # and no replace, in fresh modules of their own:
 #
 #   1. runs every `go get` and `go install` line of the README's Install
-#      section, each alone: the module comes at VERSION, the user's
+#      section, each alone in a module of its own (two lines at a time,
+#      RELEASE_CHECK_JOBS to choose): the module comes at VERSION, the user's
 #      `go 1.25.0` line stays, and the module's packages build; before an
 #      adapter's line, the user pins each client of the README's floor
 #      table at its floor, and the pin must stay (and the adapter build
@@ -30,13 +31,18 @@
 #
 #   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check.<UTC time>)
 #   RELEASE_CHECK_KEEP=1    keep the scratch directory and print its path
+#   RELEASE_CHECK_JOBS      install lines run at once (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
 version=${RELEASE_CHECK_VERSION:-v0.1.0-check.$(date -u +%Y%m%d%H%M%S)}
 start=$SECONDS
 say() { printf 'release-check: [%3ds] %s\n' $((SECONDS - start)) "$*"; }
-fail() { printf 'release-check: FAIL: %s\n' "$*" >&2; exit 1; }
+fail() {
+  printf 'release-check: FAIL: %s\n' "$*" >&2
+  local j; for j in $(jobs -p); do kill "$j" 2>/dev/null || true; done # this run's own install lines
+  exit 1
+}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/geodlq-release-check.XXXXXX")
 modcache=$(go env GOMODCACHE)
@@ -119,65 +125,100 @@ floors() { # floors MODULE: the "client@floor" pins of MODULE's row(s)
   awk -F'|' -v m="\`$1\`" '$2 ~ "^ *"m" *$" {print $3, $4}' "$readme" |
     sed 's/`//g' | awk '{print $1"@"$2}'
 }
+# Each line runs in a module of its own, two at a time (the machine's go
+# commands share the module and build caches, which lock what they write):
+# a line's waits on the proxies and the module cache overlap another's
+# compiling. Each writes its report to its own file; a failure stops the run.
+installline() { # installline N LINE
+  local n=$1 line=$2 dir=$tmp/install/$1
+  newmod "$dir" example.com/user
+  local words; read -r -a words <<<"$line"
+  if [ "${words[1]}" = install ]; then
+    (cd "$dir" && "${words[@]}") 2>"$dir/err" || { echo "$line: $(cat "$dir/err")" >"$dir/fail"; return 1; }
+    local got; got=$("$tmp/bin/geodlq" version) || { echo "geodlq version" >"$dir/fail"; return 1; }
+    head -1 <<<"$got" | grep -qx "geodlq $version" || { echo "geodlq version says: $got" >"$dir/fail"; return 1; }
+    echo "$line → $(head -1 <<<"$got"), $(grep '^geos\|^proj' <<<"$got" | tr -s ' ' | paste -sd, -)" >"$dir/ok"
+    return 0
+  fi
+  local mod=${words[2]} pins=() pin
+  while read -r pin; do [ -n "$pin" ] && pins+=("$pin"); done < <(floors "$mod")
+  if [ ${#pins[@]} -gt 0 ]; then
+    (cd "$dir" && go get "${pins[@]}") 2>"$dir/err" || { echo "pinning ${pins[*]}: $(cat "$dir/err")" >"$dir/fail"; return 1; }
+  fi
+  (cd "$dir" && "${words[@]}") 2>"$dir/err" || { echo "$line: $(cat "$dir/err")" >"$dir/fail"; return 1; }
+  local got; got=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
+  [ "$got" = "$version" ] || { echo "$line brought $mod $got" >"$dir/fail"; return 1; }
+  [ "$(goline "$dir")" = 1.25.0 ] || { echo "$line raised the user's go line to $(goline "$dir")" >"$dir/fail"; return 1; }
+  for pin in "${pins[@]}"; do
+    local have; have=$(cd "$dir" && go list -m -f '{{.Version}}' "${pin%@*}")
+    [ "$have" = "${pin#*@}" ] || { echo "$line moved the user's pin ${pin%@*} ${pin#*@} to $have" >"$dir/fail"; return 1; }
+  done
+  (cd "$dir" && go build "$mod/...") 2>"$dir/err" || { echo "building $mod/... in the user's module: $(cat "$dir/err")" >"$dir/fail"; return 1; }
+  echo "$line: $version, go 1.25.0 kept${pins:+, pins kept: ${pins[*]}}" >"$dir/ok"
+}
+lanes=${RELEASE_CHECK_JOBS:-2}
+report() { # report N: print line N's result; fail on a failure
+  if [ -f "$tmp/install/$1/fail" ]; then fail "$(cat "$tmp/install/$1/fail")"; fi
+  [ -f "$tmp/install/$1/ok" ] || fail "install line $1 ended without a result"
+  say "$(cat "$tmp/install/$1/ok")"
+}
+declare -A pids=()
 n=0
 for line in "${lines[@]}"; do
   n=$((n + 1))
-  dir=$tmp/install/$n
-  newmod "$dir" example.com/user
-  read -r -a words <<<"$line"
-  if [ "${words[1]}" = install ]; then
-    (cd "$dir" && "${words[@]}") 2>"$dir/err" || fail "$line: $(cat "$dir/err")"
-    got=$("$tmp/bin/geodlq" version) || fail "geodlq version"
-    head -1 <<<"$got" | grep -qx "geodlq $version" || fail "geodlq version says: $got"
-    say "$line → $(head -1 <<<"$got"), $(grep '^geos\|^proj' <<<"$got" | tr -s ' ' | paste -sd, -)"
-    continue
-  fi
-  mod=${words[2]}
-  pins=()
-  while read -r pin; do [ -n "$pin" ] && pins+=("$pin"); done < <(floors "$mod")
-  if [ ${#pins[@]} -gt 0 ]; then
-    (cd "$dir" && go get "${pins[@]}") 2>"$dir/err" || fail "pinning ${pins[*]}: $(cat "$dir/err")"
-  fi
-  (cd "$dir" && "${words[@]}") 2>"$dir/err" || fail "$line: $(cat "$dir/err")"
-  got=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
-  [ "$got" = "$version" ] || fail "$line brought $mod $got"
-  [ "$(goline "$dir")" = 1.25.0 ] || fail "$line raised the user's go line to $(goline "$dir")"
-  for pin in "${pins[@]}"; do
-    have=$(cd "$dir" && go list -m -f '{{.Version}}' "${pin%@*}")
-    [ "$have" = "${pin#*@}" ] || fail "$line moved the user's pin ${pin%@*} ${pin#*@} to $have"
+  while [ ${#pids[@]} -ge "$lanes" ]; do
+    wait -n || true
+    for k in "${!pids[@]}"; do
+      if ! kill -0 "${pids[$k]}" 2>/dev/null; then wait "${pids[$k]}" || true; unset "pids[$k]"; report "$k"; fi
+    done
   done
-  (cd "$dir" && go build "$mod/..." && go vet "$mod/...") 2>"$dir/err" || fail "building $mod/... in the user's module: $(cat "$dir/err")"
-  say "$line: $version, go 1.25.0 kept${pins:+, pins kept: ${pins[*]}}"
+  installline "$n" "$line" &
+  pids[$n]=$!
 done
+for k in "${!pids[@]}"; do wait "${pids[$k]}" || true; report "$k"; done
 
 # --- 2. Every example directory, copied whole. ------------------------------
+# Into one user module, each example a directory of it (a package main of
+# its own): one go get, tidy, build, vet and test for all of them, so that
+# the go command plans, compiles and runs them together.
+dir=$tmp/examples
+newmod "$dir" example.com/copy
+names=()
+mods=()
 for ex in "$tmp"/repo/examples/*/; do
   name=$(basename "$ex")
   [ -f "$ex/main.go" ] || continue
-  dir=$tmp/examples/$name
-  mkdir -p "$dir"
-  cp -R "$ex"/. "$dir"/
-  newmod "$dir" example.com/copy
-  mods=()
+  names+=("$name")
+  mkdir -p "$dir/$name"
+  cp -R "$ex"/. "$dir/$name"/
+  exmods=()
   while read -r imp; do
     m=$(moduleof "$imp")
     [ "$m" = github.com/geodlq/geodlq/examples ] && fail "examples/$name imports $imp, a package of the examples module"
-    [ -n "$m" ] && mods+=("$m")
-  done < <(grep -ho '"github.com/geodlq/geodlq[^"]*"' "$dir"/*.go | tr -d '"' | sort -u)
-  mapfile -t mods < <(printf '%s\n' "${mods[@]}" | sort -u)
-  [ ${#mods[@]} -gt 0 ] || fail "examples/$name: no geodlq module found in its imports"
-  gets=(); for m in "${mods[@]}"; do gets+=("$m@$version"); done
-  (cd "$dir" && go get "${gets[@]}" && go mod tidy && go build ./... && go vet ./...) >"$dir/log" 2>&1 ||
-    fail "examples/$name copied whole: $(tail -30 "$dir/log")"
-  [ "$(goline "$dir")" = 1.25.0 ] || fail "examples/$name: its copy needs go $(goline "$dir")"
-  (cd "$dir" && go test -count=1 -json ./... >"$dir/test.json" 2>"$dir/test.err") ||
-    fail "examples/$name's tests: $(grep -h '"Action":"output"' "$dir/test.json" | sed 's/.*"Output":"//; s/"}$//' | tail -40)$(tail -5 "$dir/test.err")"
-  pass=$(grep -c '"Action":"pass","Package":"[^"]*","Test":"[^/"]*"' "$dir/test.json" || true)
-  skips=$(grep '"Action":"skip","Package":"[^"]*","Test"' "$dir/test.json" | sed 's/.*"Test":"\([^"]*\)".*/\1/' | grep -v / || true)
-  for s in $skips; do
-    grep -F "\"Test\":\"$s\"" "$dir/test.json" | grep -q 'unreachable' ||
-      fail "examples/$name: $s skipped for another reason than an unreachable server"
+    [ -n "$m" ] && exmods+=("$m")
+  done < <(grep -ho '"github.com/geodlq/geodlq[^"]*"' "$dir/$name"/*.go | tr -d '"' | sort -u)
+  [ ${#exmods[@]} -gt 0 ] || fail "examples/$name: no geodlq module found in its imports"
+  mods+=("${exmods[@]}")
+done
+[ ${#names[@]} -gt 0 ] || fail "no example directory found"
+mapfile -t mods < <(printf '%s\n' "${mods[@]}" | sort -u)
+gets=(); for m in "${mods[@]}"; do gets+=("$m@$version"); done
+(cd "$dir" && go get "${gets[@]}" && go mod tidy && go build ./... && go vet ./...) >"$dir/log" 2>&1 ||
+  fail "the examples copied whole: $(tail -30 "$dir/log")"
+[ "$(goline "$dir")" = 1.25.0 ] || fail "the examples' copy needs go $(goline "$dir")"
+say "${#names[@]} examples copied whole: tidy, built, vetted"
+(cd "$dir" && go test -count=1 -json ./... >"$dir/test.json" 2>"$dir/test.err") ||
+  fail "the examples' tests: $(grep -h '"Action":"output"' "$dir/test.json" | sed 's/.*"Output":"//; s/"}$//' | tail -40)$(tail -5 "$dir/test.err")"
+for name in "${names[@]}"; do
+  pkg="\"Package\":\"example.com/copy/$name\""
+  grep -q "\"Action\":\"pass\",$pkg,\"Elapsed\"" "$dir/test.json" || grep -q "\"Action\":\"pass\",$pkg" "$dir/test.json" ||
+    fail "examples/$name: no passing test run"
+  pass=$(grep -c "\"Action\":\"pass\",$pkg,\"Test\":\"[^/\"]*\"" "$dir/test.json" || true)
+  skips=$(grep "\"Action\":\"skip\",$pkg,\"Test\"" "$dir/test.json" | sed 's/.*"Test":"\([^"]*\)".*/\1/' | grep -v / || true)
+  for t in $skips; do
+    grep -F "$pkg,\"Test\":\"$t\"" "$dir/test.json" | grep -q 'unreachable' ||
+      fail "examples/$name: $t skipped for another reason than an unreachable server"
   done
-  say "examples/$name copied whole: built, vetted, $pass tests passed, $(wc -w <<<"$skips") skipped (server unreachable)"
+  say "examples/$name: $pass tests passed, $(wc -w <<<"$skips") skipped (server unreachable)"
 done
 say "ok"
