@@ -210,7 +210,10 @@ int gdlq_authorities(gdlq_proj *p, char *buf, int n) {
   return rc;
 }
 
-char *gdlq_projjson(const char *def) {
+/* gdlq_export returns def as PROJJSON (type < 0) or as WKT of a
+   PJ_WKT_TYPE (type >= 0), on one line, malloc'd; NULL when def is not a
+   CRS PROJ can build. */
+static char *gdlq_export(const char *def, int type) {
   PJ_CONTEXT *ctx = proj_context_create();
   if (ctx == NULL) {
     return NULL;
@@ -221,7 +224,8 @@ char *gdlq_projjson(const char *def) {
   if (pj != NULL) {
     if (proj_is_crs(pj)) {
       const char *opts[] = {"MULTILINE=NO", NULL};
-      const char *s = proj_as_projjson(ctx, pj, opts);
+      const char *s = type < 0 ? proj_as_projjson(ctx, pj, opts)
+                               : proj_as_wkt(ctx, pj, (PJ_WKT_TYPE)type, opts);
       if (s != NULL) {
         out = strdup(s);
       }
@@ -232,24 +236,11 @@ char *gdlq_projjson(const char *def) {
   return out;
 }
 
+char *gdlq_projjson(const char *def) { return gdlq_export(def, -1); }
+
 char *gdlq_wkt(const char *def, int type) {
-  PJ_CONTEXT *ctx = proj_context_create();
-  if (ctx == NULL) {
+  if (type < 0) {
     return NULL;
   }
-  proj_log_level(ctx, PJ_LOG_NONE);
-  char *out = NULL;
-  PJ *pj = proj_create(ctx, def);
-  if (pj != NULL) {
-    if (proj_is_crs(pj)) {
-      const char *opts[] = {"MULTILINE=NO", NULL};
-      const char *s = proj_as_wkt(ctx, pj, (PJ_WKT_TYPE)type, opts);
-      if (s != NULL) {
-        out = strdup(s);
-      }
-    }
-    proj_destroy(pj);
-  }
-  proj_context_destroy(ctx);
-  return out;
+  return gdlq_export(def, type);
 }
