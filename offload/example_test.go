@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/geodlq/geodlq/offload"
 )
@@ -46,6 +48,39 @@ func ExampleOffloader_Fetch_integrity() {
 	var ie *offload.IntegrityError
 	fmt.Println(errors.As(err, &ie), ie.Problem)
 	// Output: true extended
+}
+
+// Open streams a blob and verifies it on the way: the bytes are handed on
+// as they arrive, and the reader ends with io.EOF only if they are exactly
+// the blob the reference names. A blob altered in the store ends with an
+// IntegrityError instead, after its bytes were read.
+func ExampleOffloader_Open() {
+	ctx := context.Background()
+	store := offload.NewMemStore()
+	o, _ := offload.New(store, nil)
+	ref, _ := o.Put(ctx, []byte(`{"type":"Point","coordinates":[12.5,41.9]}`), offload.ExtGeoJSON)
+
+	rc, err := o.Open(ctx, ref)
+	if err != nil {
+		panic(err)
+	}
+	var out strings.Builder
+	n, err := io.Copy(&out, rc) // io.Copy reports io.EOF as success
+	_ = rc.Close()
+	fmt.Println(n, err, out.String())
+
+	// The same key, other bytes of the same length.
+	key, _ := o.KeyFor(ref.URI)
+	forged := `{"type":"Point","coordinates":[12.5,41.8]}`
+	_ = store.Put(ctx, key, strings.NewReader(forged), int64(len(forged)))
+	rc, _ = o.Open(ctx, ref)
+	n, err = io.Copy(io.Discard, rc)
+	_ = rc.Close()
+	var ie *offload.IntegrityError
+	fmt.Println(n, errors.As(err, &ie), ie.Problem)
+	// Output:
+	// 42 <nil> {"type":"Point","coordinates":[12.5,41.9]}
+	// 42 true hash_mismatch
 }
 
 // A SpanPut hashes a blob inside a larger buffer before its end is known

@@ -1,10 +1,12 @@
 package offload_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -78,6 +80,63 @@ func FuzzFetchRef(f *testing.F) {
 		got := sha256.Sum256(b)
 		if int64(len(b)) != size || hex.EncodeToString(got[:]) != sha {
 			t.Fatalf("Fetch(%q, %d, %q) returned %d bytes hashing to %x", uri, size, sha, len(b), got)
+		}
+	})
+}
+
+// FuzzOpen: whatever a store holds under a blob's key and whatever size
+// the reference claims, the reader of Open hands on a prefix of the
+// stored bytes, never more than the claim, and ends with io.EOF exactly
+// when the stored blob is the referenced one; otherwise with a typed
+// error. It never panics.
+func FuzzOpen(f *testing.F) {
+	ctx := context.Background()
+	blob := []byte(`{"type":"Point","coordinates":[1,2]}`)
+	f.Add(blob, blob, int64(len(blob)), uint16(7))
+	f.Add(blob, blob[:10], int64(len(blob)), uint16(1))
+	f.Add(blob, append(bytes.Clone(blob), '\n'), int64(len(blob)), uint16(4096))
+	f.Add(blob, []byte(`{"type":"Point","coordinates":[1,3]}`), int64(len(blob)), uint16(16))
+	f.Add(blob, blob, int64(1<<40), uint16(64))
+	f.Add([]byte{}, []byte{}, int64(0), uint16(0))
+	f.Fuzz(func(t *testing.T, orig, stored []byte, size int64, chunk uint16) {
+		mem := offload.NewMemStore()
+		o, err := offload.New(mem, &offload.Options{MaxSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(orig)
+		ref := offload.Ref{URI: o.URI(o.Key(hex.EncodeToString(sum[:]), offload.ExtGeoJSON)), Size: size, SHA256: hex.EncodeToString(sum[:])}
+		key, err := o.KeyFor(ref.URI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Put(ctx, key, bytes.NewReader(stored), int64(len(stored))); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := o.Open(ctx, ref)
+		if err != nil {
+			if !errors.Is(err, offload.ErrIntegrity) {
+				t.Fatalf("Open(size %d): untyped error %v", size, err)
+			}
+			return
+		}
+		defer rc.Close()
+		buf := make([]byte, int(chunk)+1)
+		var got []byte
+		for {
+			n, err := rc.Read(buf)
+			got = append(got, buf[:n]...)
+			if int64(len(got)) > size || !bytes.HasPrefix(stored, got) {
+				t.Fatalf("handed on %d bytes that are not a prefix of the stored %d within the claimed %d", len(got), len(stored), size)
+			}
+			if err == nil {
+				continue
+			}
+			ok := bytes.Equal(stored, orig) && size == int64(len(orig))
+			if errors.Is(err, io.EOF) != ok || !ok && !errors.Is(err, offload.ErrIntegrity) {
+				t.Fatalf("stored %d bytes (intact %v), claim %d: ended with %v", len(stored), bytes.Equal(stored, orig), size, err)
+			}
+			return
 		}
 	})
 }

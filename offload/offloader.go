@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"slices"
 	"strings"
 
 	"github.com/geodlq/geodlq/classify"
@@ -261,7 +260,8 @@ func (o *Offloader) putSum(ctx context.Context, data []byte, hexsum, ext string)
 // an error wrapping [ErrNotFound]; one that is truncated, extended or
 // altered, an [*IntegrityError]; a reference claiming more than MaxSize
 // bytes, an [*IntegrityError] (ProblemBadRef) that also matches
-// [classify.ErrTooLarge], before the store is asked.
+// [classify.ErrTooLarge], before the store is asked. Fetch is
+// [Offloader.Open] read to the end: the two verify alike.
 //
 // ref.Size comes from an envelope and is not trusted: Fetch never
 // allocates from it alone. It allocates once for the smaller of ref.Size
@@ -273,26 +273,9 @@ func (o *Offloader) putSum(ctx context.Context, data []byte, hexsum, ext string)
 // if the store is blocked in Get or in a Read of its reader: that call is
 // then abandoned (and the reader closed when it returns).
 func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
-	key, _, err := o.Resolve(ref.URI)
+	key, ie, err := o.checkRef(ref)
 	if err != nil {
 		return nil, err
-	}
-	ie := &IntegrityError{URI: ref.URI, WantSize: ref.Size, WantSHA256: ref.SHA256, GotSize: -1}
-	if !isHex64(ref.SHA256) {
-		ie.Problem = ProblemBadRef
-		ie.Detail = "content_sha256 is not 64 lowercase hex digits"
-		return nil, ie
-	}
-	if !strings.HasPrefix(key[len(o.prefix)+1:], ref.SHA256) {
-		ie.Problem = ProblemBadRef
-		ie.Detail = "offload_uri names a different hash than content_sha256"
-		return nil, ie
-	}
-	if ref.Size < 0 || ref.Size > o.maxSize {
-		ie.Problem = ProblemBadRef
-		ie.Detail = fmt.Sprintf("byte_size %d outside [0, %d]", ref.Size, o.maxSize)
-		ie.Limit = o.maxSize
-		return nil, ie
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
@@ -321,14 +304,42 @@ func (o *Offloader) Fetch(ctx context.Context, ref Ref) ([]byte, error) {
 	}
 }
 
+// checkRef validates ref before the store is asked (see [Offloader.Fetch])
+// and returns the key it names and the IntegrityError to fill in should
+// the blob not match.
+func (o *Offloader) checkRef(ref Ref) (string, *IntegrityError, error) {
+	key, _, err := o.Resolve(ref.URI)
+	if err != nil {
+		return "", nil, err
+	}
+	ie := &IntegrityError{URI: ref.URI, WantSize: ref.Size, WantSHA256: ref.SHA256, GotSize: -1}
+	if !isHex64(ref.SHA256) {
+		ie.Problem = ProblemBadRef
+		ie.Detail = "content_sha256 is not 64 lowercase hex digits"
+		return "", nil, ie
+	}
+	if !strings.HasPrefix(key[len(o.prefix)+1:], ref.SHA256) {
+		ie.Problem = ProblemBadRef
+		ie.Detail = "offload_uri names a different hash than content_sha256"
+		return "", nil, ie
+	}
+	if ref.Size < 0 || ref.Size > o.maxSize {
+		ie.Problem = ProblemBadRef
+		ie.Detail = fmt.Sprintf("byte_size %d outside [0, %d]", ref.Size, o.maxSize)
+		ie.Limit = o.maxSize
+		return "", nil, ie
+	}
+	return key, ie, nil
+}
+
 // fetch opens the blob under key and reads it verified.
 func (o *Offloader) fetch(ctx context.Context, key string, ref Ref, ie *IntegrityError) ([]byte, error) {
-	rc, err := o.store.Get(ctx, key)
+	vr, err := o.open(ctx, "fetch", key, ref, ie)
 	if err != nil {
-		return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
+		return nil, err
 	}
-	defer rc.Close()
-	return readVerified(ctx, rc, ref, ie)
+	defer vr.Close()
+	return vr.readAll()
 }
 
 type fetched struct {
@@ -355,68 +366,6 @@ func sizeHint(rc io.Reader) (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// readVerified reads the blob from rc into a buffer that grows with the
-// bytes that arrive (see [Offloader.Fetch]) and verifies its size and
-// hash against ref. ie is filled in and returned on an integrity failure.
-func readVerified(ctx context.Context, rc io.Reader, ref Ref, ie *IntegrityError) ([]byte, error) {
-	want := ref.Size
-	initial := min(want, fetchInitial)
-	if n, ok := sizeHint(rc); ok && n >= 0 {
-		initial = min(want, n)
-	}
-	buf := make([]byte, 0, initial)
-	h := sha256.New()
-	empty := 0
-	eof := false
-	for !eof && int64(len(buf)) < want {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
-		}
-		if len(buf) == cap(buf) {
-			// Grow with the data: double, never past what ref claims.
-			grow := min(want-int64(len(buf)), max(int64(cap(buf)), fetchInitial))
-			buf = slices.Grow(buf, int(grow))
-		}
-		// Read and hash in chunks: bounded, preemptible steps.
-		chunk := buf[len(buf):min(cap(buf), len(buf)+hashChunk, int(want))]
-		m, err := rc.Read(chunk)
-		if m < 0 || m > len(chunk) {
-			return nil, fmt.Errorf("offload: fetch %s: reader returned %d for a %d-byte read", ref.URI, m, len(chunk))
-		}
-		h.Write(chunk[:m])
-		buf = buf[:len(buf)+m]
-		switch {
-		case err == io.EOF:
-			if int64(len(buf)) < want {
-				ie.Problem, ie.GotSize = ProblemTruncated, int64(len(buf))
-				return nil, ie
-			}
-			eof = true // the last bytes came with io.EOF
-		case err != nil:
-			return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, err)
-		case m == 0:
-			if empty++; empty >= maxEmptyReads {
-				return nil, fmt.Errorf("offload: fetch %s: %w", ref.URI, io.ErrNoProgress)
-			}
-		default:
-			empty = 0
-		}
-	}
-	if !eof {
-		var extra [1]byte
-		if m, _ := io.ReadFull(rc, extra[:]); m > 0 {
-			ie.Problem = ProblemExtended
-			return nil, ie
-		}
-	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if got != ref.SHA256 {
-		ie.Problem, ie.GotSize, ie.GotSHA256 = ProblemHash, int64(len(buf)), got
-		return nil, ie
-	}
-	return buf, nil
 }
 
 func isHex64(s string) bool {

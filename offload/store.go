@@ -5,7 +5,11 @@
 //
 // The portable type is [Offloader]: it hashes, deduplicates (identical
 // geometries are stored once), writes, and on the way back verifies size
-// and hash while reading. It also guards the way back: an offload_uri read
+// and hash while reading: [Offloader.Fetch] returns the verified blob,
+// [Offloader.Open] streams it and ends with io.EOF only once it has
+// verified, else with an [*IntegrityError] (the one verifier, also
+// available over any reader as [NewVerifier], serves both). It also
+// guards the way back: an offload_uri read
 // from an envelope is untrusted input, and [Offloader.KeyFor] accepts only
 // the exact form the Offloader itself writes ([Offloader.Resolve] also
 // reads a file:// URI of a blob directory that has since moved, from the
