@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 
 	"github.com/geodlq/geodlq/offload"
 )
@@ -33,6 +34,8 @@ type Fetcher interface {
 //
 // f may be nil when nothing is offloaded. Restore verifies hashes itself
 // too, so a Fetcher that does not verify cannot smuggle bytes in.
+// Restore holds the whole payload (and the geometry blob) in memory;
+// [Envelope.OpenPayload] streams it instead, checked the same way.
 func (e *Envelope) Restore(ctx context.Context, f Fetcher) ([]byte, error) {
 	switch {
 	case e.RawPayloadOffloadURI != "":
@@ -52,21 +55,15 @@ func (e *Envelope) Restore(ctx context.Context, f Fetcher) ([]byte, error) {
 }
 
 func (e *Envelope) restoreGeometry(ctx context.Context, f Fetcher) ([]byte, error) {
-	g := &e.Geometry
-	ref := appendRef(nil, g.OffloadURI)
-	off := g.PayloadOffset
-	if off < 0 || off > int64(len(e.RawPayload)) || !bytes.HasPrefix(e.RawPayload[off:], ref) {
-		return nil, &offload.IntegrityError{Problem: offload.ProblemBadRef, WantSize: e.PayloadSize, GotSize: -1, WantSHA256: e.PayloadSHA256,
-			Detail: fmt.Sprintf("raw_payload does not hold the geometry's $ref at payload_offset %d", off)}
-	}
-	if want := int64(len(e.RawPayload)) - int64(len(ref)) + g.ByteSize; want != e.PayloadSize {
-		return nil, &offload.IntegrityError{Problem: offload.ProblemBadRef, WantSize: e.PayloadSize, GotSize: want, WantSHA256: e.PayloadSHA256,
-			Detail: "raw_payload, byte_size and payload_size disagree"}
+	prefix, suffix, err := e.splice()
+	if err != nil {
+		return nil, err
 	}
 	if f == nil {
 		return nil, fmt.Errorf("envelope: restore: geometry is offloaded: %w", ErrNoFetcher)
 	}
-	geom, err := f.Fetch(ctx, offload.Ref{URI: g.OffloadURI, Size: g.ByteSize, SHA256: g.ContentSHA256})
+	g := &e.Geometry
+	geom, err := f.Fetch(ctx, e.geometryRef())
 	if err != nil {
 		return nil, fmt.Errorf("envelope: restore geometry: %w", err)
 	}
@@ -76,11 +73,117 @@ func (e *Envelope) restoreGeometry(ctx context.Context, f Fetcher) ([]byte, erro
 	}
 	// Sized by the bytes in hand, never by payload_size: it is a claim,
 	// and what it claims is checked only once the payload is assembled.
-	out := make([]byte, 0, len(e.RawPayload)-len(ref)+len(geom))
-	out = append(out, e.RawPayload[:off]...)
+	out := make([]byte, 0, len(prefix)+len(geom)+len(suffix))
+	out = append(out, prefix...)
 	out = append(out, geom...)
-	out = append(out, e.RawPayload[off+int64(len(ref)):]...)
+	out = append(out, suffix...)
 	return verified(out, e.checkPayload(out))
+}
+
+// splice checks that the persisted raw payload holds exactly
+// {"$ref":"<offload_uri>"} at geometry.payload_offset and that its size,
+// byte_size and payload_size agree, and returns the raw payload before
+// and after the $ref: the payload is prefix, the geometry blob, suffix.
+func (e *Envelope) splice() (prefix, suffix []byte, err error) {
+	g := &e.Geometry
+	ref := appendRef(nil, g.OffloadURI)
+	off := g.PayloadOffset
+	if off < 0 || off > int64(len(e.RawPayload)) || !bytes.HasPrefix(e.RawPayload[off:], ref) {
+		return nil, nil, &offload.IntegrityError{Problem: offload.ProblemBadRef, WantSize: e.PayloadSize, GotSize: -1, WantSHA256: e.PayloadSHA256,
+			Detail: fmt.Sprintf("raw_payload does not hold the geometry's $ref at payload_offset %d", off)}
+	}
+	if want := int64(len(e.RawPayload)) - int64(len(ref)) + g.ByteSize; want != e.PayloadSize {
+		return nil, nil, &offload.IntegrityError{Problem: offload.ProblemBadRef, WantSize: e.PayloadSize, GotSize: want, WantSHA256: e.PayloadSHA256,
+			Detail: "raw_payload, byte_size and payload_size disagree"}
+	}
+	return e.RawPayload[:off], e.RawPayload[off+int64(len(ref)):], nil
+}
+
+// geometryRef is the offloaded geometry's reference.
+func (e *Envelope) geometryRef() offload.Ref {
+	return offload.Ref{URI: e.Geometry.OffloadURI, Size: e.Geometry.ByteSize, SHA256: e.Geometry.ContentSHA256}
+}
+
+// payloadRef is the whole payload's reference (its URI empty unless the
+// payload is offloaded).
+func (e *Envelope) payloadRef() offload.Ref {
+	return offload.Ref{URI: e.RawPayloadOffloadURI, Size: e.PayloadSize, SHA256: e.PayloadSHA256}
+}
+
+// Opener opens an offloaded blob as a stream verified against its
+// reference. [*offload.Offloader] is one (see [offload.Offloader.Open]);
+// like Fetcher, it also refuses offload URIs outside its own base and
+// prefix.
+type Opener interface {
+	Open(ctx context.Context, ref offload.Ref) (io.ReadCloser, error)
+}
+
+// OpenPayload is the streaming form of [Envelope.Restore]: it returns a
+// reader of the original payload, byte for byte, that holds no more of it
+// in memory than the envelope itself and the caller's buffer. The reader
+// ends with io.EOF only once the whole payload has proved to have
+// payload_size bytes and to hash to payload_sha256; otherwise its last
+// Read returns an [*offload.IntegrityError] (wrapping offload.ErrIntegrity)
+// instead, and the bytes read until then must not be trusted: a caller
+// that passes them on as it reads (an HTTP download) must be able to
+// withdraw them, e.g. by aborting the response before its end.
+//
+// It reads what Restore reads, checked as Restore checks it:
+//
+//   - Whole payload offloaded: the blob is opened with o and verified
+//     against (raw_payload_offload_uri, payload_size, payload_sha256).
+//   - Geometry offloaded: the raw payload must hold exactly
+//     {"$ref":"<offload_uri>"} at geometry.payload_offset, and sizes must
+//     agree (else an IntegrityError, ProblemBadRef, before o is asked);
+//     the payload is streamed as the raw payload before the $ref, the
+//     geometry blob opened with o and verified against (offload_uri,
+//     byte_size, content_sha256), and the raw payload after it.
+//   - Otherwise raw_payload is verified at once (it is in memory) and
+//     read.
+//
+// OpenPayload verifies the payload's size and hash itself, so an Opener
+// that does not verify cannot smuggle bytes in. o may be nil when nothing
+// is offloaded. The caller must Close the reader; it is not safe for
+// concurrent use, and it honours ctx as o's readers do.
+func (e *Envelope) OpenPayload(ctx context.Context, o Opener) (io.ReadCloser, error) {
+	switch {
+	case e.RawPayloadOffloadURI != "":
+		if o == nil {
+			return nil, fmt.Errorf("envelope: restore: raw payload is offloaded: %w", ErrNoFetcher)
+		}
+		ref := e.payloadRef()
+		rc, err := o.Open(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("envelope: restore payload: %w", err)
+		}
+		return readCloser{offload.NewVerifier(rc, ref), rc}, nil
+	case e.Geometry.OffloadURI != "":
+		prefix, suffix, err := e.splice()
+		if err != nil {
+			return nil, err
+		}
+		if o == nil {
+			return nil, fmt.Errorf("envelope: restore: geometry is offloaded: %w", ErrNoFetcher)
+		}
+		gref := e.geometryRef()
+		rc, err := o.Open(ctx, gref)
+		if err != nil {
+			return nil, fmt.Errorf("envelope: restore geometry: %w", err)
+		}
+		whole := io.MultiReader(bytes.NewReader(prefix), offload.NewVerifier(rc, gref), bytes.NewReader(suffix))
+		return readCloser{offload.NewVerifier(whole, e.payloadRef()), rc}, nil
+	default:
+		if err := e.checkPayload(e.RawPayload); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(e.RawPayload)), nil
+	}
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 func verified(b []byte, err error) ([]byte, error) {
