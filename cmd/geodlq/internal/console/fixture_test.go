@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -109,7 +110,7 @@ func fill(t testing.TB, s *broker.Store, off *offload.Offloader, start time.Time
 }
 
 // fillFrom is fill, the messages coming from the broker named system.
-func fillFrom(t testing.TB, s *broker.Store, off *offload.Offloader, start time.Time, system string, payloads ...string) {
+func fillFrom(t testing.TB, s broker.Publisher, off *offload.Offloader, start time.Time, system string, payloads ...string) {
 	t.Helper()
 	checker, err := spatial.NewChecker(&spatial.Options{MaxVertices: fixtureMaxVertices})
 	require.NoError(t, err)
@@ -191,7 +192,25 @@ type envOptions struct {
 	system string
 	// sourcePointer is Options.SourcePointer.
 	sourcePointer string
+	// blobThreshold is the offloader's Threshold; default
+	// offload.DefaultThreshold.
+	blobThreshold int
+	// logger is Options.Logger.
+	logger *slog.Logger
+	// maxMessageBytes is the largest dead letter the store takes when
+	// filled (a broker's message size limit), so that larger payloads
+	// are offloaded whole; 0 means no limit.
+	maxMessageBytes int
 }
+
+// limitedPublisher is a store with a message size limit.
+type limitedPublisher struct {
+	*broker.Store
+	limit int
+}
+
+// MaxMessageBytes implements broker.Limiter.
+func (l limitedPublisher) MaxMessageBytes(string) int { return l.limit }
 
 const testToken = "test-token-0123456789abcdef"
 
@@ -206,7 +225,7 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 	require.NoError(t, err)
 	dir, err := offload.NewDirStore(filepath.Join(t.TempDir(), "blobs"))
 	require.NoError(t, err)
-	e.blobs, err = offload.New(dir, nil)
+	e.blobs, err = offload.New(dir, &offload.Options{Threshold: o.blobThreshold})
 	require.NoError(t, err)
 	payloads := o.events
 	if payloads == nil {
@@ -218,7 +237,11 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 	if system == "" {
 		system = "kafka"
 	}
-	fillFrom(t, ws, e.blobs, time.Now().Add(-time.Duration(len(payloads))*time.Minute).UTC(), system, payloads...)
+	var pub broker.Publisher = ws
+	if o.maxMessageBytes > 0 {
+		pub = limitedPublisher{ws, o.maxMessageBytes}
+	}
+	fillFrom(t, pub, e.blobs, time.Now().Add(-time.Duration(len(payloads))*time.Minute).UTC(), system, payloads...)
 	require.NoError(t, ws.Close())
 
 	e.store, err = broker.OpenStore(ctx, e.url, &broker.OpenOptions{ReadOnly: o.readOnly})
@@ -235,7 +258,7 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 		poll = 200 * time.Millisecond
 	}
 	e.srv, err = New(Options{Store: e.store, Targets: []Target{{Label: "sqlite://target.db", Publisher: e.target}}, Blobs: e.blobs, Token: e.token,
-		Label: broker.Redact(e.url), Poll: poll, SourcePointer: o.sourcePointer})
+		Label: broker.Redact(e.url), Poll: poll, SourcePointer: o.sourcePointer, Logger: o.logger})
 	require.NoError(t, err)
 	e.http = httptest.NewServer(e.srv)
 	t.Cleanup(func() {

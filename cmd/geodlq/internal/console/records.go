@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -490,25 +493,41 @@ type property struct {
 // restore returns a record's envelope and its restored, hash-verified
 // payload.
 func (s *Server) restore(ctx context.Context, dest, id string) (broker.Entry, *envelope.Envelope, []byte, error) {
-	e, err := s.getRecord(ctx, dest, id)
+	e, env, err := s.envelope(ctx, dest, id)
 	if err != nil {
-		return e, nil, nil, err
-	}
-	env := envelopeOf(e.Record)
-	if env == nil {
-		return e, nil, nil, &unprocessableError{"the record is not a dlq.v1 envelope; its body is shown as it is"}
+		return e, env, nil, err
 	}
 	var f envelope.Fetcher
 	if s.opts.Blobs != nil {
 		f = s.opts.Blobs
-	} else if env.RawPayloadOffloadURI != "" || env.Geometry.OffloadURI != "" {
-		return e, env, nil, &unprocessableError{"the payload is offloaded: start geodlq serve with --blobs to restore it"}
 	}
 	b, err := env.Restore(ctx, f)
 	if err != nil {
-		return e, env, nil, &unprocessableError{withBlobsHint("restoring the payload failed (not shown, since it cannot be verified): "+err.Error(), err)}
+		return e, env, nil, restoreFailed(err)
 	}
 	return e, env, b, nil
+}
+
+// envelope reads a record and its envelope, refusing one whose payload
+// cannot be restored for want of the blob store.
+func (s *Server) envelope(ctx context.Context, dest, id string) (broker.Entry, *envelope.Envelope, error) {
+	e, err := s.getRecord(ctx, dest, id)
+	if err != nil {
+		return e, nil, err
+	}
+	env := envelopeOf(e.Record)
+	if env == nil {
+		return e, nil, &unprocessableError{"the record is not a dlq.v1 envelope; its body is shown as it is"}
+	}
+	if s.opts.Blobs == nil && (env.RawPayloadOffloadURI != "" || env.Geometry.OffloadURI != "") {
+		return e, env, &unprocessableError{"the payload is offloaded: start geodlq serve with --blobs to restore it"}
+	}
+	return e, env, nil
+}
+
+// restoreFailed is the answer to a payload that cannot be restored.
+func restoreFailed(err error) error {
+	return &unprocessableError{withBlobsHint("restoring the payload failed (not shown, since it cannot be verified): "+err.Error(), err)}
 }
 
 // unprocessableError is a record the console cannot do what was asked
@@ -527,27 +546,13 @@ func (s *Server) failRecord(w http.ResponseWriter, r *http.Request, err error) {
 
 func (s *Server) payload(w http.ResponseWriter, r *http.Request) {
 	dest, id := r.PathValue("dest"), r.PathValue("id")
+	if r.URL.Query().Get("download") != "" {
+		s.download(w, r, dest, id)
+		return
+	}
 	_, env, b, err := s.restore(r.Context(), dest, id)
 	if err != nil {
 		s.failRecord(w, r, err)
-		return
-	}
-	if r.URL.Query().Get("download") != "" {
-		name := "payload-" + safeName(env.EventID) + ".json"
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-		w.Header().Set("X-Payload-SHA256", env.PayloadSHA256)
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		// In 64 KiB writes, each bounded by Timeouts.Stall: a client that
-		// stops reading is cut off (and the payload freed), one that
-		// reads slowly still gets it all.
-		sw := s.stream(w)
-		for off := 0; off < len(b); off += downloadChunk {
-			if _, err := sw.Write(b[off:min(off+downloadChunk, len(b))]); err != nil {
-				return
-			}
-		}
 		return
 	}
 	ans := payloadAnswer{Verified: true, SHA256: env.PayloadSHA256, Size: len(b)}
@@ -558,6 +563,103 @@ func (s *Server) payload(w http.ResponseWriter, r *http.Request) {
 	ans.Text = string([]rune(string(view))) // invalid UTF-8 becomes U+FFFD
 	ans.Properties = properties(b)
 	writeJSON(w, ans)
+}
+
+// download streams a record's payload, restored and verified on the way
+// (envelope.Envelope.OpenPayload), so that it never holds the payload
+// whole: two chunks at a time. The answer declares the payload's size
+// and hash. Each chunk is written only once the next has been read, so
+// the last bytes go out only after the whole payload has verified; a
+// payload that fails on the way (a blob altered, cut short or extended in
+// the store, a store error) is refused with a 422 when nothing has been
+// written yet, and otherwise the response is aborted before its end
+// (http.ErrAbortHandler: the connection is cut, the client sees a
+// download shorter than its Content-Length or a reset stream, never a
+// complete one) and logged. Each write is bounded by Timeouts.Stall.
+func (s *Server) download(w http.ResponseWriter, r *http.Request, dest, id string) {
+	ctx := r.Context()
+	_, env, err := s.envelope(ctx, dest, id)
+	if err != nil {
+		s.failRecord(w, r, err)
+		return
+	}
+	var o envelope.Opener
+	if s.opts.Blobs != nil {
+		o = s.opts.Blobs
+	}
+	rc, err := env.OpenPayload(ctx, o)
+	if err != nil {
+		s.failRecord(w, r, restoreFailed(err))
+		return
+	}
+	defer rc.Close()
+	sw := s.stream(w)
+	cur, next := make([]byte, downloadChunk), make([]byte, downloadChunk)
+	written := false
+	n, err := readFull(rc, cur)
+	for err == nil { // cur is full and more may follow: read on first
+		m, err2 := readFull(rc, next)
+		if err2 != nil && err2 != io.EOF {
+			err = err2 // cur is withheld
+			break
+		}
+		if !written {
+			s.downloadHeaders(w, env)
+			written = true
+		}
+		if _, werr := sw.Write(cur[:n]); werr != nil {
+			return // the client is gone or stalled: cut off
+		}
+		cur, next, n, err = next, cur, m, err2
+	}
+	if err == io.EOF { // verified: the last bytes may go
+		if !written {
+			s.downloadHeaders(w, env)
+		}
+		_, _ = sw.Write(cur[:n])
+		return
+	}
+	attrs := []any{slog.String("destination", dest), slog.String("id", id), slog.String("event_id", env.EventID), slog.Any("error", err)}
+	gone := errors.Is(err, context.Canceled) && ctx.Err() != nil // the client went away
+	switch {
+	case !written && gone:
+		return
+	case !written:
+		s.log.WarnContext(ctx, "geodlq serve: payload download refused", attrs...)
+		s.failRecord(w, r, restoreFailed(err))
+		return
+	case gone:
+		s.log.DebugContext(ctx, "geodlq serve: payload download canceled", attrs...)
+	default:
+		s.log.ErrorContext(ctx, "geodlq serve: payload download aborted before its end: the payload failed verification or could not be read", attrs...)
+	}
+	// Cut the connection (HTTP/2: reset the stream) rather than end the
+	// response: the client must not take the bytes sent for a payload.
+	panic(http.ErrAbortHandler)
+}
+
+// downloadHeaders are the headers of a payload download.
+func (s *Server) downloadHeaders(w http.ResponseWriter, env *envelope.Envelope) {
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="payload-`+safeName(env.EventID)+`.json"`)
+	h.Set("X-Payload-SHA256", env.PayloadSHA256)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.FormatInt(env.PayloadSize, 10))
+}
+
+// readFull reads from r until buf is full (nil error) or r ends (io.EOF, or
+// r's error), and returns how many bytes it read.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // properties lists a JSON object's members but the geometry, each value
