@@ -11,7 +11,8 @@
 // [Builder.Build] makes an envelope from a failed event whatever the
 // payload looks like; [Envelope.Encode] and [Decode] convert to and from
 // the wire; [Envelope.Validate] checks the rules; [Envelope.Restore]
-// returns the original payload, verified.
+// returns the original payload, verified, and [Envelope.OpenPayload]
+// streams it, verified as it goes (ending with io.EOF only once it has).
 //
 // # Wire format dlq.v1
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -78,6 +79,31 @@ func ExampleBuilder_Build_offload() {
 	// true 289 21
 	// true
 	// true <nil>
+}
+
+// OpenPayload streams the same payload as Restore without holding it:
+// copy it where it goes (a file, an HTTP response) and trust it only once
+// the reader has ended with io.EOF (io.Copy then returns nil).
+func ExampleEnvelope_OpenPayload() {
+	ctx := context.Background()
+	off, _ := offload.New(offload.NewMemStore(), &offload.Options{BaseURI: "s3://dlq-geom", Threshold: 64})
+	b, _ := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
+	coords := strings.Repeat("[12.5,41.9],", 20) + "[12.5,41.9]"
+	payload := []byte(`{"id":1,"geometry":{"type":"LineString","coordinates":[` + coords + `]}}`)
+	env, _, err := b.Build(ctx, envelope.Input{Payload: payload, IdempotencyKey: "idem:v1:line"})
+	if err != nil {
+		panic(err)
+	}
+
+	rc, err := env.OpenPayload(ctx, off) // prefix, the geometry blob, suffix
+	if err != nil {
+		panic(err)
+	}
+	defer rc.Close()
+	var out strings.Builder
+	n, err := io.Copy(&out, rc)
+	fmt.Println(n, err, out.String() == string(payload))
+	// Output: 309 <nil> true
 }
 
 func ExampleDecode_errors() {
