@@ -302,4 +302,3 @@ func consume(ctx context.Context, storeURL, dsn, schema, effects string) error {
 	}
 	return nil
 }
-
