@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -97,6 +99,16 @@ type Options struct {
 	// The leases of a batch are renewed while it is worked on (see
 	// [LeaseKeeper]), so a batch may take longer than a lease.
 	BatchSize int
+	// Concurrency is how many records of a batch are worked on at once
+	// (each restored, repaired, checked, re-injected under its own lease
+	// and acknowledged, as one record alone is). Records with the same
+	// key (the dead-letter message's key: the source event's partition
+	// or ordering key, which the re-injection carries) are worked on one
+	// after another in the order fetched, so that their re-injections
+	// keep their order. The report lists the records in the order
+	// fetched whatever the concurrency. Repairers, Check and Target must
+	// be safe for concurrent use when it is above 1. Default 1.
+	Concurrency int
 	// LeaseMargin is how much of a record's lease must be left to start
 	// its re-injection, and how long before the lease would end (no
 	// renewal having succeeded since) an unfinished re-injection is
@@ -150,6 +162,9 @@ func New(opts *Options) (*Replayer, error) {
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = 100
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -382,6 +397,7 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 			lk.Hold(fetched, recs...)
 		}
 		fresh := 0
+		var work []*broker.Record
 		for _, rec := range recs {
 			if seen[rec.ID] {
 				// A lease we held expired and the record came back: keep
@@ -392,12 +408,15 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 			}
 			seen[rec.ID] = true
 			fresh++
-			if req.Limit > 0 && rep.Examined >= req.Limit {
+			if req.Limit > 0 && rep.Examined+len(work) >= req.Limit {
 				held[rec.ID] = rec
 				keeper.Drop(rec)
 				continue
 			}
-			it := r.traced(ctx, rec, req.DryRun, lk)
+			work = append(work, rec)
+		}
+		for i, it := range r.batch(ctx, work, req.DryRun, lk) {
+			rec := work[i]
 			rep.Examined++
 			rep.Counts[it.Outcome]++
 			rep.Items = append(rep.Items, it)
@@ -416,6 +435,45 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 			return rep, nil
 		}
 	}
+}
+
+// batch works on recs, Options.Concurrency at a time, and returns their
+// items in the order of recs. Records with the same key go to the same
+// lane, worked on in order; the others are spread over the lanes in turn.
+func (r *Replayer) batch(ctx context.Context, recs []*broker.Record, dry bool, lk *LeaseKeeper) []Item {
+	items := make([]Item, len(recs))
+	conc := min(r.opts.Concurrency, len(recs))
+	if conc <= 1 {
+		for i, rec := range recs {
+			items[i] = r.traced(ctx, rec, dry, lk)
+		}
+		return items
+	}
+	lanes := make([][]int, conc)
+	for i, rec := range recs {
+		lane := i % conc
+		if rec.Message != nil && len(rec.Message.Key) > 0 {
+			h := fnv.New32a()
+			_, _ = h.Write(rec.Message.Key)
+			lane = int(h.Sum32() % uint32(conc))
+		}
+		lanes[lane] = append(lanes[lane], i)
+	}
+	var wg sync.WaitGroup
+	for _, lane := range lanes {
+		if len(lane) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range lane {
+				items[i] = r.traced(ctx, recs[i], dry, lk)
+			}
+		}()
+	}
+	wg.Wait()
+	return items
 }
 
 func (r *Replayer) traced(ctx context.Context, rec *broker.Record, dry bool, lk *LeaseKeeper) Item {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -402,4 +405,80 @@ func TestNoRepairIsMatchable(t *testing.T) {
 	require.Equal(t, replay.OutcomeSkipped, rep.Items[0].Outcome)
 	require.ErrorIs(t, rep.Items[0].Err, replay.ErrNoRepair)
 	require.EqualError(t, rep.Items[0].Err, "replay: schema_violation is deterministic and no repair is configured for it")
+}
+
+// orderTarget records, per message key, the event ids in the order they
+// were re-injected, sleeping a little on each publish so that lanes
+// interleave.
+type orderTarget struct {
+	mu    sync.Mutex
+	byKey map[string][]string
+	n     atomic.Int64
+}
+
+func (o *orderTarget) Publish(ctx context.Context, _ string, m *broker.Message) error {
+	time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.byKey[string(m.Key)] = append(o.byKey[string(m.Key)], m.Header(broker.HeaderEventID))
+	o.n.Add(1)
+	return nil
+}
+
+// TestConcurrency: a replayer working on records of a batch at once
+// re-injects each record once, keeps the order of records sharing a key,
+// reports every record in the order fetched, and reports the same as a
+// replayer working on one record at a time.
+func TestConcurrency(t *testing.T) {
+	ctx := context.Background()
+	const n = 120
+	builder, err := envelope.NewBuilder(nil)
+	require.NoError(t, err)
+	run := func(conc int) (replay.Report, *orderTarget, []string) {
+		b := memory.New(nil)
+		var fetched []string
+		for i := range n {
+			key := fmt.Sprintf("parcel-%d", i%7)
+			payload := []byte(fmt.Sprintf(`{"event_id":"e%03d","geometry":{"type":"Point","coordinates":[%d,1]}}`, i, i))
+			class := classify.Transient(errors.New("503"))
+			if i%5 == 0 {
+				class = classify.SchemaViolation(errors.New("missing field"))
+			}
+			env, body, err := builder.Build(ctx, envelope.Input{Payload: payload, Err: class, EventID: fmt.Sprintf("e%03d", i),
+				IdempotencyKey: fmt.Sprintf("idem:v1:%03d", i), Source: &envelope.Source{System: "memory", Topic: topic, Key: []byte(key)}})
+			require.NoError(t, err)
+			require.NoError(t, b.Publish(ctx, topic+".dlt", &broker.Message{Key: []byte(key), Body: body, Headers: broker.Headers(env), Envelope: env}))
+			fetched = append(fetched, fmt.Sprintf("e%03d", i))
+		}
+		target := &orderTarget{byKey: map[string][]string{}}
+		r, err := replay.New(&replay.Options{Source: b, Target: target, BatchSize: 50, Concurrency: conc})
+		require.NoError(t, err)
+		rep, err := r.Run(ctx, replay.Request{Destination: topic + ".dlt"})
+		require.NoError(t, err)
+		return rep, target, fetched
+	}
+	one, _, _ := run(1)
+	for _, conc := range []int{2, 8, 200} {
+		t.Run(fmt.Sprint(conc), func(t *testing.T) {
+			rep, target, fetched := run(conc)
+			require.Equal(t, n, rep.Examined)
+			require.Equal(t, one.Counts, rep.Counts)
+			require.Equal(t, n-n/5, rep.Counts[replay.OutcomeReplayed])
+			require.EqualValues(t, n-n/5, target.n.Load(), "each record re-injected once")
+			var ids []string
+			for _, it := range rep.Items {
+				ids = append(ids, it.EventID)
+			}
+			require.Equal(t, fetched, ids, "the report lists records in the order fetched")
+			for key, got := range target.byKey {
+				var want []string
+				for i := range n {
+					if fmt.Sprintf("parcel-%d", i%7) == key && i%5 != 0 {
+						want = append(want, fmt.Sprintf("e%03d", i))
+					}
+				}
+				require.Equal(t, want, got, "records sharing key %s re-injected in order", key)
+			}
+		})
+	}
 }

@@ -146,7 +146,8 @@ func testLeaseRenewal(t *testing.T, h Harness) {
 	ackAll(t, c, drain(t, c, d, broker.Filter{}))
 }
 
-// testConcurrentReplayers: two replayers, each with its own handle, work
+// testConcurrentReplayers: two replayers, each with its own handle (the
+// second working on four records of its batch at once), work
 // through the same destination at once with a lease shorter than a batch
 // takes (every record's check sleeps an eighth of the lease, batches of
 // ten): every record is re-injected exactly once between them, and then
@@ -172,8 +173,8 @@ func testConcurrentReplayers(t *testing.T, h Harness) {
 	}
 	publish(t, a, d, Messages(t, in)...)
 	target := memory.New(nil)
-	newReplayer := func(src *broker.Store) *replay.Replayer {
-		r, err := replay.New(&replay.Options{Source: src, Target: target, BatchSize: 10,
+	newReplayer := func(src *broker.Store, conc int) *replay.Replayer {
+		r, err := replay.New(&replay.Options{Source: src, Target: target, BatchSize: 10, Concurrency: conc,
 			Route: func(*envelope.Envelope) (string, error) { return "reinjected", nil },
 			// A slow check: a batch of ten takes longer than a lease.
 			Check: func(ctx context.Context, _ []byte) error {
@@ -190,7 +191,8 @@ func testConcurrentReplayers(t *testing.T, h Harness) {
 	var wg sync.WaitGroup
 	reps := make([]replay.Report, 2)
 	for i, s := range []*broker.Store{a, b} {
-		r := newReplayer(s)
+		// The second works on four records of its batch at once.
+		r := newReplayer(s, 1+3*i)
 		wg.Go(func() {
 			var err error
 			reps[i], err = r.Run(ctx, replay.Request{Destination: d})
@@ -204,7 +206,7 @@ func testConcurrentReplayers(t *testing.T, h Harness) {
 	// partition handed over as the group rebalanced) and the other did
 	// not reach are replayed by later runs, one at a time.
 	for memory.Len(target, "reinjected") < n && ctx.Err() == nil {
-		rep, err := newReplayer(a).Run(ctx, replay.Request{Destination: d})
+		rep, err := newReplayer(a, 1).Run(ctx, replay.Request{Destination: d})
 		require.NoError(t, err)
 		if rep.Examined == 0 {
 			time.Sleep(lease / 4)
