@@ -26,6 +26,8 @@ func TestExitCodes(t *testing.T) {
 		{"bad reason", missing, []string{"list", "--reason", "bogus"}, exitUsage, "--reason \"bogus\": want one of self_intersection"},
 		{"bad stage", missing, []string{"stats", "--stage", "bogus"}, exitUsage, "--stage \"bogus\""},
 		{"bad reason on replay", missing, []string{"replay", "--reason", "bogus"}, exitUsage, "Run 'geodlq replay --help' for usage."},
+		{"replay concurrency 0", missing, []string{"replay", "--concurrency", "0"}, exitUsage, "--concurrency must be between 1 and 64"},
+		{"replay concurrency too high", missing, []string{"replay", "--concurrency", "65"}, exitUsage, "--concurrency must be between 1 and 64"},
 		{"bad reason on export", missing, []string{"export", "--reason", "bogus"}, exitUsage, "Run 'geodlq export --help' for usage."},
 		{"bad output format", missing, []string{"list", "-o", "yaml"}, exitUsage, "-o \"yaml\": want table, wide, json, jsonl"},
 		{"-o with a file name", missing, []string{"render", "x", "-o", "x.svg"}, exitUsage, "-o is the output format"},

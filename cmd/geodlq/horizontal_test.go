@@ -82,7 +82,8 @@ func replayProcess(ctx context.Context, bin, storeURL string, extra ...string) (
 // TestReplayAcrossProcesses is issue 23's horizontal replay: one
 // dead-letter destination on PostgreSQL replayed by several `geodlq
 // replay` processes at once (as on several hosts: nothing is shared but
-// the store), one of them SIGKILLed mid-run, and then consumed by
+// the store; two of them working on four records at once), one more
+// SIGKILLed mid-run, and then consumed by
 // several workers that take PostgreSQL claims (replay/pgclaims) before
 // their side effect. Nothing is lost and nothing is done twice: every
 // replayable record is acknowledged once; the source topic holds one
@@ -134,7 +135,8 @@ func TestReplayAcrossProcesses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd, out, errb := replayProcess(ctx, binary, storeURL)
+			// Two of them work on four records at once.
+			cmd, out, errb := replayProcess(ctx, binary, storeURL, "--concurrency", fmt.Sprint(1+3*(i%2)))
 			if err := cmd.Run(); err != nil {
 				errs[i] = fmt.Errorf("replayer %d: %w\n%s", i, err, errb)
 				return
@@ -307,7 +309,8 @@ func consume(ctx context.Context, storeURL, dsn, schema, effects string) error {
 // BenchmarkReplayAcrossProcesses measures horizontal replay (issue 23:
 // ≥ 5,000 records/s with PostgreSQL and 4 processes): GEODLQ_BENCH_N
 // (default 20,000) realistic dead letters on PostGIS, replayed by 1 and
-// by 4 `geodlq replay` processes at once into the same store. It reports
+// by 4 `geodlq replay` processes at once into the same store, each
+// working on 1 or 4 records at once (--concurrency). It reports
 // records examined per second (every record is leased, restored,
 // repaired or checked, and re-injected and acknowledged or left) and
 // records acknowledged per second.
@@ -319,8 +322,9 @@ func BenchmarkReplayAcrossProcesses(b *testing.B) {
 		_, err := fmt.Sscan(v, &n)
 		require.NoError(b, err)
 	}
-	for _, procs := range []int{1, 4} {
-		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+	for _, c := range []struct{ procs, conc int }{{1, 1}, {1, 4}, {4, 1}, {4, 4}} {
+		procs := c.procs
+		b.Run(fmt.Sprintf("procs=%d/concurrency=%d", c.procs, c.conc), func(b *testing.B) {
 			var examined, acked int
 			var elapsed time.Duration
 			for range b.N {
@@ -336,7 +340,7 @@ func BenchmarkReplayAcrossProcesses(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						cmd, out, errb := replayProcess(ctx, binary, storeURL)
+						cmd, out, errb := replayProcess(ctx, binary, storeURL, "--concurrency", fmt.Sprint(c.conc))
 						if err := cmd.Run(); err != nil {
 							errs[i] = fmt.Errorf("replayer %d: %w\n%s", i, err, errb)
 							return

@@ -31,10 +31,15 @@ type replayOptions struct {
 	route        string
 	rate         float64
 	limit        int
+	concurrency  int
 	noCheck      bool
 	expectedEPSG int
 	failIfNone   bool
 }
+
+// maxReplayConcurrency bounds --concurrency: each record in flight holds
+// its payload, and a store connection.
+const maxReplayConcurrency = 64
 
 // outcomeInterrupted labels a record whose replay Ctrl-C cut short: it was
 // released untouched (or, if its re-injection had started, re-injected
@@ -105,7 +110,10 @@ the store's own URL re-injects into it anyway.
 
 --dry-run says what would happen now. Resumable: an acknowledged record never
 comes back, so running the same command again after an interruption carries on
-with what is left; a run that dies after re-injecting a record but before
+with what is left; --concurrency N works on N records at once (each under
+its own lease; records sharing a key one after another, in order), and
+several replay processes, on as many hosts, may work through one store at
+once; a run that dies after re-injecting a record but before
 acknowledging it re-injects it again next time, and the consumer's idempotency
 claim absorbs the duplicate. Ctrl-C stops within a second: the record in flight
 is finished or left untouched (reported "interrupted"), and every leased record
@@ -129,6 +137,7 @@ re-injected or acknowledged, or, with --fail-if-none, when nothing was replayed
 	fs.StringVar(&o.route, "route", "", "topic to re-inject into (default: each envelope's source topic)")
 	fs.Float64Var(&o.rate, "rate", 0, "re-inject at most this many events per second (0: no limit)")
 	fs.IntVar(&o.limit, "limit", 0, "examine at most this many records in all (0: no limit)")
+	fs.IntVar(&o.concurrency, "concurrency", 1, "records worked on at once (each under its own lease; records sharing a key stay in order)")
 	fs.BoolVar(&o.noCheck, "no-check", false, "do not re-validate payloads before re-injecting them")
 	fs.IntVar(&o.expectedEPSG, "expected-epsg", spatial.DefaultExpectedEPSG, "EPSG code the consumer expects (check and reproject target)")
 	fs.BoolVar(&o.failIfNone, "fail-if-none", false, "exit 1 when no record was replayed (with --dry-run: when none would be)")
@@ -245,6 +254,9 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	if o.rate < 0 || o.limit < 0 {
 		return usageFor(cmd, "--rate and --limit must not be negative")
 	}
+	if o.concurrency < 1 || o.concurrency > maxReplayConcurrency {
+		return usageFor(cmd, "--concurrency must be between 1 and %d", maxReplayConcurrency)
+	}
 	unchanged, err := parseClasses(cmd, "--unchanged", o.unchanged)
 	if err != nil {
 		return err
@@ -303,7 +315,7 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 	defer m.finish()
 	tr := &tracker{m: m}
 	opts := replay.Options{Target: &replaying.Target{Publisher: target, Limiter: replaying.NewLimiter(o.rate), OnPublish: func() { m.count("reinjected", 1) }},
-		Repairers: repairers, Logger: a.logger(), Route: replaying.Route(o.route, intoStore, "--target URL")}
+		Repairers: repairers, Logger: a.logger(), Route: replaying.Route(o.route, intoStore, "--target URL"), Concurrency: o.concurrency}
 	if o.rate > 0 {
 		opts.BatchSize = max(1, min(100, int(o.rate*10)))
 	}
