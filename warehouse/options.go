@@ -18,10 +18,11 @@ var (
 	ErrInvalidOptions = errors.New("warehouse: invalid options")
 	// ErrSelectionChanged is wrapped when [Sync] is asked to append to a
 	// dataset with another selection (store, destinations, filter,
-	// replayed records, prefix depth or payloads) than the one it was
-	// built with: its watermark's cursors mean nothing for another
-	// selection, and its rows would not be one table. Sync into a new
-	// directory instead.
+	// replayed records, prefix depth, source pointer or payloads) than
+	// the one it was built with: its watermark's cursors mean nothing for
+	// another selection, and its rows would not be one table. The error
+	// names the members of [Selection] that differ, the dataset's value
+	// and the sync's. Sync into a new directory instead.
 	ErrSelectionChanged = errors.New("warehouse: the dataset was synced with another selection")
 	// ErrLocked is wrapped when another [Sync] holds the dataset.
 	ErrLocked = errors.New("warehouse: another sync is writing this dataset")

@@ -25,6 +25,8 @@ func TestSyncSourcePointer(t *testing.T) {
 	}
 	_, err = Sync(ctx, s, dir, &SyncOptions{StoreID: "memory://test"})
 	require.ErrorIs(t, err, ErrSelectionChanged, "another pointer is another selection")
+	require.ErrorContains(t, err, `source_pointer "/event_id", this sync unset (the default)`, "the error names what differs")
+	require.NotContains(t, err.Error(), "prefix_depth", "and only what differs")
 
 	def := t.TempDir()
 	_, err = Sync(ctx, s, def, &SyncOptions{StoreID: "memory://test"})

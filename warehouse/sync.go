@@ -174,9 +174,7 @@ func Sync(ctx context.Context, src Lister, dir string, opts *SyncOptions) (res *
 	case err != nil:
 		return nil, fmt.Errorf("warehouse: %w", err)
 	case !wm.Selection.equal(sel):
-		a, _ := json.Marshal(wm.Selection)
-		b, _ := json.Marshal(sel)
-		return nil, fmt.Errorf("warehouse: %s holds %s, asked for %s: %w", dir, a, b, ErrSelectionChanged)
+		return nil, fmt.Errorf("%w: %s holds %s; sync into a new directory to change it", ErrSelectionChanged, dir, wm.Selection.diff(sel))
 	}
 	if wm.Cursors == nil {
 		wm.Cursors = map[string]Cursor{}

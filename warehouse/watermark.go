@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -160,6 +162,36 @@ func (s Selection) equal(t Selection) bool {
 	a, _ := json.Marshal(s)
 	b, _ := json.Marshal(t)
 	return string(a) == string(b)
+}
+
+// diff says how t differs from s, member by member in their JSON names:
+// `source_pointer "/properties/provider", this sync unset (the default)`.
+func (s Selection) diff(t Selection) string {
+	var a, b map[string]json.RawMessage
+	ja, _ := json.Marshal(s)
+	jb, _ := json.Marshal(t)
+	_ = json.Unmarshal(ja, &a)
+	_ = json.Unmarshal(jb, &b)
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	val := func(v json.RawMessage) string {
+		if v == nil {
+			return "unset (the default)"
+		}
+		return string(v)
+	}
+	var out []string
+	for _, k := range keys {
+		if string(a[k]) != string(b[k]) {
+			out = append(out, fmt.Sprintf("%s %s, this sync %s", k, val(a[k]), val(b[k])))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // maxMetaBytes bounds the metadata files read back (a watermark holds at
