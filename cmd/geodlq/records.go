@@ -88,8 +88,8 @@ type selection struct {
 // error that names the known ones and points to cmd's help.
 func (f *filterFlags) parse(cmd *cobra.Command, now time.Time) (selection, error) {
 	s := selection{sourcePrefix: f.sourcePrefix, replayed: f.all}
-	if f.sourcePointer != "" && (!strings.HasPrefix(f.sourcePointer, "/") || len(f.sourcePointer) > broker.MaxSourcePointer) {
-		return s, usageFor(cmd, "--source-pointer %q: want a JSON pointer such as /properties/provider (at most %d bytes)", f.sourcePointer, broker.MaxSourcePointer)
+	if err := checkSourcePointer(f.sourcePointer); err != nil {
+		return s, usageFor(cmd, "%v", err)
 	}
 	s.filter.SourcePointer, s.filter.SourcePrefix, s.filter.Text = f.sourcePointer, f.sourcePrefix, f.text
 	for _, c := range f.classes {
@@ -150,6 +150,16 @@ func (f *filterFlags) parse(cmd *cobra.Command, now time.Time) (selection, error
 // fetch).
 func (s selection) match(env *envelope.Envelope) bool {
 	return s.sourcePrefix == "" || strings.HasPrefix(sourceOf(env, s.filter.SourcePointer), s.sourcePrefix)
+}
+
+// checkSourcePointer checks a --source-pointer value ("" is the
+// default): every command that takes one says the same of a bad one, a
+// usage error.
+func checkSourcePointer(p string) error {
+	if err := broker.ValidSourcePointer(p); err != nil {
+		return fmt.Errorf("--source-pointer: %w", err)
+	}
+	return nil
 }
 
 // sourceOf is env's source at pointer (default /source_uri), as the

@@ -121,8 +121,8 @@ func (a *app) serve(ctx context.Context, o serveOptions) (err error) {
 	if o.poll < 100*time.Millisecond {
 		return usagef("--poll must be at least 100ms")
 	}
-	if o.sourcePointer != "" && (!strings.HasPrefix(o.sourcePointer, "/") || len(o.sourcePointer) > broker.MaxSourcePointer) {
-		return usagef("--source-pointer %q: want a JSON pointer such as /properties/provider (at most %d bytes)", o.sourcePointer, broker.MaxSourcePointer)
+	if err := checkSourcePointer(o.sourcePointer); err != nil {
+		return usagef("%v", err)
 	}
 	token, made, err := o.token()
 	if err != nil {

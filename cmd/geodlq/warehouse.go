@@ -94,8 +94,8 @@ whatever producers put in payloads (personal data, customer geometries).`,
 			if depth < 1 {
 				return usageFor(cmd, "--prefix-depth must be at least 1")
 			}
-			if sourcePointer != "" && (!strings.HasPrefix(sourcePointer, "/") || len(sourcePointer) > broker.MaxSourcePointer) {
-				return usageFor(cmd, "--source-pointer %q: want a JSON pointer such as /properties/provider (at most %d bytes)", sourcePointer, broker.MaxSourcePointer)
+			if err := checkSourcePointer(sourcePointer); err != nil {
+				return usageFor(cmd, "%v", err)
 			}
 			var f broker.Filter
 			for _, c := range classes {
