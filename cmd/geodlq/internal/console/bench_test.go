@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -261,4 +262,117 @@ func BenchmarkPageLoadBrowser(b *testing.B) {
 	slices.Sort(ms)
 	b.ReportMetric(ms[len(ms)/2], "median-load-ms")
 	b.ReportMetric(ms[len(ms)-1], "max-load-ms")
+}
+
+// indexMemRecords is how many records BenchmarkIndexMemory indexes.
+const indexMemRecords = 2000
+
+// wordsFor are the words the generated properties are made of.
+var wordsFor = []string{"parcel", "cadastre", "river", "boundary", "survey", "municipality", "district", "road", "bridge",
+	"forest", "wetland", "zoning", "residential", "agricultural", "industrial", "Khartoum", "Omdurman", "Nyala", "Kassala",
+	"Port Sudan", "Gedaref", "El Obeid", "Atbara", "Kosti", "Wad Madani", "verified", "pending", "imported", "field", "note"}
+
+// richProperties returns an event's properties of about size bytes of
+// JSON: names, an address, tags, codes and free-text notes, as cadastral
+// and gazetteer feeds carry them; every value differs.
+func richProperties(r *rand.Rand, i, size int) string {
+	text := func(n int) string {
+		var b []byte
+		for len(b) < n {
+			if len(b) > 0 {
+				b = append(b, ' ')
+			}
+			b = append(b, wordsFor[r.IntN(len(wordsFor))]...)
+		}
+		return string(b[:n])
+	}
+	p := map[string]any{
+		"name": text(40), "name_en": text(40), "admin": text(24), "provider": fmt.Sprintf("feed-%02d", r.IntN(20)),
+		"parcel_id": fmt.Sprintf("SD-%08d", i), "area_m2": r.Float64() * 1e6, "surveyed": r.IntN(2) == 1,
+		"address": map[string]any{"street": text(30), "city": text(16), "postcode": fmt.Sprintf("%05d", r.IntN(99999)), "region": text(20)},
+		"tags":    []string{text(12), text(12), text(12), text(12), text(12), text(12)},
+	}
+	// Free-text notes of up to 300 bytes each fill the rest: many
+	// values, each under broker.MaxSummaryText, are what the index keeps
+	// most of (a single long value is cut to that).
+	b, _ := json.Marshal(p)
+	for n := 1; len(b) < size-40; n++ {
+		p[fmt.Sprintf("note_%02d", n)] = text(min(300, size-len(b)-30))
+		b, _ = json.Marshal(p)
+	}
+	return string(b)
+}
+
+// BenchmarkIndexMemory measures what the console's in-memory index (the
+// map, the overview and the text filter read it) holds per record when
+// every event carries properties of about 4 KiB (and, for comparison,
+// none and 1 KiB): a fresh index is built over a SQLite store of
+// indexMemRecords such records and the live heap measured around it. It
+// reports heap-B/record (the index's whole cost per record),
+// search-B/record (its text-filter text), props-B/record (the
+// properties' JSON) and heap/props, the ratio docs/console.md states.
+func BenchmarkIndexMemory(b *testing.B) {
+	for _, size := range []int{0, 1024, 4096} {
+		b.Run(fmt.Sprintf("props=%d", size), func(b *testing.B) { benchIndexMemory(b, size) })
+	}
+}
+
+func benchIndexMemory(b *testing.B, size int) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(3, 4))
+	payloads := make([]string, indexMemRecords)
+	props := 0
+	for i := range payloads {
+		pr := "{}"
+		if size > 0 {
+			pr = richProperties(r, i, size)
+		}
+		props += len(pr)
+		x, y := r.Float64()*340-170, r.Float64()*130-60
+		payloads[i] = fmt.Sprintf(`{"event_id":"evt-%06d","source_uri":"s3://provider-%02d/parcels/%d.geojson","crs":"EPSG:4326","properties":%s,"geometry":%s}`,
+			i, r.IntN(20), i, pr, bowtieAt(x, y))
+	}
+	url := "sqlite://" + filepath.Join(b.TempDir(), "dlq.db")
+	s, err := broker.OpenStore(ctx, url, &broker.OpenOptions{Create: true})
+	require.NoError(b, err)
+	defer s.Close()
+	fill(b, s, nil, time.Now().Add(-indexMemRecords*time.Minute).UTC(), payloads...)
+	srv, err := New(Options{Store: s, Poll: time.Hour})
+	require.NoError(b, err)
+	defer srv.Close()
+	for !srv.Ready() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var perRecord, search float64
+	for b.Loop() {
+		b.StopTimer()
+		before := heap()
+		b.StartTimer()
+		ix := newIndex(srv)
+		require.NoError(b, ix.rebuild(ctx))
+		b.StopTimer()
+		after := heap()
+		require.Equal(b, indexMemRecords, ix.count())
+		n := 0
+		for _, p := range ix.recs {
+			n += len(p.search)
+		}
+		perRecord = float64(int64(after)-int64(before)) / indexMemRecords
+		search = float64(n) / indexMemRecords
+		runtime.KeepAlive(ix)
+		b.StartTimer()
+	}
+	b.ReportMetric(perRecord, "heap-B/record")
+	b.ReportMetric(search, "search-B/record")
+	b.ReportMetric(float64(props)/indexMemRecords, "props-B/record")
+	if props > 2*indexMemRecords {
+		b.ReportMetric(perRecord/(float64(props)/indexMemRecords), "heap/props")
+	}
 }

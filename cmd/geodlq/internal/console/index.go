@@ -22,7 +22,8 @@ import (
 // (the store's box query knows fault locations only, in each payload's own
 // CRS): the console keeps a small summary of every open record in memory,
 // built by one scan at start and kept current by polling, and clusters it
-// per request. 100,000 records take about 20 MB.
+// per request. 100,000 records take about 76 MB, 465 MB when every event
+// carries 4 KiB of properties (BenchmarkIndexMemory, docs/console.md).
 
 // summary is what the index keeps of one record.
 type summary struct {
@@ -107,7 +108,9 @@ func (ix *index) summarize(ctx context.Context, e broker.Entry) *summary {
 	p.epsg = broker.EPSGOf(env)
 	p.at = env.DeadLetteredAt
 	x := broker.IndexOfEnvelope(env, 0, nil)
-	p.source = broker.SourceValue(x.Attrs, ix.s.opts.SourcePointer)
+	// A copy: SourceValue's answer is a slice of the attributes (up to
+	// broker.MaxAttrsBytes), which the index must not keep alive.
+	p.source = strings.Clone(broker.SourceValue(x.Attrs, ix.s.opts.SourcePointer))
 	p.prefix = sourcePrefix(p.source)
 	if ge := env.GeometryError; ge != nil {
 		p.kind = ge.Kind
