@@ -3,11 +3,14 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -117,12 +120,33 @@ func TestBrowser(t *testing.T) {
 // preview of one record of every class × reason kind, failing on any
 // page error or error text; every sort; zoom to fault and wheel zoom over
 // it; the failing geometries on the main map; stale answers dropped; a
-// bulk replay whose dry run lists would_fail rows first. Here: the
-// replay re-injected what the dry run said, and its would_fail records
-// stayed.
+// bulk replay whose dry run lists would_fail rows first; the text search
+// finding words only the events' properties hold (and the empty list's
+// text for a word none holds); a second console over the same store,
+// started with a source pointer (serve --source-pointer), showing each
+// event's value there in the Source column, filtering by it and naming
+// it in the detail panel. Here: the expectations are read from the raw
+// payloads, not through the console; the replay re-injected what the dry
+// run said, and its would_fail records stayed.
 func TestBrowserOperator(t *testing.T) {
 	node := need(t, true)
-	e := newEnv(t, sqliteKind(), envOptions{events: richEvents(t)})
+	events := richEvents(t)
+	e := newEnv(t, sqliteKind(), envOptions{events: events})
+	searches, err := json.Marshal(propertySearches(t, events, "Khartoum", "NATURALEARTHDATA"))
+	require.NoError(t, err)
+	const pointer = "/properties/provider"
+	sources, err := json.Marshal(sourcesAt(events, "provider"))
+	require.NoError(t, err)
+	// The second console: read-only, over the same store, as geodlq
+	// serve --source-pointer /properties/provider starts it.
+	srv2, err := New(Options{Store: e.store, Label: broker.Redact(e.url), Poll: 200 * time.Millisecond, SourcePointer: pointer})
+	require.NoError(t, err)
+	http2 := httptest.NewServer(srv2)
+	t.Cleanup(func() {
+		http2.Close()
+		_ = srv2.Close()
+	})
+	require.Eventually(t, srv2.Ready, 60*time.Second, 20*time.Millisecond, "the second console's index is built")
 	var ans listAnswer
 	e.get("/api/records?limit=500", http.StatusOK, &ans)
 	kinds := map[string]bool{}
@@ -145,10 +169,11 @@ func TestBrowserOperator(t *testing.T) {
 	cmd.Dir = uiDir
 	cmd.Env = append(os.Environ(),
 		"CONSOLE_URL="+e.http.URL+"/", "CONSOLE_TOKEN="+e.token, "ARTIFACTS="+dir,
-		"EXPECT_KINDS="+strings.Join(slices.Sorted(maps.Keys(kinds)), ","), "EXPECT_TOTAL="+itoa(len(ans.Records)))
+		"EXPECT_KINDS="+strings.Join(slices.Sorted(maps.Keys(kinds)), ","), "EXPECT_TOTAL="+itoa(len(ans.Records)),
+		"SEARCHES="+string(searches), "POINTER_URL="+http2.URL+"/", "POINTER="+pointer, "POINTER_SOURCES="+string(sources))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	t.Logf("browser run (screenshots in %s):\n%s", dir, out.String())
 	require.NoError(t, err, "the browser test failed: see its last step above")
 	require.Contains(t, out.String(), `"step":"done"`)
@@ -164,9 +189,69 @@ func TestBrowserOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Entries, crs-left, "one event re-injected per replayed record")
 	for _, png := range []string{"op-01-overview", "op-02-record-sudan", "op-03-sorted-by-vertices", "op-04-zoom-to-fault",
-		"op-05-repair-preview", "op-06-shapes-zoomed-in", "op-07-bulk-dry-run"} {
+		"op-05-repair-preview", "op-06-shapes-zoomed-in", "op-07-bulk-dry-run", "op-08-property-search", "op-09-source-pointer", "op-10-source-pointer-detail"} {
 		fi, err := os.Stat(filepath.Join(dir, png+".png"))
 		require.NoError(t, err)
 		require.Positive(t, fi.Size())
 	}
+}
+
+// propertySearch is a text search the browser runs and the events it
+// must list.
+type propertySearch struct {
+	Q      string   `json:"q"`
+	Events []string `json:"events"`
+}
+
+// eventIDRE reads an event id from a payload that may not be JSON.
+var eventIDRE = regexp.MustCompile(`"event_id":"([^"]*)"`)
+
+// propertySearches returns, for each word, the events whose payload holds
+// it (case-insensitive), read from the raw payloads; each word must be
+// found, and in no event id, so that only a search of the properties
+// finds it.
+func propertySearches(t *testing.T, payloads []string, words ...string) []propertySearch {
+	t.Helper()
+	var out []propertySearch
+	for _, w := range words {
+		s := propertySearch{Q: w, Events: []string{}}
+		for _, p := range payloads {
+			if !strings.Contains(strings.ToLower(p), strings.ToLower(w)) {
+				continue
+			}
+			m := eventIDRE.FindStringSubmatch(p)
+			require.NotNil(t, m, "an event holding %q has an id", w)
+			require.NotContains(t, strings.ToLower(m[1]), strings.ToLower(w), "%q is in the properties only", w)
+			s.Events = append(s.Events, m[1])
+		}
+		require.NotEmpty(t, s.Events, "an event holds %q", w)
+		slices.Sort(s.Events)
+		out = append(out, s)
+	}
+	return out
+}
+
+// sourcesAt returns each event's string property name ("" without one),
+// by event id, read from the raw payloads; an event id that more than one
+// payload carries, or a payload that is not JSON, is left out.
+func sourcesAt(payloads []string, name string) map[string]string {
+	seen := map[string]int{}
+	for _, p := range payloads {
+		if m := eventIDRE.FindStringSubmatch(p); m != nil {
+			seen[m[1]]++
+		}
+	}
+	out := map[string]string{}
+	for _, p := range payloads {
+		var ev struct {
+			EventID    string         `json:"event_id"`
+			Properties map[string]any `json:"properties"`
+		}
+		if json.Unmarshal([]byte(p), &ev) != nil || ev.EventID == "" || seen[ev.EventID] != 1 {
+			continue
+		}
+		v, _ := ev.Properties[name].(string)
+		out[ev.EventID] = v
+	}
+	return out
 }

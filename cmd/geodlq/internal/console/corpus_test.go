@@ -41,8 +41,8 @@ func simulated(body []byte) error {
 // ways, an unparseable CRS, metres labelled as degrees, missing and null
 // geometries, payloads that are not JSON or not GeoJSON); a transient
 // and an unknown failure; real countries of Natural Earth (from the
-// page's own basemap) carrying their names in properties and their
-// provider under "provider", one of them (Sudan) a bowtie; Chukotka in
+// page's own basemap) carrying their names and capitals in properties
+// and their provider under "provider", one of them (Sudan) a bowtie; Chukotka in
 // EPSG:3857 crossing the antimeridian; and a world-spanning geometry of
 // about 408,000 vertices, over the consumer's vertex budget.
 func richEvents(t testing.TB) []string {
@@ -61,20 +61,20 @@ func richEvents(t testing.TB) []string {
 		`{"event_id":"evt-unknown","source_uri":"s3://provider-d/registry/2.geojson","simulate":"unknown","geometry":{"type":"Point","coordinates":[-43.2,-22.9]}}`,
 	)
 	for _, c := range []struct {
-		name     string
-		corrupt  func(testing.TB, json.RawMessage) json.RawMessage
-		simulate string
+		name, capital string
+		corrupt       func(testing.TB, json.RawMessage) json.RawMessage
+		simulate      string
 	}{
-		{"Sudan", swapVertices, ""}, // edges across the country
-		{"Canada", tinyBowtie, ""},  // a crossing a few kilometres long: a dot at world zoom
-		{"Chile", nil, "refused"},   // valid, its geocoder refused: transient
+		{"Sudan", "Khartoum", swapVertices, ""}, // edges across the country
+		{"Canada", "Ottawa", tinyBowtie, ""},    // a crossing a few kilometres long: a dot at world zoom
+		{"Chile", "Santiago", nil, "refused"},   // valid, its geocoder refused: transient
 	} {
 		geom := countryGeometry(t, c.name)
 		if c.corrupt != nil {
 			geom = c.corrupt(t, geom)
 		}
 		ev := map[string]any{"event_id": "evt-" + strings.ToLower(c.name), "crs": "EPSG:4326",
-			"properties": map[string]any{"name": c.name, "provider": "https://naturalearthdata.com/110m"}, "geometry": geom}
+			"properties": map[string]any{"name": c.name, "capital": c.capital, "provider": "https://naturalearthdata.com/110m"}, "geometry": geom}
 		if c.simulate != "" {
 			ev["simulate"] = c.simulate
 		}

@@ -10,12 +10,18 @@
 //   ARTIFACTS      where screenshots go
 //   EXPECT_KINDS   the class/reason_kind combinations the corpus holds, comma-separated
 //   EXPECT_TOTAL   how many records the store holds
+//   SEARCHES       JSON [{q, events}]: words only the events' properties hold, and the events holding them
+//   POINTER_URL    a read-only console over the same store, started with a source pointer
+//   POINTER        that pointer (/properties/provider)
+//   POINTER_SOURCES JSON {event id: its value at the pointer, "" for none}
 // Steps: every record kind (its detail and every repair preview, failing
 // on any page error or error text); every sort; zoom to fault and wheel
 // zoom over it; the failing geometries drawn on the main map; a stale
 // answer (Reset then Apply, and Apply then Reset, one answer slowed)
 // never replaces a newer one; a bulk replay over a filter whose dialog
-// restates the filter and lists would_fail rows first.
+// restates the filter and lists would_fail rows first; a text search of
+// the events' properties, and one that finds nothing; the console started
+// with a source pointer: its Source column, source filter and detail.
 // Prints one line per step and exits 1 at the first failure.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,6 +33,10 @@ const token = process.env.CONSOLE_TOKEN;
 const artifacts = process.env.ARTIFACTS;
 const expectKinds = process.env.EXPECT_KINDS.split(',');
 const expectTotal = parseInt(process.env.EXPECT_TOTAL, 10);
+const searches = JSON.parse(process.env.SEARCHES);
+const pointerURL = process.env.POINTER_URL;
+const pointer = process.env.POINTER;
+const pointerSources = JSON.parse(process.env.POINTER_SOURCES);
 
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync'];
@@ -289,6 +299,95 @@ try {
   check(errors.every((e) => !e.includes('abort')), 'aborted requests are not errors: ' + errors);
   noErrors();
   log('a slowed answer never replaces a newer one (list and overview)');
+
+  step = 'property search';
+  // Words only the events' properties hold: the list shows exactly the
+  // events whose payload holds them (read by the Go test from the raw
+  // payloads), whatever the case; a word no event holds empties the list,
+  // which says so.
+  const applied = async (q, n) => {
+    await page.fill('#f-q', q);
+    await page.click('#filters button[type=submit]');
+    await page.waitForFunction(({ q, n }) => document.getElementById('f-q').value === q &&
+      document.getElementById('list-count').dataset.total === String(n) &&
+      document.querySelectorAll('#rows tr.rec').length === n, { q, n }, { timeout: 20000 });
+  };
+  for (const s of searches) {
+    await applied(s.q, s.events.length);
+    const got = await page.$$eval('#rows tr.rec', (trs) => trs.map((t) => t.dataset.event).sort());
+    check(JSON.stringify(got) === JSON.stringify(s.events), `search ${s.q}: want ${s.events}, the list shows ${got}`);
+    check(!(await page.$('#rows tr.empty')), `search ${s.q}: no empty-list text beside rows`);
+    if (s.q === searches[0].q) {
+      await page.waitForTimeout(300);
+      await shot(page, 'op-08-property-search');
+    }
+    noErrors();
+  }
+  const nonsense = 'qzxv-no-event-says-this';
+  await applied(nonsense, 0);
+  const empty = await page.textContent('#rows tr.empty');
+  check(empty.includes('No record matches these filters'), 'the empty list says so: ' + empty);
+  check((await page.textContent('#list-count')).includes('of 0 matching'), 'the count says 0: ' + await page.textContent('#list-count'));
+  await page.click('#reset-filters');
+  await page.waitForFunction((n) => document.getElementById('list-count').dataset.total === String(n) &&
+    document.querySelectorAll('#rows tr.rec').length === n && !document.querySelector('#rows tr.empty'), expectTotal, { timeout: 20000 });
+  noErrors();
+  log(searches.map((s) => `${s.q}: ${s.events.length} (${s.events.join(', ')})`).join('; ') + `; ${nonsense}: none, said`);
+
+  step = 'source pointer';
+  // This console reads the default source (source_uri), which the
+  // countries do not carry.
+  const sudanSource = await page.textContent('#rows tr.rec[data-event="evt-sudan"] td:nth-child(9)');
+  check(sudanSource === '–', 'without a pointer, Sudan has no source: ' + sudanSource);
+  // The second console, started with --source-pointer: every event's
+  // value there in the Source column.
+  const page2 = await ctx.newPage();
+  page2.on('pageerror', (e) => errors.push(step + ': pageerror: ' + e.message));
+  page2.on('console', (m) => { if (m.type() === 'error') errors.push(step + ': console: ' + m.text()); });
+  page2.on('dialog', (d) => { errors.push(step + ': dialog: ' + d.message()); d.dismiss().catch(() => {}); });
+  await page2.goto(pointerURL);
+  await page2.waitForSelector('body[data-ready=true]', { timeout: 60000 });
+  await page2.waitForFunction((n) => document.getElementById('list-count').dataset.total === String(n) &&
+    document.querySelectorAll('#rows tr.rec').length === n, expectTotal, { timeout: 20000 });
+  const cells = await page2.$$eval('#rows tr.rec', (trs) => trs.map((t) => ({ event: t.dataset.event, source: t.children[8].textContent })));
+  let named = 0, checked = 0;
+  for (const c of cells) {
+    if (!(c.event in pointerSources)) continue;
+    const want = pointerSources[c.event] || '–';
+    check(c.source === want, `${c.event}: the Source column says ${c.source}, the event's ${pointer} is ${want}`);
+    checked++;
+    if (want !== '–') named++;
+  }
+  check(named >= 3 && checked >= 10, `the Source column checked on ${checked} rows, ${named} with a value`);
+  check((await page2.getAttribute('#th-source', 'title')).includes(pointer), 'the Source column names the pointer: ' + await page2.getAttribute('#th-source', 'title'));
+  await page2.evaluate(() => document.querySelector('#rows tr.rec[data-event="evt-sudan"]').scrollIntoView({ block: 'center' }));
+  await page2.waitForTimeout(300);
+  await shot(page2, 'op-09-source-pointer');
+  // The source filter reads it too.
+  const provider = pointerSources['evt-sudan'];
+  const withProvider = Object.entries(pointerSources).filter(([, v]) => v === provider).map(([k]) => k).sort();
+  await page2.fill('#f-source', provider.slice(0, provider.indexOf('/', 8)));
+  await page2.click('#filters button[type=submit]');
+  await page2.waitForFunction((n) => document.getElementById('list-count').dataset.total === String(n) &&
+    document.querySelectorAll('#rows tr.rec').length === n, withProvider.length, { timeout: 20000 });
+  const filtered = await page2.$$eval('#rows tr.rec', (trs) => trs.map((t) => t.dataset.event).sort());
+  check(JSON.stringify(filtered) === JSON.stringify(withProvider), `source prefix: want ${withProvider}, the list shows ${filtered}`);
+  // The detail panel names the source as configured.
+  await page2.click('#rows tr.rec[data-event="evt-sudan"]');
+  await page2.waitForFunction(() => document.getElementById('record').dataset.loaded === 'true' &&
+    document.getElementById('rec-title').textContent.startsWith('evt-sudan'), null, { timeout: 20000 });
+  const fieldRows = await page2.$$eval('#rec-fields tr', (trs) => trs.map((t) => [t.children[0].textContent, t.children[1].textContent]));
+  check(fieldRows.some(([k, v]) => k === 'source ' + pointer && v === provider), 'the panel says the source at the pointer: ' + JSON.stringify(fieldRows));
+  check(!fieldRows.some(([k]) => /source URI/i.test(k)), 'no "source URI" label: ' + JSON.stringify(fieldRows));
+  const all2 = await page2.textContent('#record');
+  check(!BROKEN.test(all2), 'the panel shows an error: ' + all2);
+  await page2.evaluate((p) => [...document.querySelectorAll('#rec-fields tr')].find((t) => t.children[0].textContent === 'source ' + p)
+    .scrollIntoView({ block: 'center' }), pointer);
+  await page2.waitForTimeout(300);
+  await shot(page2, 'op-10-source-pointer-detail');
+  await page2.close();
+  noErrors();
+  log(`with ${pointer}: ${named} of ${checked} rows checked show their provider; the source prefix selects ${withProvider.length}; the panel says "source ${pointer}"`);
 
   step = 'bulk replay with would_fail rows';
   await page.click('#f-class input[value=crs_mismatch]');

@@ -169,8 +169,20 @@ async function loadConfig() {
       el('span', { class: 'cls', 'data-class': name }, name)));
   }
   for (const s of cls.querySelectorAll('span.cls')) s.style.background = colorOf(s.dataset.class);
+  // The event's source is the member --source-pointer names: the list's
+  // Source column, the source filter and the detail panel say which.
+  const src = 'the event\'s ' + sourceLabel() + ' (geodlq serve --source-pointer)';
+  $('th-source').title = src;
+  $('f-source').title = 'records whose source (' + c.source_pointer + ') starts with this';
   indexStatus(c.index);
   legend();
+}
+
+// sourceLabel names the event's source as the console reads it: the
+// member at the configured JSON pointer, as the CLI's --source-pointer.
+function sourceLabel() {
+  const p = (state.config && state.config.source_pointer) || '/source_uri';
+  return 'source ' + p;
 }
 
 function fillSelect(sel, values, anyLabel) {
@@ -374,6 +386,10 @@ async function loadList() {
     if (state.open && state.open.destination === r.destination && state.open.id === r.id) tr.classList.add('open');
     tr.addEventListener('click', () => openRecord(r.destination, r.id));
     body.append(tr);
+  }
+  if (!ans.records.length) {
+    body.append(el('tr', { class: 'empty' }, el('td', { colspan: 10, class: 'muted' },
+      state.cursors.length > 1 ? 'No more records on this page.' : 'No record matches these filters.')));
   }
   const first = (state.cursors.length - 1) * 100;
   const range = ans.records.length ? (first + 1) + '–' + (first + ans.records.length) : 'none';
@@ -747,11 +763,11 @@ async function showRecord(dest, id, fresh) {
     ['location', rec.geometry_error && rec.geometry_error.location ? rec.geometry_error.location.join(', ') : ''],
     ['geometry', (rec.geometry_type || '') + (rec.vertex_count ? ', ' + rec.vertex_count + ' vertices' : '') +
       (rec.geometry && rec.geometry.offload_uri ? ', offloaded to ' + rec.geometry.offload_uri : '')],
-    ['source CRS', rec.source_crs], ['EPSG', rec.epsg ? String(rec.epsg) : ''], ['source URI', rec.source_uri],
+    ['source CRS', rec.source_crs], ['EPSG', rec.epsg ? String(rec.epsg) : ''], [sourceLabel(), rec.source_uri],
     ['idempotency key', rec.idempotency_key + (rec.idempotency_key_derived ? ' (derived from the payload)' : '')],
     ['attempts', rec.attempts], ['first seen', fmtTime(rec.first_seen_at)], ['dead-lettered', fmtTime(rec.dead_lettered_at)],
     ['route', rec.route], ['status', rec.status], ['trace id', rec.trace_id],
-    ['source', rec.source ? [rec.source.system, rec.source.topic, rec.source.partition !== undefined ? 'partition ' + rec.source.partition : '',
+    ['broker', rec.source ? [rec.source.system, rec.source.topic, rec.source.partition !== undefined ? 'partition ' + rec.source.partition : '',
       rec.source.offset !== undefined ? 'offset ' + rec.source.offset : '', rec.source.message_id].filter(Boolean).join(' · ') : ''],
     ['payload', rec.payload_size + ' bytes, sha256 ' + (rec.payload_sha256 || '–')],
     ['not an envelope', rec.not_envelope],
