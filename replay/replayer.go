@@ -176,6 +176,10 @@ func New(opts *Options) (*Replayer, error) {
 	return &Replayer{opts: o, log: log, tel: telemetry.New(o.MeterProvider, o.TracerProvider)}, nil
 }
 
+// releaseConcurrency is how many records a run gives back at once when it
+// ends.
+const releaseConcurrency = 8
+
 // Request says what to replay.
 type Request struct {
 	// Destination is the dead-letter destination to read, e.g.
@@ -364,13 +368,27 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 	held := map[string]*broker.Record{}
 	defer func() {
 		// Give back everything we did not acknowledge, even if ctx ended.
+		// Several at once: a run that leaves thousands of records in
+		// place (skipped classes) would otherwise spend a round trip on
+		// each, one after another, after its work is done.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		for _, rec := range held {
-			if err := r.opts.Source.Release(rctx, rec); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
-				r.log.WarnContext(ctx, "geodlq: releasing record after replay", slog.String("record", rec.ID), slog.Any("error", err))
-			}
+		recs := make(chan *broker.Record)
+		var wg sync.WaitGroup
+		for range min(releaseConcurrency, len(held)) {
+			wg.Go(func() {
+				for rec := range recs {
+					if err := r.opts.Source.Release(rctx, rec); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
+						r.log.WarnContext(ctx, "geodlq: releasing record after replay", slog.String("record", rec.ID), slog.Any("error", err))
+					}
+				}
+			})
 		}
+		for _, rec := range held {
+			recs <- rec
+		}
+		close(recs)
+		wg.Wait()
 	}()
 	seen := map[string]bool{}
 	for {

@@ -670,9 +670,21 @@ func (h *holdingSource) releaseAll(ctx context.Context) {
 	defer cancel()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, r := range h.held {
-		_ = h.DeadLetterSource.Release(rctx, r)
+	// Eight at once: the records a filter left out can be thousands.
+	recs := make(chan *broker.Record)
+	var wg sync.WaitGroup
+	for range min(8, len(h.held)) {
+		wg.Go(func() {
+			for r := range recs {
+				_ = h.DeadLetterSource.Release(rctx, r)
+			}
+		})
 	}
+	for _, r := range h.held {
+		recs <- r
+	}
+	close(recs)
+	wg.Wait()
 	h.held = nil
 }
 
