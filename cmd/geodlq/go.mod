@@ -12,6 +12,7 @@ require (
 	github.com/geodlq/geodlq/broker/redisstream v0.0.0-00010101000000-000000000000
 	github.com/geodlq/geodlq/broker/sqlite v0.0.0-00010101000000-000000000000
 	github.com/geodlq/geodlq/offload/blobstore v0.0.0-00010101000000-000000000000
+	github.com/geodlq/geodlq/replay/pgclaims v0.0.0-00010101000000-000000000000
 	github.com/geodlq/geodlq/warehouse v0.0.0-00010101000000-000000000000
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.13.0
@@ -81,7 +82,6 @@ require (
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/geodlq/geodlq/pgmigrate v0.0.0-00010101000000-000000000000 // indirect
-	github.com/geodlq/geodlq/replay/pgclaims v0.0.0-00010101000000-000000000000
 	github.com/go-jose/go-jose/v4 v4.1.6 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
