@@ -55,7 +55,8 @@ core-nocgo:
 # Issue 22: the core, spatial (checking without GEOS or PROJ), every
 # adapter module, every example and cmd/geodlq build with CGO_ENABLED=0;
 # spatial's and the registry's tests run in that build too (the verdicts,
-# and ErrNeedsCGO for what needs GEOS or PROJ). cmd/geodlq's
+# and ErrNeedsCGO for what needs GEOS or PROJ), and spatial/geos's and
+# spatial/proj's (their constructors' ErrNeedsCGO). cmd/geodlq's
 # TestNoCGOBuild (run by race) runs the binary built so.
 NOCGO_MODULES := . broker/jetstream broker/kafka broker/mysql broker/postgis broker/pubsub \
 	broker/rabbitmq broker/redisstream broker/servicebus broker/sqlite broker/sqs cmd/geodlq \
@@ -65,7 +66,7 @@ nocgo: core-nocgo
 	  echo "CGO_ENABLED=0 go build ./... in $$m"; \
 	  (cd $$m && CGO_ENABLED=0 $(GO) build ./...) || exit 1; \
 	done
-	CGO_ENABLED=0 $(GO) test -count=1 ./spatial ./internal/epsg
+	CGO_ENABLED=0 $(GO) test -count=1 ./spatial/... ./internal/epsg
 
 # Issue 22: the Lambda functions as provided.al2023 bootstrap zips, for
 # arm64 and x86_64, static (CGO_ENABLED=0: no GEOS, PROJ or proj.db
@@ -106,7 +107,7 @@ bench-corpus: deps
 	@command -v npm >/dev/null || scripts/deps.sh npm
 	@scripts/deps.sh python3-shapely
 	@scripts/bench-corpus.sh >/dev/null
-	$(GO) test -run '^$$' -bench 'BenchmarkCorpus' -benchtime 3x -count 6 -timeout 60m ./spatial
+	$(GO) test -run '^$$' -bench 'BenchmarkCorpus' -benchtime 3x -count 6 -timeout 60m ./spatial/geos
 	$(GO) test -run '^$$' -bench 'BenchmarkEngines' -benchtime 3x -count 6 -timeout 60m ./internal/enginebench
 	$(GO) test -run '^$$' -bench 'BenchmarkCheckEventParallel' -cpu 1,2 -count 6 ./spatial
 	@ROUNDS=3 scripts/bench-check.sh
@@ -168,7 +169,7 @@ FUZZ_TARGETS := \
 	./spatial:FuzzCheckEvent \
 	./spatial:FuzzCheckEventNesting \
 	./spatial:FuzzCheckGeometry \
-	./spatial:FuzzEnginesAgree \
+	./spatial/geos:FuzzEnginesAgree \
 	./warehouse:FuzzWriter
 
 fuzz: deps

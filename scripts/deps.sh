@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages geodlq's build and tests need, when missing.
-# Usage: scripts/deps.sh   # C libraries for package spatial (GEOS, PROJ), rsvg-convert for `geodlq render --png`,
+# Usage: scripts/deps.sh   # C libraries for spatial/geos and spatial/proj (GEOS, PROJ), rsvg-convert for `geodlq render --png`,
 #                          # python3 and python3-jsonschema for contrib/python's reader (internal/contracttest runs it),
-#                          # npm for the benchmark corpus spatial's engine test checks (scripts/bench-corpus.sh)
+#                          # npm for the benchmark corpus spatial/geos's engine test checks (scripts/bench-corpus.sh)
 #        scripts/deps.sh PKG…  # and these packages too
 # (scripts/services.sh installs and starts the integration-test servers.)
 # Idempotent; needs root (or sudo) only when something is missing.

@@ -14,7 +14,7 @@ Two modes:
       reads every line of CORPUS into memory, then times N passes of the
       work over them (time.perf_counter, nothing else inside the timer) and
       prints one JSON object: {"seconds": ..., "passes": N, "events": ...,
-      "invalid": ..., "errors": ...}. spatial's BenchmarkCorpus runs this.
+      "invalid": ..., "errors": ...}. spatial/geos's BenchmarkCorpus runs this.
 
   shapely-baseline.py --verdicts CORPUS
       the whole process a user would run: reads CORPUS line by line and

@@ -1,11 +1,12 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"testing"
 
 	"github.com/geodlq/geodlq/internal/corpus"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 var (
@@ -131,9 +132,9 @@ func BenchmarkResolveEPSGCached(b *testing.B) {
 func BenchmarkResolveEPSGUncached(b *testing.B) {
 	for _, crs := range []string{"EPSG:4326", "OGC:CRS84", "+proj=longlat +datum=WGS84 +type=crs", "EPSG:43x6"} {
 		b.Run(crs, func(b *testing.B) {
-			c := newChecker(b, &Options{CRSCacheSize: 1})
+			c := newChecker(b, &spatial.Options{CRSCacheSize: 1})
 			for b.Loop() {
-				c.crsCache.clear()
+				c.ClearCRSCache()
 				_, _ = c.ResolveEPSG(crs)
 			}
 		})

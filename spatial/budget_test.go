@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 // starPolygon is a ring of n positions, each joined to the one almost
@@ -69,13 +70,13 @@ func TestMakeValidRepairBudgets(t *testing.T) {
 		})
 	}
 	// Under the limits, the same shapes are repaired.
-	loose := newChecker(t, &Options{MaxRepairCrossings: 100_000, MaxRepairParts: 100_000})
+	loose := newChecker(t, &spatial.Options{MaxRepairCrossings: 100_000, MaxRepairParts: 100_000})
 	_, info, err := loose.MakeValid(starPolygon(101))
 	require.NoError(t, err)
 	require.False(t, info.WasValid)
 	_, _, err = loose.MakeValid(holesPolygon(200))
 	require.NoError(t, err)
-	strict := newChecker(t, &Options{MaxRepairVertices: 4})
+	strict := newChecker(t, &spatial.Options{MaxRepairVertices: 4})
 	_, _, err = strict.MakeValid([]byte(`{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`))
 	requireClassified(t, err, classify.ClassResourceExhausted, classify.StageTopologyValidation, classify.KindVertexBudget)
 	// The budget applies before GEOS is asked anything, valid or not.
@@ -96,10 +97,10 @@ func TestCRSMessagesAreClipped(t *testing.T) {
 	require.Less(t, len(ce.Geometry.Reason), 400)
 	require.Less(t, len(err.Error()), 500)
 	require.Contains(t, ce.Geometry.Reason, fmt.Sprintf("…(%d bytes)", len(long)))
-	var cerr *CRSError
+	var cerr *spatial.CRSError
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, long, cerr.Definition, "the definition itself is kept whole")
-	require.Equal(t, `"EPSG:4326"`, quoteClipped("EPSG:4326"))
-	clipped := quoteClipped(strings.Repeat("é", 150))
+	require.Equal(t, `"EPSG:4326"`, spatial.QuoteClipped("EPSG:4326"))
+	clipped := spatial.QuoteClipped(strings.Repeat("é", 150))
 	require.True(t, strings.HasSuffix(clipped, `"…(300 bytes)`), clipped)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/internal/telemetry"
+	"github.com/geodlq/geodlq/spatial/internal/clockcache"
 )
 
 // Option defaults, used for zero fields of [Options].
@@ -25,7 +26,6 @@ const (
 	DefaultMaxHoles           = 10_000
 	DefaultMaxBytes           = 64 << 20
 	DefaultCRSCacheSize       = 1024
-	DefaultTransformCacheSize = 64
 	DefaultMaxRepairVertices  = 100_000
 	DefaultMaxRepairParts     = 10_000
 	DefaultMaxRepairCrossings = 10_000
@@ -41,7 +41,8 @@ const (
 	// reason, point and so fault index for every geometry, without cgo in
 	// the check path. It is the default.
 	EngineGo Engine = iota
-	// EngineGEOS is GEOS's GEOSisValidReason_r, through cgo.
+	// EngineGEOS is GEOS's GEOSisValidReason_r, through the engine of
+	// Options.GEOS (package spatial/geos, a cgo build).
 	EngineGEOS
 )
 
@@ -90,9 +91,6 @@ type Options struct {
 	// refused and never cached, so the cache holds at most
 	// CRSCacheSize × 8 KiB of keys. Default 1024.
 	CRSCacheSize int
-	// TransformCacheSize bounds the number of PROJ transformations, one
-	// per (from, to) pair, that Reproject keeps. Default 64.
-	TransformCacheSize int
 	// MaxRepairVertices, MaxRepairParts and MaxRepairCrossings bound what
 	// MakeValid (and so the invalid_geometry repairer) hands to GEOS,
 	// whose repair costs grow much faster than its input and cannot be
@@ -109,9 +107,33 @@ type Options struct {
 	// Engine is the validity engine of CheckEvent and CheckGeometry's
 	// topology check. Default EngineGo (the zero value): geodlq's pure-Go
 	// port of GEOS 3.11's IsValidOp, which gives GEOS's verdicts, reasons
-	// and points. EngineGEOS asks GEOS itself, through cgo. MakeValid
-	// always uses GEOS.
+	// and points. EngineGEOS asks GEOS itself, through Options.GEOS, which
+	// it requires. MakeValid always uses GEOS.
 	Engine Engine
+	// GEOS is the GEOS engine of MakeValid, the invalid_geometry repairer
+	// and EngineGEOS: spatial/geos.New's, in a cgo build. Nil (the
+	// default): those fail with an error wrapping [ErrNeedsCGO], and
+	// checking with EngineGo works as ever. The Checker does not close it.
+	GEOS GEOS
+	// ResolveCRS resolves the CRS definitions the pure-Go registry does
+	// not (WKT and PROJJSON without a top-level EPSG identifier, PROJ
+	// strings, compound CRSs, other authorities): the ResolveCRS method of
+	// spatial/proj.New's PROJ, in a cgo build. It must be safe for
+	// concurrent use; the Checker caches its answers (bounded by
+	// CRSCacheSize) and asks only about well-formed definitions naming
+	// known authorities, never about bare names (see [Checker.ResolveCRS]).
+	// A definition it refuses is a [*CRSError] (a crs_unparseable verdict,
+	// cached; the Checker fills in Definition); any other error (it is
+	// closed) is reported with its text and not cached. Nil (the default):
+	// WKT and PROJJSON naming their EPSG (or OGC) code at the top level
+	// resolve without it, and the rest is a crs_unparseable verdict
+	// wrapping [ErrNeedsPROJ].
+	ResolveCRS func(def string) (CRSInfo, error)
+	// Reprojector transforms positions for Reproject and the crs_mismatch
+	// repairer: spatial/proj.New's, in a cgo build. Nil (the default):
+	// those fail with an error wrapping [ErrNeedsCGO]. The Checker does not
+	// close it.
+	Reprojector Reprojector
 	// MeterProvider records geodlq.checks by result class ("ok" for a
 	// valid event) from [Checker.CheckEventContext]. Nil records nothing.
 	MeterProvider metric.MeterProvider
@@ -120,34 +142,37 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Checker validates geospatial events with GEOS and PROJ. It is safe for
-// concurrent use; create one per process (it caches CRS resolutions and
-// PROJ transformations) and Close it when done.
+// Checker validates geospatial events, in pure Go; GEOS and PROJ, when
+// injected through [Options], repair, reproject and resolve what the
+// registry does not. It is safe for concurrent use; create one per process
+// (it caches CRS resolutions) and Close it when done.
 type Checker struct {
 	opts     Options
 	lim      geojson.Limits
-	nat      *native // GEOS and PROJ: native_cgo.go, or nothing without cgo
-	crsCache *clockCache[string, crsEntry]
+	crsCache *clockcache.Cache[string, crsEntry]
 	closed   atomic.Bool
 	tel      *telemetry.Instruments
-	// projOnly (tests) resolves every CRS with PROJ, bypassing the
-	// registry: the differential test's oracle.
-	projOnly bool
+	// registryOff (tests) sends every CRS to Options.ResolveCRS,
+	// bypassing the registry: the differential tests' oracle.
+	registryOff bool
 }
 
 // NewChecker returns a Checker configured by opts (nil for the defaults).
-// It fails for a negative ExpectedEPSG or cache size, or when PROJ cannot
-// create a context.
+// It fails for a negative ExpectedEPSG or cache size, an unknown Engine,
+// or EngineGEOS without Options.GEOS (wrapping [ErrNeedsCGO]).
 func NewChecker(opts *Options) (*Checker, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.ExpectedEPSG < 0 || o.CRSCacheSize < 0 || o.TransformCacheSize < 0 {
+	if o.ExpectedEPSG < 0 || o.CRSCacheSize < 0 {
 		return nil, errors.New("spatial: negative ExpectedEPSG or cache size in Options")
 	}
 	if o.Engine > EngineGEOS {
 		return nil, fmt.Errorf("spatial: unknown validity engine %v in Options", o.Engine)
+	}
+	if o.Engine == EngineGEOS && o.GEOS == nil {
+		return nil, fmt.Errorf("spatial: Options.Engine EngineGEOS without Options.GEOS: %w", ErrNeedsCGO)
 	}
 	if o.ExpectedEPSG == 0 {
 		o.ExpectedEPSG = DefaultExpectedEPSG
@@ -167,9 +192,6 @@ func NewChecker(opts *Options) (*Checker, error) {
 	if o.CRSCacheSize == 0 {
 		o.CRSCacheSize = DefaultCRSCacheSize
 	}
-	if o.TransformCacheSize == 0 {
-		o.TransformCacheSize = DefaultTransformCacheSize
-	}
 	if o.MaxRepairVertices == 0 {
 		o.MaxRepairVertices = DefaultMaxRepairVertices
 	}
@@ -182,29 +204,25 @@ func NewChecker(opts *Options) (*Checker, error) {
 	c := &Checker{
 		opts:     o,
 		lim:      geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles},
-		crsCache: newClockCache[string, crsEntry](o.CRSCacheSize),
+		crsCache: clockcache.New[string, crsEntry](o.CRSCacheSize),
 		tel:      telemetry.New(o.MeterProvider, o.TracerProvider),
 	}
-	nat, err := newNative(c)
-	if err != nil {
-		return nil, err
-	}
-	c.nat = nat
 	return c, nil
 }
 
 // Options returns the checker's options with defaults filled in.
 func (c *Checker) Options() Options { return c.opts }
 
-// Close releases the checker's PROJ and GEOS resources. Calls made after
-// Close fail with an error wrapping [ErrClosed]; calls in flight finish.
-// Close is idempotent and always returns nil.
+// Close drops the checker's CRS cache. Calls made after Close fail with
+// an error wrapping [ErrClosed]; calls in flight finish. What Options.GEOS,
+// ResolveCRS and Reprojector use is left open: its owner closes it after
+// the Checker. Close is idempotent and always returns
+// nil.
 func (c *Checker) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	c.crsCache.clear()
-	c.nat.close()
+	c.crsCache.Clear()
 	return nil
 }
 

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"errors"
@@ -14,11 +14,33 @@ import (
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/geos"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
-func newChecker(t testing.TB, opts *Options) *Checker {
+// newChecker returns a Checker configured by opts with GEOS
+// (spatial/geos) and PROJ (spatial/proj) injected where opts leaves them
+// nil, closed with the test.
+func newChecker(t testing.TB, opts *spatial.Options) *spatial.Checker {
 	t.Helper()
-	c, err := NewChecker(opts)
+	var o spatial.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.GEOS == nil {
+		g, err := geos.New()
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, g.Close()) })
+		o.GEOS = g
+	}
+	if o.ResolveCRS == nil && o.Reprojector == nil {
+		p, err := proj.New(nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, p.Close()) })
+		o.ResolveCRS, o.Reprojector = p.ResolveCRS, p
+	}
+	c, err := spatial.NewChecker(&o)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
@@ -250,7 +272,7 @@ func TestCheckGeometry(t *testing.T) {
 }
 
 func TestCheckGeometryBudgets(t *testing.T) {
-	c := newChecker(t, &Options{MaxVertices: 4, MaxBytes: 200})
+	c := newChecker(t, &spatial.Options{MaxVertices: 4, MaxBytes: 200})
 	square := `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}`
 	require.NoError(t, c.CheckGeometry([]byte(square)))
 
@@ -263,7 +285,7 @@ func TestCheckGeometryBudgets(t *testing.T) {
 	_, err = c.CheckEvent([]byte(big))
 	requireClassified(t, err, classify.ClassResourceExhausted, classify.StageParse, classify.KindByteBudget)
 
-	unlimited := newChecker(t, &Options{MaxVertices: -1, MaxBytes: -1})
+	unlimited := newChecker(t, &spatial.Options{MaxVertices: -1, MaxBytes: -1})
 	require.NoError(t, unlimited.CheckGeometry(corpus.LargeMultiPolygon(256<<10)))
 }
 
@@ -328,7 +350,7 @@ func TestCheckEventResult(t *testing.T) {
 	require.True(t, ok)
 	res, err := c.CheckEvent(it.Payload)
 	require.Error(t, err)
-	require.Equal(t, Result{
+	require.Equal(t, spatial.Result{
 		GeometryType: "Polygon", VertexCount: 5,
 		DeclaredCRS: "EPSG:4326", CRS: "EPSG:4326", EPSG: 4326, CRSName: "WGS 84", Geographic: true,
 	}, res)
@@ -337,14 +359,14 @@ func TestCheckEventResult(t *testing.T) {
 	require.True(t, ok)
 	res, err = c.CheckEvent(it.Payload)
 	require.NoError(t, err)
-	require.Equal(t, Result{
+	require.Equal(t, spatial.Result{
 		GeometryType: "Point", VertexCount: 1,
 		CRS: "OGC:CRS84", EPSG: 4326, CRSName: "WGS 84 (CRS84)", Geographic: true,
 	}, res)
 }
 
 func TestCheckEventProjectedPipeline(t *testing.T) {
-	c := newChecker(t, &Options{ExpectedEPSG: 3857})
+	c := newChecker(t, &spatial.Options{ExpectedEPSG: 3857})
 	for name, want := range map[string]classify.ReasonKind{
 		"epsg_3857_declared":        "",
 		"named_crs_3857":            "",
@@ -369,14 +391,14 @@ func TestErrorChains(t *testing.T) {
 	c := newChecker(t, nil)
 
 	err := c.CheckCRS("EPSG:43x6", 4326)
-	var crsErr *CRSError
+	var crsErr *spatial.CRSError
 	require.ErrorAs(t, err, &crsErr)
 	require.Equal(t, "EPSG:43x6", crsErr.Definition)
 	require.Equal(t, "proj_create: crs not found", crsErr.Message)
 	require.NotZero(t, crsErr.Errno)
 
 	err = c.CheckCRS("EPSG:3857", 4326)
-	var mm *CRSMismatchError
+	var mm *spatial.CRSMismatchError
 	require.ErrorAs(t, err, &mm)
 	require.Equal(t, 3857, mm.Info.EPSG)
 	require.Equal(t, 4326, mm.Expected)
@@ -395,43 +417,44 @@ func TestErrorChains(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	c, err := NewChecker(nil)
-	require.NoError(t, err)
+	c := newChecker(t, nil)
 	require.NoError(t, c.CheckCRS("EPSG:4326", 4326))
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close())
 
-	err = c.CheckGeometry([]byte(`{"type":"Point","coordinates":[1,2]}`))
-	require.ErrorIs(t, err, ErrClosed)
+	err := c.CheckGeometry([]byte(`{"type":"Point","coordinates":[1,2]}`))
+	require.ErrorIs(t, err, spatial.ErrClosed)
 	require.Equal(t, classify.ClassUnknown, classify.Classify(err))
 	_, err = c.CheckEvent([]byte(`{}`))
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, c.CheckCRS("EPSG:4326", 4326), ErrClosed)
+	require.ErrorIs(t, err, spatial.ErrClosed)
+	require.ErrorIs(t, c.CheckCRS("EPSG:4326", 4326), spatial.ErrClosed)
 	_, err = c.ResolveEPSG("EPSG:4326")
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, spatial.ErrClosed)
 	_, _, err = c.MakeValid([]byte(`{"type":"Point","coordinates":[1,2]}`))
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, spatial.ErrClosed)
 	_, err = c.Reproject([]byte(`{"type":"Point","coordinates":[1,2]}`), 4326, 3857)
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, spatial.ErrClosed)
 }
 
 func TestNewCheckerOptions(t *testing.T) {
-	c := newChecker(t, nil)
-	require.Equal(t, Options{
+	c, err := spatial.NewChecker(nil)
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, spatial.Options{
 		ExpectedEPSG: 4326, MaxVertices: 5_000_000, MaxParts: 200_000, MaxHoles: 10_000, MaxBytes: 64 << 20,
-		CRSCacheSize: 1024, TransformCacheSize: 64,
+		CRSCacheSize:      1024,
 		MaxRepairVertices: 100_000, MaxRepairParts: 10_000, MaxRepairCrossings: 10_000,
 	}, c.Options())
-	_, err := NewChecker(&Options{ExpectedEPSG: -1})
+	_, err = spatial.NewChecker(&spatial.Options{ExpectedEPSG: -1})
 	require.Error(t, err)
-	_, err = NewChecker(&Options{CRSCacheSize: -1})
+	_, err = spatial.NewChecker(&spatial.Options{CRSCacheSize: -1})
 	require.Error(t, err)
 }
 
 // TestConcurrent runs every operation from many goroutines at once; run it
 // with -race.
 func TestConcurrent(t *testing.T) {
-	c := newChecker(t, &Options{CRSCacheSize: 8})
+	c := newChecker(t, &spatial.Options{CRSCacheSize: 8})
 	items := corpus.All()
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -454,5 +477,5 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.LessOrEqual(t, c.crsCache.len(), 8)
+	require.LessOrEqual(t, c.CRSCacheLen(), 8)
 }

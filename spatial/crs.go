@@ -1,6 +1,7 @@
 package spatial
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,11 +15,6 @@ const (
 	// maxCRSLen bounds a CRS definition (WKT can be long; hostile strings
 	// must not reach PROJ or the cache unbounded).
 	maxCRSLen = 8 << 10
-	// minIdentifyConfidence is the proj_identify confidence (0-100) needed
-	// to take an EPSG code for a definition that does not carry one. A
-	// PROJ string for WGS 84 lon/lat identifies as EPSG:4326 at 70 (the
-	// axis order differs).
-	minIdentifyConfidence = 70
 	// defaultCRS is RFC 7946's CRS, assumed when an event declares none.
 	defaultCRS = "OGC:CRS84"
 )
@@ -227,24 +223,53 @@ func isWKT(s string) bool {
 
 // resolve returns the (cached) resolution of a declared CRS: by the
 // pure-Go registry (internal/epsg, generated from PROJ's proj.db) for
-// EPSG and OGC codes in every form, by PROJ for the rest in a cgo build.
+// EPSG and OGC codes in every form, by Options.ResolveCRS (PROJ) for the
+// rest.
 func (c *Checker) resolve(declared string) crsEntry {
-	if e, ok := c.crsCache.get(declared); ok {
+	if e, ok := c.crsCache.Get(declared); ok {
 		return e
 	}
 	def, problem := normalizeCRS(declared)
 	if problem != "" {
 		e := crsEntry{fail: &CRSError{Definition: declared, Message: problem}}
 		if len(declared) <= maxCRSLen {
-			c.crsCache.put(declared, e)
+			c.crsCache.Put(declared, e)
 		}
 		return e
 	}
-	if e, ok := registryResolve(declared, def); ok && !c.projOnly {
-		c.crsCache.put(declared, e)
+	if e, ok := registryResolve(declared, def); ok && !c.registryOff {
+		c.crsCache.Put(declared, e)
 		return e
 	}
-	return c.nat.resolve(c, declared, def)
+	var e crsEntry
+	switch {
+	case c.opts.ResolveCRS != nil:
+		info, err := c.opts.ResolveCRS(def)
+		var ce *CRSError
+		switch {
+		case err == nil:
+			e.info = info
+		case errors.As(err, &ce):
+			f := *ce
+			f.Definition = declared
+			e.fail = &f
+		default:
+			// Not a verdict on the definition (the resolver is closed):
+			// reported, not cached.
+			return crsEntry{fail: &CRSError{Definition: declared, Message: err.Error()}}
+		}
+	default:
+		// Without a resolver: WKT and PROJJSON naming their EPSG (or OGC)
+		// code at the top level (identifiedCRS); the rest is a verdict
+		// wrapping ErrNeedsPROJ, cached like PROJ's, never a default CRS.
+		if info, ok := identifiedCRS(def); ok {
+			e.info = info
+		} else {
+			e.fail = &CRSError{Definition: declared, Message: ErrNeedsPROJ.Error(), Err: ErrNeedsPROJ}
+		}
+	}
+	c.crsCache.Put(declared, e)
+	return e
 }
 
 // projErrCRSNotFound is PROJ's errno for a code its database does not
@@ -359,9 +384,10 @@ func isDigits(s string) bool {
 // PROJJSON — and caches the result (positive or negative) in a cache
 // bounded by Options.CRSCacheSize. EPSG codes and OGC's CRS84, CRS83 and
 // CRS27, in every spelling, resolve from the registry generated from
-// PROJ's proj.db (internal/epsg), with PROJ's answer, in every build; the
-// rest needs PROJ: in a build without cgo it fails (crs_unparseable, its
-// message saying so).
+// PROJ's proj.db (internal/epsg), with PROJ's answer, in every build; so
+// do WKT and PROJJSON naming their EPSG (or OGC) code at the top level.
+// The rest needs PROJ, Options.ResolveCRS (spatial/proj): without it it
+// fails (crs_unparseable, wrapping [ErrNeedsPROJ], its message saying so).
 //
 // Only well-formed definitions reach PROJ: an AUTHORITY:CODE, OGC URN or
 // opengis.net URL must name an authority in PROJ's database, WKT must open

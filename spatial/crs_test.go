@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 func TestResolveEPSG(t *testing.T) {
@@ -154,12 +155,12 @@ func TestCheckCRS(t *testing.T) {
 }
 
 func TestCRSCacheBounded(t *testing.T) {
-	c := newChecker(t, &Options{CRSCacheSize: 16})
+	c := newChecker(t, &spatial.Options{CRSCacheSize: 16})
 	for i := range 200 {
 		_, _ = c.ResolveEPSG(fmt.Sprintf("EPSG:%d", 100000+i))
 		_, _ = c.ResolveEPSG(fmt.Sprintf("hostile-%d", i))
 	}
-	require.LessOrEqual(t, c.crsCache.len(), 16)
+	require.LessOrEqual(t, c.CRSCacheLen(), 16)
 	// Hot entries survive a flood of one-off strings.
 	for range 3 {
 		_, err := c.ResolveEPSG("EPSG:4326")
@@ -168,30 +169,7 @@ func TestCRSCacheBounded(t *testing.T) {
 	for i := range 10 {
 		_, _ = c.ResolveEPSG(fmt.Sprintf("EPSG:%d", 200000+i))
 	}
-	_, hit := c.crsCache.get("EPSG:4326")
-	require.True(t, hit)
-}
-
-func TestClockCache(t *testing.T) {
-	cc := newClockCache[int, string](3)
-	for i := range 3 {
-		cc.put(i, fmt.Sprint(i))
-	}
-	_, _ = cc.get(0) // referenced: survives the next eviction
-	cc.put(3, "3")
-	_, ok := cc.get(0)
-	require.True(t, ok)
-	_, ok = cc.get(1)
-	require.False(t, ok)
-	v, ok := cc.get(3)
-	require.True(t, ok)
-	require.Equal(t, "3", v)
-	cc.put(3, "three")
-	v, _ = cc.get(3)
-	require.Equal(t, "three", v)
-	require.Equal(t, 3, cc.len())
-	cc.clear()
-	require.Zero(t, cc.len())
+	require.True(t, c.CRSCached("EPSG:4326"))
 }
 
 // TestHostileCRSIsCheap guards against strings that make PROJ fall back to

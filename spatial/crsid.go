@@ -17,7 +17,8 @@ const maxCRSDepth = 32
 // ErrNeedsPROJ is wrapped by the [CRSError] of a definition that only
 // PROJ resolves — a PROJ string, WKT or PROJJSON without an EPSG or OGC
 // identifier at its top level, a compound, bound or other non-horizontal
-// CRS, or an authority other than EPSG and OGC — in a build without cgo.
+// CRS, or an authority other than EPSG and OGC — by a Checker without
+// Options.ResolveCRS (spatial/proj, which a build without cgo lacks).
 // It is a crs_unparseable verdict, never a default CRS. (Unlike
 // [ErrNeedsCGO] it is a verdict on the event, not the failure of an
 // operation.)

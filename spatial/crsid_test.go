@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"strconv"
@@ -10,11 +10,13 @@ import (
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/epsg"
+	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 // crsVerdict is what CheckCRS makes of a definition for a 4326 pipeline:
 // the class, kind and EPSG of the error, or "pass".
-func crsVerdict(c *Checker, def string) string {
+func crsVerdict(c *spatial.Checker, def string) string {
 	err := c.CheckCRS(def, 4326)
 	if err == nil {
 		return "pass"
@@ -32,7 +34,7 @@ func crsVerdict(c *Checker, def string) string {
 // of PROJ's own definitions (four per code at least) resolve.
 func TestIdentifiedAgreesWithPROJ(t *testing.T) {
 	oracle := newChecker(t, nil)
-	oracle.projOnly = true
+	oracle.RegistryOff()
 	codes := []int{4326, 4269, 4267, 3857, 32633, 2193, 27700, 4979, 4258, 3035}
 	for i, code := range epsg.Codes() {
 		if i%41 == 0 {
@@ -43,16 +45,16 @@ func TestIdentifiedAgreesWithPROJ(t *testing.T) {
 	for _, code := range codes {
 		def := "EPSG:" + strconv.Itoa(code)
 		for _, typ := range []int{0, 1, 2, 3, 4, 5} {
-			if w, ok := projWKT(def, typ); ok {
+			if w, ok := proj.WKT(def, typ); ok {
 				defs = append(defs, w)
 			}
 		}
-		if j, err := PROJJSON(code); err == nil {
+		if j, err := proj.PROJJSON(code); err == nil {
 			defs = append(defs, string(j))
 		}
 	}
 	for _, ogc := range []string{"OGC:CRS84", "OGC:CRS83", "OGC:CRS27"} {
-		w, ok := projWKT(ogc, 2)
+		w, ok := proj.WKT(ogc, 2)
 		require.True(t, ok)
 		defs = append(defs, w)
 	}
@@ -66,24 +68,26 @@ func TestIdentifiedAgreesWithPROJ(t *testing.T) {
   PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433],AUTHORITY["EPSG","4326"]]`,
 		`geogcs ("space before the parenthesis",DATUM("WGS_1984",SPHEROID("WGS 84",6378137,298.257223563)),PRIMEM("Greenwich",0),UNIT("degree",0.0174532925199433),AUTHORITY("EPSG","4326"))`,
 	)
+	nocgo, err := spatial.NewChecker(nil)
+	require.NoError(t, err)
+	defer nocgo.Close()
 	var resolved, missed int
 	for _, def := range defs {
-		got, ok := identifiedCRS(def)
-		want := oracle.resolve(def)
+		got, ok := spatial.IdentifiedCRS(def)
+		want, werr := oracle.ResolveCRS(def)
 		if !ok {
-			// Left to PROJ: a build without cgo gives the ErrNeedsPROJ
+			// Left to PROJ: a Checker without it gives the ErrNeedsPROJ
 			// verdict (TestNoCGOIdentified).
-			if want.fail == nil && want.info.EPSG != 0 && !want.info.Identified {
+			if werr == nil && want.EPSG != 0 && !want.Identified {
 				missed++
 			}
 			continue
 		}
 		resolved++
-		require.Nil(t, want.fail, "%.300s", def)
-		require.Equal(t, want.info, got, "%.300s", def)
-		// The verdict of the build without cgo equals PROJ's.
-		nocgo := newChecker(t, nil)
-		nocgo.crsCache.put(def, crsEntry{info: got})
+		require.NoError(t, werr, "%.300s", def)
+		require.Equal(t, want, got, "%.300s", def)
+		// The verdict of a Checker without PROJ (a build without cgo)
+		// equals PROJ's.
 		require.Equal(t, crsVerdict(oracle, def), crsVerdict(nocgo, def), "%.300s", def)
 	}
 	t.Logf("%d definitions, %d resolved in pure Go with PROJ's answer, %d that PROJ resolves by their identifier left to PROJ", len(defs), resolved, missed)

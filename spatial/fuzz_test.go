@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"errors"
@@ -10,28 +10,8 @@ import (
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/internal/corpus/nesting"
+	"github.com/geodlq/geodlq/spatial"
 )
-
-// geometrySeeds are geometry objects exercising every parser path.
-var geometrySeeds = []string{
-	`{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`,
-	`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`,
-	`{"type":"Polygon","coordinates":[[[0,0],[1,0],[NaN,1],[0,1],[0,0]]]}`,
-	`{"coordinates":[[[0,0],[1,0],[1,1],[0,0]]],"type":"Polygon"}`,
-	`{"type":"MultiPolygon","coordinates":[[[[0,0],[10,0],[10,10],[0,10],[0,0]]],[[[2,2],[3,2],[3,3],[2,2]]]]}`,
-	`{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1,2,3]},{"type":"LineString","coordinates":[[1,2],[Infinity,-Infinity]]}]}`,
-	`{"geometries":[{"coordinates":[1,2],"type":"Point"}],"type":"GeometryCollection"}`,
-	`{"type":"MultiLineString","coordinates":[[[0,0],[1,1]],[[3,4]]]}`,
-	`{"type":"MultiPoint","coordinates":[[1e999,0],[-0.0,1E-7]]}`,
-	`{"type":"Polygon","coordinates":[]}`,
-	`{"type":"Point","coordinates":null}`,
-	`{"\u0074ype":"Point","coordinates":[1,2],"bbox":[1,2,1,2],"crs":{"type":"name","properties":{"name":"EPSG:4326"}}}`,
-	`null`,
-	`[`,
-	`{"type":"Point","coordinates":[1,2]} trailing`,
-	`{"type":"Point","coordinates":[1,2]}` + "\x00garbage",
-	`{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[0,10],[0,0]],[[1,1],[2,1],[2,2],[1,1]],[[20,20],[21,20],[21,21],[20,20]]]}`,
-}
 
 // requireWellClassified fails unless err is nil or a *classify.Error with a
 // valid class and stage.
@@ -53,14 +33,10 @@ func requireWellClassified(t *testing.T, err error) {
 }
 
 func FuzzCheckGeometry(f *testing.F) {
-	for _, s := range geometrySeeds {
+	for _, s := range corpus.GeometrySeeds {
 		f.Add([]byte(s))
 	}
-	c, err := NewChecker(&Options{MaxVertices: 10_000, MaxBytes: 1 << 20})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = c.Close() })
+	c := newChecker(f, &spatial.Options{MaxVertices: 10_000, MaxBytes: 1 << 20})
 	// With the stack capped, per-level recursion in any reader or walker
 	// would overflow within the 1 MiB inputs the fuzzer may grow.
 	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
@@ -88,7 +64,7 @@ func FuzzCheckEvent(f *testing.F) {
 	for _, it := range corpus.All() {
 		f.Add(it.Payload)
 	}
-	for _, s := range geometrySeeds {
+	for _, s := range corpus.GeometrySeeds {
 		f.Add([]byte(`{"event_id":"x","crs":"EPSG:4326","geometry":` + s + `}`))
 	}
 	f.Add([]byte(`{"crs":{"type":"link","properties":{"href":"x"}},"geometry":{"type":"Point","coordinates":[1,2]}}`))
@@ -96,11 +72,7 @@ func FuzzCheckEvent(f *testing.F) {
 	for _, seed := range corpus.HostileSeeds(corpus.InputEvent) {
 		f.Add(seed)
 	}
-	c, err := NewChecker(&Options{MaxVertices: 10_000, MaxBytes: 1 << 20, CRSCacheSize: 64})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = c.Close() })
+	c := newChecker(f, &spatial.Options{MaxVertices: 10_000, MaxBytes: 1 << 20, CRSCacheSize: 64})
 	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := c.CheckEvent(data)
@@ -127,11 +99,7 @@ func FuzzCheckEventNesting(f *testing.F) {
 		}
 		f.Add(uint8(s), uint32(2000), []byte(`"type":"Point",`))
 	}
-	c, err := NewChecker(nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = c.Close() })
+	c := newChecker(f, nil)
 	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20))
 	f.Fuzz(func(t *testing.T, shape uint8, depth uint32, filler []byte) {
 		if len(filler) > 32 {

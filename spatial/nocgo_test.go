@@ -1,5 +1,3 @@
-//go:build !cgo
-
 package spatial
 
 import (
@@ -13,10 +11,11 @@ import (
 	"github.com/geodlq/geodlq/internal/corpus"
 )
 
-// TestNoCGOCorpus checks every corpus event in a build without cgo (go
-// test with CGO_ENABLED=0): the same verdicts as the cgo build, except
-// for a PROJ string, which only PROJ resolves and which is then a
-// crs_unparseable verdict, never a default CRS.
+// TestNoCGOCorpus checks every corpus event with a Checker without GEOS
+// or PROJ, all a build without cgo (CGO_ENABLED=0) can have: the same
+// verdicts as with them, except for a PROJ string, which only PROJ
+// resolves and which is then a crs_unparseable verdict, never a default
+// CRS.
 func TestNoCGOCorpus(t *testing.T) {
 	c, err := NewChecker(nil)
 	require.NoError(t, err)
@@ -51,8 +50,9 @@ func TestNoCGOCorpus(t *testing.T) {
 	}
 }
 
-// TestNoCGONeedsCGO: what needs GEOS or PROJ says so, with an error
-// wrapping ErrNeedsCGO.
+// TestNoCGONeedsCGO: without GEOS and PROJ (Options.GEOS, ResolveCRS,
+// Reprojector), what needs them says so, with an error wrapping
+// ErrNeedsCGO.
 func TestNoCGONeedsCGO(t *testing.T) {
 	_, err := NewChecker(&Options{Engine: EngineGEOS})
 	require.ErrorIs(t, err, ErrNeedsCGO)
@@ -66,8 +66,6 @@ func TestNoCGONeedsCGO(t *testing.T) {
 	require.ErrorIs(t, err, ErrNeedsCGO)
 	_, err = c.Repairers(nil)
 	require.ErrorIs(t, err, ErrNeedsCGO)
-	_, err = PROJJSON(4326)
-	require.ErrorIs(t, err, ErrNeedsCGO)
 	for _, crs := range []string{"EPSG:4326", "urn:ogc:def:crs:EPSG::4326", "http://www.opengis.net/def/crs/OGC/1.3/CRS84", "CRS84"} {
 		info, err := c.ResolveCRS(crs)
 		require.NoError(t, err, crs)
@@ -79,7 +77,7 @@ func TestNoCGONeedsCGO(t *testing.T) {
 	require.Equal(t, classify.KindCRSUnparseable, classify.DetailOf(err).Kind)
 }
 
-// TestNoCGOIdentified: without cgo, WKT and PROJJSON that name their
+// TestNoCGOIdentified: without PROJ, WKT and PROJJSON that name their
 // EPSG code at the top level resolve through the registry (with PROJ's
 // answer: TestIdentifiedAgreesWithPROJ); what needs PROJ is a
 // crs_unparseable verdict wrapping ErrNeedsPROJ, never a default CRS.

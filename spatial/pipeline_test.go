@@ -17,7 +17,6 @@ import (
 	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/replay"
-	"github.com/geodlq/geodlq/spatial"
 )
 
 const topic = "spatial.events"
@@ -28,9 +27,7 @@ const topic = "spatial.events"
 // byte, and repaired events pass the check and run their side effect once.
 func TestCorpusThroughPipeline(t *testing.T) {
 	ctx := context.Background()
-	c, err := spatial.NewChecker(nil)
-	require.NoError(t, err)
-	defer c.Close()
+	c := newChecker(t, nil)
 	off, err := offload.New(offload.NewMemStore(), &offload.Options{BaseURI: "mem://dlq-geom"})
 	require.NoError(t, err)
 	builder, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off, ResolveEPSG: c.ResolveEPSG})
@@ -162,9 +159,7 @@ func TestCorpusThroughPipeline(t *testing.T) {
 }
 
 func TestReprojectRepairRewritesOnlyGeometryAndCRS(t *testing.T) {
-	c, err := spatial.NewChecker(nil)
-	require.NoError(t, err)
-	defer c.Close()
+	c := newChecker(t, nil)
 	rs, err := c.Repairers(nil)
 	require.NoError(t, err)
 	payload := []byte(`{ "event_id" : "e", "crs" : "EPSG:3857", "props": {"a": 1.0},  "geometry": {"type":"Point","coordinates":[1113194.9079327357,6446275.841017158]} }`)
@@ -195,9 +190,7 @@ func TestReprojectRepairRewritesOnlyGeometryAndCRS(t *testing.T) {
 // invalid polygon: the GEOS check, then the envelope build and encoding.
 func BenchmarkBuildEnvelope(b *testing.B) {
 	ctx := context.Background()
-	c, err := spatial.NewChecker(nil)
-	require.NoError(b, err)
-	defer c.Close()
+	c := newChecker(b, nil)
 	builder, err := envelope.NewBuilder(&envelope.BuilderOptions{ResolveEPSG: c.ResolveEPSG})
 	require.NoError(b, err)
 	payload := []byte(`{"event_id":"evt-9","crs":"EPSG:4326","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}}`)

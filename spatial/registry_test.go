@@ -1,10 +1,9 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,17 +14,30 @@ import (
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/internal/epsg"
+	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
+// resolution is a CRS resolution: info, or the failure.
+type resolution struct {
+	info spatial.CRSInfo
+	fail *spatial.CRSError
+}
+
 // projResolve is the oracle: PROJ's answer for a declared CRS.
-func projResolve(c *Checker, declared string) crsEntry {
-	def, problem := normalizeCRS(declared)
+func projResolve(t testing.TB, p *proj.PROJ, declared string) resolution {
+	def, problem := spatial.NormalizeCRS(declared)
 	if problem != "" {
-		return crsEntry{fail: &CRSError{Definition: declared, Message: problem}}
+		return resolution{fail: &spatial.CRSError{Definition: declared, Message: problem}}
 	}
-	c.nat.crs.mu.Lock()
-	defer c.nat.crs.mu.Unlock()
-	return c.nat.crs.resolveLocked(declared, def)
+	info, err := p.ResolveCRS(def)
+	if err == nil {
+		return resolution{info: info}
+	}
+	var ce *spatial.CRSError
+	require.ErrorAs(t, err, &ce, declared)
+	ce.Definition = declared
+	return resolution{fail: ce}
 }
 
 // aliasForms are the ways a producer may write EPSG:n.
@@ -54,11 +66,11 @@ var ogcForms = []string{
 // and fails on any difference: the registry must answer exactly as PROJ
 // does, or leave the definition to PROJ.
 func TestRegistryAgreesWithPROJ(t *testing.T) {
-	c, err := NewChecker(nil)
+	p, err := proj.New(nil)
 	require.NoError(t, err)
-	defer c.Close()
+	defer p.Close()
 
-	require.Equal(t, slices.Sorted(maps.Keys(c.nat.crs.auths)), func() []string {
+	require.Equal(t, p.Authorities(), func() []string {
 		var a []string
 		for _, n := range []string{"EPSG", "ESRI", "IAU_2015", "IGNF", "NKG", "OGC", "PROJ", "NRCAN", "ISO"} {
 			if epsg.IsAuthority(n) {
@@ -108,25 +120,25 @@ func TestRegistryAgreesWithPROJ(t *testing.T) {
 
 	handled := 0
 	for _, s := range inputs {
-		def, problem := normalizeCRS(s)
+		def, problem := spatial.NormalizeCRS(s)
 		if problem != "" {
 			require.False(t, must[s], "%q refused before resolution: %s", s, problem)
 			continue
 		}
-		got, ok := registryResolve(s, def)
+		info, fail, ok := spatial.RegistryResolve(s, def)
 		if !ok {
 			require.False(t, must[s], "the registry leaves %q to PROJ", s)
 			continue
 		}
 		handled++
-		want := projResolve(c, s)
-		require.Equal(t, want, got, "%q", s)
+		want := projResolve(t, p, s)
+		require.Equal(t, want, resolution{info: info, fail: fail}, "%q", s)
 	}
 	t.Logf("%d inputs, %d resolved by the registry, all as PROJ does (%s)", len(inputs), handled, epsg.Source)
 }
 
 // verdict is what a check decided, for comparison across resolvers.
-func checkVerdict(res Result, err error) string {
+func checkVerdict(res spatial.Result, err error) string {
 	if err == nil {
 		return fmt.Sprintf("ok %+v", res)
 	}
@@ -147,13 +159,9 @@ func checkVerdict(res Result, err error) string {
 // PROJ alone: the verdicts (class, stage, reason, kind, EPSG, location,
 // fault, result) must be the same.
 func TestRegistryCheckVerdicts(t *testing.T) {
-	reg, err := NewChecker(nil)
-	require.NoError(t, err)
-	defer reg.Close()
-	oracle, err := NewChecker(nil)
-	require.NoError(t, err)
-	defer oracle.Close()
-	oracle.projOnly = true
+	reg := newChecker(t, nil)
+	oracle := newChecker(t, nil)
+	oracle.RegistryOff()
 
 	var payloads [][]byte
 	for _, it := range corpus.All() {

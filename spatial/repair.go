@@ -60,10 +60,11 @@ func (c *Checker) newRepairer(opts *RepairOptions) (*repairer, error) {
 // reprojection to the pipeline's CRS for a crs_mismatch whose EPSG code is
 // known. The repaired payload differs from the original only in the
 // geometry's value (and, for a reprojection, the crs member's value): every
-// other byte is kept. A nil opts uses the defaults. In a build without
-// cgo it fails with an error wrapping [ErrNeedsCGO].
+// other byte is kept. A nil opts uses the defaults. Without Options.GEOS
+// and Options.Reprojector (spatial/geos and spatial/proj, a cgo build) it
+// fails with an error wrapping [ErrNeedsCGO].
 func (c *Checker) Repairers(opts *RepairOptions) (map[classify.Class]replay.Repairer, error) {
-	if !cgoBuild {
+	if c.opts.GEOS == nil || c.opts.Reprojector == nil {
 		return nil, fmt.Errorf("spatial: Repairers (GEOS MakeValid, PROJ reprojection): %w", ErrNeedsCGO)
 	}
 	r, err := c.newRepairer(opts)

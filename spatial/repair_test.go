@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 func TestMakeValid(t *testing.T) {
@@ -19,13 +20,13 @@ func TestMakeValid(t *testing.T) {
 		name string
 		in   string
 		want string // exact output
-		info MakeValidInfo
+		info spatial.MakeValidInfo
 	}{
 		{
 			name: "bowtie becomes two triangles",
 			in:   `{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`,
 			want: `{"type":"MultiPolygon","coordinates":[[[[0.5,0.5],[1,1],[1,0],[0.5,0.5]]],[[[0,0],[0,1],[0.5,0.5],[0,0]]]]}`,
-			info: MakeValidInfo{
+			info: spatial.MakeValidInfo{
 				Method: "structure", Reason: "Self-intersection[0.5 0.5]",
 				TypeBefore: "Polygon", TypeAfter: "MultiPolygon", VerticesBefore: 5, VerticesAfter: 8,
 			},
@@ -34,7 +35,7 @@ func TestMakeValid(t *testing.T) {
 			name: "valid input comes back unchanged, Z and all",
 			in:   `{"type":"Polygon","coordinates":[[[0,0,1],[1,0,2],[1,1,3],[0,0,1]]]}`,
 			want: `{"type":"Polygon","coordinates":[[[0,0,1],[1,0,2],[1,1,3],[0,0,1]]]}`,
-			info: MakeValidInfo{
+			info: spatial.MakeValidInfo{
 				Method: "structure", WasValid: true,
 				TypeBefore: "Polygon", TypeAfter: "Polygon", VerticesBefore: 4, VerticesAfter: 4,
 			},
@@ -43,7 +44,7 @@ func TestMakeValid(t *testing.T) {
 			name: "unclosed ring is closed",
 			in:   `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`,
 			want: `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}`,
-			info: MakeValidInfo{
+			info: spatial.MakeValidInfo{
 				Method: "structure", Reason: "Ring is not closed[0 0]", ClosedRings: 1,
 				TypeBefore: "Polygon", TypeAfter: "Polygon", VerticesBefore: 4, VerticesAfter: 5,
 			},
@@ -52,7 +53,7 @@ func TestMakeValid(t *testing.T) {
 			name: "closing is not enough",
 			in:   `{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1]]]}`,
 			want: `{"type":"MultiPolygon","coordinates":[[[[0.5,0.5],[1,1],[1,0],[0.5,0.5]]],[[[0,0],[0,1],[0.5,0.5],[0,0]]]]}`,
-			info: MakeValidInfo{
+			info: spatial.MakeValidInfo{
 				Method: "structure", Reason: "Ring is not closed[0 0]", ClosedRings: 1,
 				TypeBefore: "Polygon", TypeAfter: "MultiPolygon", VerticesBefore: 4, VerticesAfter: 8,
 			},
@@ -61,7 +62,7 @@ func TestMakeValid(t *testing.T) {
 			name: "collapsed hole is dropped",
 			in:   `{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[2,2],[1,1]]]}`,
 			want: `{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]]]}`,
-			info: MakeValidInfo{
+			info: spatial.MakeValidInfo{
 				Method: "structure", Reason: "Too few points in geometry component[1 1]", DroppedComponents: 1,
 				TypeBefore: "Polygon", TypeAfter: "Polygon", VerticesBefore: 8, VerticesAfter: 5,
 			},

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package spatial_test
 
 import (
 	"testing"

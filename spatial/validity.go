@@ -11,12 +11,8 @@ import (
 	"github.com/geodlq/geodlq/internal/validity"
 )
 
-// geosValid is GEOS's IsValidReason for a valid geometry.
-const geosValid = "Valid Geometry"
-
-// geosFailure turns a recovered go-geos panic (GEOS raised an exception;
-// go-geos panics rather than returning errors from most calls) into an
-// error. GEOS failing on a geometry it was shown is not a verdict on the
+// geosFailure is the error of GEOS failing (an exception, or the pure-Go
+// engine failing where GEOS would raise one). GEOS failing on a geometry it was shown is not a verdict on the
 // geometry, so the class is unknown: a human should look.
 func geosFailure(stage classify.Stage, v any) *classify.Error {
 	return &classify.Error{
@@ -45,6 +41,34 @@ func (c *Checker) topology(g geojson.Geometry) *classify.Error {
 		return e
 	case f != nil:
 		return invalidFromReason(g, f.Reason())
+	}
+	return nil
+}
+
+// topologyGEOS is topology with Options.GEOS (NewChecker refuses
+// EngineGEOS without it).
+func (c *Checker) topologyGEOS(g geojson.Geometry) *classify.Error {
+	reason, err := c.opts.GEOS.IsValidReason(g.Geom, g.Points)
+	var refused *GEOSRefusedError
+	switch {
+	case errors.As(err, &refused):
+		e := &classify.Error{
+			Class: classify.ClassInvalidGeometry,
+			Stage: classify.StageTopologyValidation,
+			Geometry: &classify.GeometryDetail{
+				Reason: refused.Message,
+				Kind:   kindOf(refused.Message),
+			},
+			Err: fmt.Errorf("spatial: %w", refused),
+		}
+		fillDetail(e, g)
+		return e
+	case err != nil:
+		e := geosFailure(classify.StageTopologyValidation, err.Error())
+		fillDetail(e, g)
+		return e
+	case reason != "":
+		return invalidFromReason(g, reason)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ var core = []string{
 // forbidden are import-path prefixes the core must not depend on.
 var forbidden = []string{
 	"github.com/twpayne/",              // GEOS and PROJ bindings (cgo)
-	"github.com/geodlq/geodlq/spatial", // the cgo package
+	"github.com/geodlq/geodlq/spatial", // checking, and spatial/geos and spatial/proj (cgo)
 	"github.com/twmb/franz-go",
 	"github.com/redis/",
 	"github.com/jackc/",
@@ -104,15 +104,28 @@ func TestCoreImportsNoClientsNorCgo(t *testing.T) {
 	}
 }
 
-// TestOnlySpatialUsesCgo checks that cgo is confined to package spatial.
-func TestOnlySpatialUsesCgo(t *testing.T) {
+// cgoPackages are the only geodlq packages that use cgo: GEOS and PROJ,
+// injected into package spatial, which has none.
+var cgoPackages = map[string]bool{
+	"github.com/geodlq/geodlq/spatial/geos": true,
+	"github.com/geodlq/geodlq/spatial/proj": true,
+}
+
+// TestOnlySpatialGEOSAndPROJUseCgo checks that cgo is confined to
+// spatial/geos and spatial/proj, and that both do use it (the rule is not
+// vacuous).
+func TestOnlySpatialGEOSAndPROJUseCgo(t *testing.T) {
+	seen := map[string]bool{}
 	for _, p := range goList(t, "1", "github.com/geodlq/geodlq/...") {
 		if !strings.HasPrefix(p.ImportPath, "github.com/geodlq/geodlq") {
 			continue
 		}
-		if p.ImportPath == "github.com/geodlq/geodlq/spatial" {
+		if cgoPackages[p.ImportPath] {
+			require.NotEmpty(t, p.CgoFiles, "%s links GEOS or PROJ through cgo", p.ImportPath)
+			seen[p.ImportPath] = true
 			continue
 		}
-		require.Empty(t, p.CgoFiles, "%s uses cgo; only package spatial may", p.ImportPath)
+		require.Empty(t, p.CgoFiles, "%s uses cgo; only spatial/geos and spatial/proj may", p.ImportPath)
 	}
+	require.Len(t, seen, len(cgoPackages), "every cgo package listed")
 }

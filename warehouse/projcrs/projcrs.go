@@ -1,9 +1,10 @@
 // Package projcrs resolves EPSG codes to PROJJSON with PROJ, for the crs
 // member of GeoParquet metadata (a [warehouse.CRSResolver]).
 //
-// It is a separate package because it links PROJ through geodlq's spatial
-// package (cgo): a program that imports only package warehouse stays pure
-// Go and gets PROJJSON for the codes of [warehouse.BuiltinCRS] only.
+// It is a separate package because it links PROJ through geodlq's
+// spatial/proj package (cgo): a program that imports only package
+// warehouse stays pure Go and gets PROJJSON for the codes of
+// [warehouse.BuiltinCRS] only.
 package projcrs
 
 import (
@@ -12,7 +13,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 // ErrUnknownCode is wrapped when PROJ has no CRS for an EPSG code.
@@ -49,8 +50,8 @@ func (r *Resolver) Resolve(code int) (json.RawMessage, error) {
 		return res.v, res.err
 	}
 	r.mu.Unlock()
-	v, err := spatial.PROJJSON(code)
-	if err != nil && errors.Is(err, spatial.ErrUnknownEPSG) {
+	v, err := proj.PROJJSON(code)
+	if err != nil && errors.Is(err, proj.ErrUnknownEPSG) {
 		err = fmt.Errorf("%w: %w", ErrUnknownCode, err)
 	}
 	r.mu.Lock()

@@ -9,19 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 	"github.com/geodlq/geodlq/warehouse"
 	"github.com/geodlq/geodlq/warehouse/projcrs"
 )
 
-// TestResolve checks what the Resolver adds to spatial.PROJJSON (whose
+// TestResolve checks what the Resolver adds to proj.PROJJSON (whose
 // own tests check PROJ's answers): the same bytes, remembered, errors
 // that wrap ErrUnknownCode, and codes out of range refused before PROJ.
 func TestResolve(t *testing.T) {
 	r := projcrs.New()
 	var wg sync.WaitGroup
 	for _, code := range []int{4326, 3857, 25832} {
-		want, err := spatial.PROJJSON(code)
+		want, err := proj.PROJJSON(code)
 		require.NoError(t, err)
 		for range 4 { // concurrent first lookups of one code (go test -race)
 			wg.Go(func() {
@@ -42,12 +42,12 @@ func TestResolve(t *testing.T) {
 	for _, code := range []int{0, -1, 1_000_000, 1 << 40} {
 		_, err := r.Resolve(code)
 		require.ErrorIs(t, err, projcrs.ErrUnknownCode, code)
-		require.NotErrorIs(t, err, spatial.ErrUnknownEPSG, "%d is refused before PROJ", code)
+		require.NotErrorIs(t, err, proj.ErrUnknownEPSG, "%d is refused before PROJ", code)
 	}
 	for _, code := range []int{1, 99999, 6326 /* a datum, not a CRS */} {
 		_, err := r.Resolve(code)
 		require.ErrorIs(t, err, projcrs.ErrUnknownCode, code)
-		require.ErrorIs(t, err, spatial.ErrUnknownEPSG, "PROJ's own answer is kept: %d", code)
+		require.ErrorIs(t, err, proj.ErrUnknownEPSG, "PROJ's own answer is kept: %d", code)
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package proj
 
 /*
 #include <stdlib.h>
@@ -38,10 +38,12 @@ func PROJJSON(code int) (json.RawMessage, error) {
 	return b, nil
 }
 
-// projWKT returns PROJ's WKT of the CRS def, of PROJ's PJ_WKT_TYPE typ
-// (0 WKT2_2015 … 4 WKT1_GDAL, 5 WKT1_ESRI), on one line (the differential
-// tests of identifiedCRS).
-func projWKT(def string, typ int) (string, bool) {
+// WKT returns PROJ's WKT of the CRS def (such as "EPSG:4326" or
+// "OGC:CRS84"), of PROJ's PJ_WKT_TYPE typ (0 WKT2_2015, 1 its simplified
+// form, 2 WKT2_2019, 3 its simplified form, 4 WKT1_GDAL, 5 WKT1_ESRI), on
+// one line; ok is false when PROJ has no such CRS. Each call asks PROJ's
+// database; it is safe for concurrent use.
+func WKT(def string, typ int) (string, bool) {
 	cs := C.CString(def)
 	defer C.free(unsafe.Pointer(cs))
 	out := C.gdlq_wkt(cs, C.int(typ))

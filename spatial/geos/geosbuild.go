@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package geos
 
 /*
 #cgo pkg-config: geos
@@ -176,7 +176,7 @@ func newGEOSHandles(max int) *geosHandles {
 	return &geosHandles{max: max}
 }
 
-var errNoGEOSHandle = errors.New("spatial: GEOS could not create a context")
+var errNoGEOSHandle = errors.New("GEOS could not create a context")
 
 func (h *geosHandles) get() (*C.gdlq_geos, error) {
 	h.mu.Lock()

@@ -1,4 +1,6 @@
-package spatial
+//go:build cgo
+
+package geos
 
 import (
 	"encoding/binary"
@@ -96,7 +98,7 @@ func appendWKBRings(b []byte, p orb.Polygon) []byte {
 	return b
 }
 
-var errWKB = errors.New("spatial: malformed WKB from GEOS")
+var errWKB = errors.New("malformed WKB from GEOS")
 
 // wkbReader decodes the WKB GEOS writes (either byte order, ISO or EWKB
 // dimension flags); only x and y are kept.

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package proj
 
 /*
 #cgo pkg-config: proj
@@ -13,9 +13,13 @@ import "C"
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/geodlq/geodlq/spatial"
 )
 
 // crsResolver owns a PROJ context used only for resolving definitions.
@@ -26,27 +30,19 @@ type crsResolver struct {
 	auths map[string]bool
 }
 
-// resolve asks PROJ about def, a definition the registry does not
-// resolve (a cgo build), and caches the answer.
-func (n *native) resolve(c *Checker, declared, def string) crsEntry {
-	r := n.crs
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	// Another goroutine may have resolved it while we waited.
-	if e, ok := c.crsCache.get(declared); ok {
-		return e
-	}
-	e := r.resolveLocked(declared, def)
-	if r.p != nil {
-		c.crsCache.put(declared, e)
-	}
-	return e
-}
+// minIdentifyConfidence is the proj_identify confidence (0-100) needed to
+// take an EPSG code for a definition that does not carry one. A PROJ
+// string for WGS 84 lon/lat identifies as EPSG:4326 at 70 (the axis order
+// differs).
+const minIdentifyConfidence = 70
+
+// errClosed is what a closed PROJ's ResolveCRS returns.
+var errClosed = errors.New("proj: PROJ is closed")
 
 func newCRSResolver() (*crsResolver, error) {
 	p := C.gdlq_proj_new()
 	if p == nil {
-		return nil, errors.New("spatial: cannot create a PROJ context")
+		return nil, errors.New("proj: cannot create a PROJ context")
 	}
 	buf := make([]byte, 4096)
 	if C.gdlq_authorities(p, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf))) != 0 {
@@ -71,27 +67,34 @@ func (r *crsResolver) close() {
 	}
 }
 
-// resolveLocked asks PROJ about def; r.mu must be held.
-func (r *crsResolver) resolveLocked(declared, def string) crsEntry {
+// Authorities returns the authorities in PROJ's database ("EPSG",
+// "ESRI", "IAU_2015", ...), upper case, sorted.
+func (p *PROJ) Authorities() []string {
+	return slices.Sorted(maps.Keys(p.crs.auths))
+}
+
+// resolve asks PROJ about def.
+func (r *crsResolver) resolve(def string) (spatial.CRSInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.p == nil {
-		return crsEntry{fail: &CRSError{Definition: declared, Message: "checker is closed"}}
+		return spatial.CRSInfo{}, errClosed
 	}
 	cdef := C.CString(def)
 	defer C.free(unsafe.Pointer(cdef))
 	var out C.gdlq_crs_info
 	C.gdlq_resolve(r.p, cdef, minIdentifyConfidence, &out)
 	if out.ok == 0 {
-		return crsEntry{fail: &CRSError{
-			Definition: declared,
-			Errno:      int(out.proj_errno),
-			Message:    C.GoString(&out.msg[0]),
-		}}
+		return spatial.CRSInfo{}, &spatial.CRSError{
+			Errno:   int(out.proj_errno),
+			Message: C.GoString(&out.msg[0]),
+		}
 	}
-	return crsEntry{info: CRSInfo{
+	return spatial.CRSInfo{
 		EPSG:       int(out.epsg),
 		Name:       C.GoString(&out.name[0]),
 		Geographic: out.geographic != 0,
 		LonLatTwin: out.lonlat_alias != 0,
 		Identified: out.identified != 0,
-	}}
+	}, nil
 }

@@ -1,33 +1,37 @@
-package spatial
+// Package clockcache is a bounded map with CLOCK (second-chance)
+// eviction, shared by package spatial (CRS resolutions) and spatial/proj
+// (PROJ transformations).
+package clockcache
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// clockCache is a bounded map with CLOCK (second-chance) eviction. Hits take
+// Cache is a bounded map with CLOCK (second-chance) eviction. Hits take
 // a read lock and set an atomic reference bit, so concurrent lookups of hot
 // keys do not contend on a write lock as an LRU list would.
-type clockCache[K comparable, V any] struct {
+type Cache[K comparable, V any] struct {
 	mu   sync.RWMutex
 	idx  map[K]int
-	ents []clockEntry[K, V]
+	ents []entry[K, V]
 	hand int
 	size int
 }
 
-type clockEntry[K comparable, V any] struct {
+type entry[K comparable, V any] struct {
 	key K
 	val V
 	ref atomic.Bool
 }
 
-func newClockCache[K comparable, V any](size int) *clockCache[K, V] {
-	return &clockCache[K, V]{idx: make(map[K]int), size: max(size, 1)}
+// New returns a cache of at most size entries (at least one).
+func New[K comparable, V any](size int) *Cache[K, V] {
+	return &Cache[K, V]{idx: make(map[K]int), size: max(size, 1)}
 }
 
-// get returns the value cached for k.
-func (c *clockCache[K, V]) get(k K) (V, bool) {
+// Get returns the value cached for k.
+func (c *Cache[K, V]) Get(k K) (V, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	i, ok := c.idx[k]
@@ -42,9 +46,9 @@ func (c *clockCache[K, V]) get(k K) (V, bool) {
 	return e.val, true
 }
 
-// put caches v for k, evicting an entry not used since the hand last
+// Put caches v for k, evicting an entry not used since the hand last
 // passed it when the cache is full.
-func (c *clockCache[K, V]) put(k K, v V) {
+func (c *Cache[K, V]) Put(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if i, ok := c.idx[k]; ok {
@@ -52,7 +56,7 @@ func (c *clockCache[K, V]) put(k K, v V) {
 		return
 	}
 	if len(c.ents) < c.size {
-		c.ents = append(c.ents, clockEntry[K, V]{key: k, val: v})
+		c.ents = append(c.ents, entry[K, V]{key: k, val: v})
 		c.idx[k] = len(c.ents) - 1
 		return
 	}
@@ -68,15 +72,15 @@ func (c *clockCache[K, V]) put(k K, v V) {
 	c.hand = (c.hand + 1) % len(c.ents)
 }
 
-// len returns the number of cached entries.
-func (c *clockCache[K, V]) len() int {
+// Len returns the number of cached entries.
+func (c *Cache[K, V]) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.ents)
 }
 
-// clear drops every entry.
-func (c *clockCache[K, V]) clear() {
+// Clear drops every entry.
+func (c *Cache[K, V]) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.idx)

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package geos
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"github.com/geodlq/geodlq/internal/benchcorpus"
 	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/internal/validity/validitytest"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 // The differential tests of the two validity engines: for every input the
@@ -30,29 +31,29 @@ import (
 // location, fault index, geometry type, vertex count, EPSG code and text.
 
 // engines returns a checker of each engine with the same options.
-func engines(t testing.TB, opts *Options) (goC, geosC *Checker) {
+func engines(t testing.TB, opts *spatial.Options) (goC, geosC *spatial.Checker) {
 	t.Helper()
-	var o Options
+	var o spatial.Options
 	if opts != nil {
 		o = *opts
 	}
-	o.Engine = EngineGo
+	o.Engine = spatial.EngineGo
 	goC = newChecker(t, &o)
-	o.Engine = EngineGEOS
+	o.Engine = spatial.EngineGEOS
 	geosC = newChecker(t, &o)
 	return goC, geosC
 }
 
 // verdict is everything CheckEvent or CheckGeometry says, comparable.
 type verdict struct {
-	Result Result
+	Result spatial.Result
 	Error  string
 	Class  classify.Class
 	Stage  classify.Stage
 	Detail *classify.GeometryDetail
 }
 
-func verdictOf(res Result, err error) verdict {
+func verdictOf(res spatial.Result, err error) verdict {
 	v := verdict{Result: res}
 	if err == nil {
 		return v
@@ -72,7 +73,7 @@ func (v verdict) String() string {
 
 // agreeEvent fails t unless both engines answer payload alike; it returns
 // the answer.
-func agreeEvent(t testing.TB, name string, goC, geosC *Checker, payload []byte) verdict {
+func agreeEvent(t testing.TB, name string, goC, geosC *spatial.Checker, payload []byte) verdict {
 	t.Helper()
 	want := verdictOf(geosC.CheckEvent(payload))
 	got := verdictOf(goC.CheckEvent(payload))
@@ -83,10 +84,10 @@ func agreeEvent(t testing.TB, name string, goC, geosC *Checker, payload []byte) 
 }
 
 // agreeGeometry is agreeEvent for CheckGeometry.
-func agreeGeometry(t testing.TB, name string, goC, geosC *Checker, geometry []byte) verdict {
+func agreeGeometry(t testing.TB, name string, goC, geosC *spatial.Checker, geometry []byte) verdict {
 	t.Helper()
-	want := verdictOf(Result{}, geosC.CheckGeometry(geometry))
-	got := verdictOf(Result{}, goC.CheckGeometry(geometry))
+	want := verdictOf(spatial.Result{}, geosC.CheckGeometry(geometry))
+	got := verdictOf(spatial.Result{}, goC.CheckGeometry(geometry))
 	if want.String() != got.String() {
 		t.Errorf("%s: engines differ\nGEOS: %s\nGo:   %s", name, want, got)
 	}
@@ -109,10 +110,10 @@ func (c tally) add(v verdict) {
 
 func TestEngineDefaultsToGo(t *testing.T) {
 	c := newChecker(t, nil)
-	require.Equal(t, EngineGo, c.Options().Engine)
-	require.Equal(t, "go", EngineGo.String())
-	require.Equal(t, "geos", EngineGEOS.String())
-	_, err := NewChecker(&Options{Engine: EngineGEOS + 1})
+	require.Equal(t, spatial.EngineGo, c.Options().Engine)
+	require.Equal(t, "go", spatial.EngineGo.String())
+	require.Equal(t, "geos", spatial.EngineGEOS.String())
+	_, err := spatial.NewChecker(&spatial.Options{Engine: spatial.EngineGEOS + 1})
 	require.ErrorContains(t, err, "unknown validity engine")
 }
 
@@ -124,11 +125,11 @@ func TestEnginesAgreeOnCorpus(t *testing.T) {
 	for _, it := range corpus.All() {
 		seen.add(agreeEvent(t, it.Name, goC, geosC, it.Payload))
 	}
-	for i, s := range geometrySeeds {
+	for i, s := range corpus.GeometrySeeds {
 		seen.add(agreeGeometry(t, fmt.Sprintf("seed %d", i), goC, geosC, []byte(s)))
 		seen.add(agreeEvent(t, fmt.Sprintf("seed %d as event", i), goC, geosC, []byte(`{"crs":"EPSG:4326","geometry":`+s+`}`)))
 	}
-	files, err := filepath.Glob("testdata/fuzz/*/*")
+	files, err := filepath.Glob("../testdata/fuzz/*/*")
 	require.NoError(t, err)
 	for _, f := range files {
 		data := readFuzzInput(t, f)
@@ -179,7 +180,7 @@ func TestEnginesAgreeOnHostile(t *testing.T) {
 // (internal/validity/testdata), as events.
 func TestEnginesAgreeOnXMLTester(t *testing.T) {
 	goC, geosC := engines(t, nil)
-	f, err := os.Open("../internal/validity/testdata/geos-xmltester.jsonl")
+	f, err := os.Open("../../internal/validity/testdata/geos-xmltester.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -205,7 +206,7 @@ func TestEnginesAgreeOnXMLTester(t *testing.T) {
 // TestEnginesAgreeOnGenerated: geometries from the differential
 // generator, as geometries and as events.
 func TestEnginesAgreeOnGenerated(t *testing.T) {
-	goC, geosC := engines(t, &Options{ExpectedEPSG: 3857})
+	goC, geosC := engines(t, &spatial.Options{ExpectedEPSG: 3857})
 	n := 5000
 	if testing.Short() {
 		n = 500
@@ -260,7 +261,7 @@ func FuzzEnginesAgree(f *testing.F) {
 	for _, it := range corpus.All() {
 		f.Add(append([]byte{1}, it.Payload...))
 	}
-	goC, geosC := engines(f, &Options{MaxVertices: 100_000, MaxBytes: 1 << 20})
+	goC, geosC := engines(f, &spatial.Options{MaxVertices: 100_000, MaxBytes: 1 << 20})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial_test
+package proj_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 func TestPROJJSON(t *testing.T) {
@@ -25,7 +25,7 @@ func TestPROJJSON(t *testing.T) {
 		{3857, "ProjectedCRS", "WGS 84 / Pseudo-Mercator"},
 		{27700, "ProjectedCRS", "OSGB36 / British National Grid"},
 	} {
-		raw, err := spatial.PROJJSON(tc.code)
+		raw, err := proj.PROJJSON(tc.code)
 		require.NoError(t, err, tc.code)
 		var v struct {
 			Type string `json:"type"`
@@ -43,14 +43,14 @@ func TestPROJJSON(t *testing.T) {
 		require.NotContains(t, string(raw), "\n", "one line")
 	}
 	for _, code := range []int{0, -1, 1, 999_999, 1_000_000, 1 << 40} {
-		_, err := spatial.PROJJSON(code)
-		require.ErrorIs(t, err, spatial.ErrUnknownEPSG, "%d", code)
+		_, err := proj.PROJJSON(code)
+		require.ErrorIs(t, err, proj.ErrUnknownEPSG, "%d", code)
 	}
 }
 
 // PROJJSON gives the crs member GeoParquet and STAC metadata take.
 func ExamplePROJJSON() {
-	raw, err := spatial.PROJJSON(4326)
+	raw, err := proj.PROJJSON(4326)
 	if err != nil {
 		panic(err)
 	}
@@ -60,12 +60,12 @@ func ExamplePROJJSON() {
 	// Output: WGS 84
 }
 
-// TestMissingProjDB runs NewChecker in a child process whose PROJ looks for
+// TestMissingProjDB runs New in a child process whose PROJ looks for
 // its database in an empty directory.
 func TestMissingProjDB(t *testing.T) {
 	if os.Getenv("GEODLQ_TEST_NO_PROJ_DB") == "1" {
-		_, err := spatial.NewChecker(nil)
-		if !errors.Is(err, spatial.ErrNoProjDB) {
+		_, err := proj.New(nil)
+		if !errors.Is(err, proj.ErrNoProjDB) {
 			fmt.Printf("got %v\n", err)
 			os.Exit(3)
 		}
@@ -74,5 +74,5 @@ func TestMissingProjDB(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMissingProjDB$")
 	cmd.Env = append(os.Environ(), "GEODLQ_TEST_NO_PROJ_DB=1", "PROJ_DATA="+t.TempDir(), "PROJ_LIB="+t.TempDir())
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "NewChecker without proj.db must fail with ErrNoProjDB: %s", out)
+	require.NoError(t, err, "New without proj.db must fail with ErrNoProjDB: %s", out)
 }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package spatial
+package geos
 
 import (
 	"strings"
@@ -10,23 +10,22 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twpayne/go-geos"
 
-	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
 )
 
 // oldReason is the validity reason of the path the shim replaced: g's
 // WKB built in GEOS through go-geos, then IsValidReason.
-func oldReason(t *testing.T, c *Checker, g orb.Geometry) string {
+func oldReason(t *testing.T, e *Engine, g orb.Geometry) string {
 	t.Helper()
 	var reason string
-	err := c.withGEOS(classify.StageTopologyValidation, func(ctx *geos.Context) *classify.Error {
+	err := e.withGEOS(func(ctx *geos.Context) error {
 		geom, err := newGeom(ctx, g)
 		require.NoError(t, err)
 		defer geom.Destroy()
 		reason = geom.IsValidReason()
 		return nil
 	})
-	require.Nil(t, err)
+	require.NoError(t, err)
 	return reason
 }
 
@@ -41,7 +40,7 @@ func nested(n int) string {
 // slices are not one array), and requires GEOS's verdict and reason to be
 // those of the WKB path it replaced.
 func TestGEOSProgramMatchesWKB(t *testing.T) {
-	c := newChecker(t, nil)
+	e := newEngine(t)
 	tests := []struct {
 		name, in string
 		valid    bool
@@ -67,13 +66,13 @@ func TestGEOSProgramMatchesWKB(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, err := geojson.ParseGeometry([]byte(tt.in), c.lim)
+			g, err := geojson.ParseGeometry([]byte(tt.in), geojson.Limits{})
 			require.NoError(t, err)
-			want := oldReason(t, c, g.Geom)
+			want := oldReason(t, e, g.Geom)
 			require.Equal(t, tt.valid, want == geosValid, want)
-			h, herr := c.nat.handles.get()
+			h, herr := e.handles.get()
 			require.NoError(t, herr)
-			defer c.nat.handles.put(h)
+			defer e.handles.put(h)
 			for _, pts := range [][]orb.Point{g.Points, nil} {
 				var p geosProgram
 				p.set(g.Geom, pts)

@@ -1,11 +1,12 @@
 //go:build cgo
 
-package spatial
+package geos
 
 import (
 	"cmp"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/geodlq/geodlq/internal/benchcorpus"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/internal/validity"
+	"github.com/geodlq/geodlq/spatial"
 )
 
 // loadCorpus loads the benchmark corpus (internal/benchcorpus).
@@ -62,7 +64,7 @@ func BenchmarkCorpus(b *testing.B) {
 		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N), "ns/op")
 		b.ReportMetric(float64(len(events))*float64(b.N)/elapsed.Seconds(), "events/s")
 	})
-	oneCore := func(c *Checker) func(b *testing.B) {
+	oneCore := func(c *spatial.Checker) func(b *testing.B) {
 		return func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			b.SetBytes(size)
@@ -77,7 +79,7 @@ func BenchmarkCorpus(b *testing.B) {
 		}
 	}
 	b.Run("checkevent-1core", oneCore(c))
-	b.Run("checkevent-geos-1core", oneCore(newChecker(b, &Options{Engine: EngineGEOS})))
+	b.Run("checkevent-geos-1core", oneCore(newChecker(b, &spatial.Options{Engine: spatial.EngineGEOS})))
 	allCores := func(events [][]byte) func(b *testing.B) {
 		return func(b *testing.B) {
 			n := runtime.NumCPU()
@@ -144,17 +146,21 @@ func BenchmarkCorpus(b *testing.B) {
 
 // geometries returns the geometry CheckEvent hands to GEOS for payload,
 // or false when it fails before: the steps of checkEvent before topology.
-func geosInput(c *Checker, payload []byte) (geojson.Geometry, bool) {
-	ev, err := geojson.ParseEvent(payload, c.lim)
+func geosInput(c *spatial.Checker, payload []byte) (geojson.Geometry, bool) {
+	o := c.Options()
+	ev, err := geojson.ParseEvent(payload, geojson.Limits{MaxVertices: o.MaxVertices, MaxParts: o.MaxParts, MaxHoles: o.MaxHoles})
 	if err != nil || ev.CRS.Form == geojson.CRSLinked {
 		return geojson.Geometry{}, false
 	}
 	crs := ev.CRS.Name
-	if crs == "" {
-		crs = defaultCRS
+	if strings.TrimSpace(crs) == "" {
+		crs = "OGC:CRS84" // RFC 7946's default
 	}
-	info, cerr := c.checkCRS(crs, c.opts.ExpectedEPSG)
-	if cerr != nil {
+	if c.CheckCRS(crs, o.ExpectedEPSG) != nil {
+		return geojson.Geometry{}, false
+	}
+	info, err := c.ResolveCRS(crs)
+	if err != nil {
 		return geojson.Geometry{}, false
 	}
 	g := ev.Geometry
@@ -172,7 +178,7 @@ type floor struct {
 	geoms []*geosPrebuilt
 }
 
-func newFloor(b testing.TB, c *Checker, events [][]byte) *floor {
+func newFloor(b testing.TB, c *spatial.Checker, events [][]byte) *floor {
 	f := &floor{}
 	var p geosProgram
 	for _, e := range events {

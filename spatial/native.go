@@ -1,168 +1,21 @@
-//go:build cgo
-
 package spatial
 
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/paulmach/orb"
-	"github.com/twpayne/go-geos"
 
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/internal/geojson"
 )
 
-// geosPool hands out GEOS contexts. A go-geos Context serialises every call
-// on its own mutex, so sharing one between goroutines would make them take
-// turns; a pool gives each concurrent caller its own. Idle contexts beyond
-// the pool's capacity are dropped and finalised by go-geos.
-type geosPool struct {
-	ch chan *geos.Context
-}
-
-func newGEOSPool(size int) geosPool {
-	return geosPool{ch: make(chan *geos.Context, max(size, 1))}
-}
-
-func (p geosPool) get() *geos.Context {
-	select {
-	case c := <-p.ch:
-		return c
-	default:
-		return geos.NewContext()
-	}
-}
-
-func (p geosPool) put(c *geos.Context) {
-	select {
-	case p.ch <- c:
-	default:
-	}
-}
-
-func (p geosPool) drain() {
-	for {
-		select {
-		case <-p.ch:
-		default:
-			return
-		}
-	}
-}
-
-// withGEOS runs fn with a pooled context, turning a panic into an error.
-// A context that panicked is not returned to the pool.
-func (c *Checker) withGEOS(stage classify.Stage, fn func(*geos.Context) *classify.Error) (err *classify.Error) {
-	ctx := c.nat.geos.get()
-	defer func() {
-		if v := recover(); v != nil {
-			err = geosFailure(stage, v)
-			return
-		}
-		c.nat.geos.put(ctx)
-	}()
-	return fn(ctx)
-}
-
-// newGeom builds g in ctx through WKB. The caller destroys the result.
-//
-// A multi-part geometry is built part by part, through one reused buffer,
-// and assembled in GEOS: the WKB of a large MultiPolygon is as large as its
-// positions, and go-geos copies it into C memory before reading it, so
-// building it whole would hold two transient copies of the geometry on top
-// of GEOS's own.
-func newGeom(ctx *geos.Context, g orb.Geometry) (*geos.Geom, error) {
-	var parts []orb.Geometry
-	var typ geos.TypeID
-	switch g := g.(type) {
-	case orb.MultiPolygon:
-		typ = geos.TypeIDMultiPolygon
-		for _, p := range g {
-			parts = append(parts, p)
-		}
-	case orb.MultiLineString:
-		typ = geos.TypeIDMultiLineString
-		for _, l := range g {
-			parts = append(parts, l)
-		}
-	case orb.Collection:
-		typ, parts = geos.TypeIDGeometryCollection, g
-	}
-	if len(parts) < 2 {
-		return newGeomWKB(ctx, appendWKB(make([]byte, 0, wkbSize(g)), g))
-	}
-	geoms := make([]*geos.Geom, 0, len(parts))
-	var buf []byte
-	for _, p := range parts {
-		buf = appendWKB(buf[:0], p)
-		geom, err := newGeomWKB(ctx, buf)
-		if err != nil {
-			for _, done := range geoms {
-				done.Destroy()
-			}
-			return nil, err
-		}
-		geoms = append(geoms, geom)
-	}
-	return ctx.NewCollection(typ, geoms), nil
-}
-
-// newGeomWKB builds the geometry of wkb in ctx.
-func newGeomWKB(ctx *geos.Context, wkb []byte) (*geos.Geom, error) {
-	geom, err := ctx.NewGeomFromWKB(wkb)
-	if err == nil && geom == nil {
-		err = errors.New("GEOS returned no geometry")
-	}
-	return geom, err
-}
-
-// wkbSize estimates the WKB size of g to size the buffer once.
-func wkbSize(g orb.Geometry) int {
-	n := 64
-	geojson.Components(g, func(c geojson.Component) bool {
-		n += 16*len(c.Points) + 16
-		return true
-	})
-	return n
-}
-
-// topologyGEOS is topology with GEOS: one cgo call builds the geometry from
-// the parser's positions and checks it (geosbuild.go).
-func (c *Checker) topologyGEOS(g geojson.Geometry) *classify.Error {
-	h, err := c.nat.handles.get()
-	if err != nil {
-		e := geosFailure(classify.StageTopologyValidation, err)
-		fillDetail(e, g)
-		return e
-	}
-	p := c.nat.programs.Get().(*geosProgram)
-	p.set(g.Geom, g.Points)
-	code, msg := geosCheck(h, p)
-	p.release(&c.nat.programs)
-	c.nat.handles.put(h)
-	switch code {
-	case geosIsValid:
-		return nil
-	case geosIsInvalid:
-		return invalidFromReason(g, msg)
-	case geosBuildFailed:
-		e := &classify.Error{
-			Class: classify.ClassInvalidGeometry,
-			Stage: classify.StageTopologyValidation,
-			Geometry: &classify.GeometryDetail{
-				Reason: msg,
-				Kind:   kindOf(msg),
-			},
-			Err: fmt.Errorf("spatial: GEOS refused the geometry: %s", msg),
-		}
-		fillDetail(e, g)
-		return e
-	}
-	e := geosFailure(classify.StageTopologyValidation, msg)
-	fillDetail(e, g)
-	return e
-}
+// This file is the Go half of what needs GEOS (MakeValid) or PROJ
+// (Reproject): parsing, budgets, preparation and encoding. The C half is
+// injected through Options.GEOS and Options.Reprojector (packages
+// spatial/geos and spatial/proj).
 
 // MakeValid repairs a GeoJSON geometry and returns the repaired geometry as
 // GeoJSON with exact numbers. Unclosed rings are closed and collapsed rings
@@ -179,9 +32,13 @@ func (c *Checker) topologyGEOS(g geojson.Geometry) *classify.Error {
 // geometry, valid or not), and
 // empty geometries, non-finite coordinates or geometries whose every
 // component collapses (invalid_geometry, with the fault CheckGeometry
-// reports).
+// reports). Without Options.GEOS it fails with an error wrapping
+// [ErrNeedsCGO].
 func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
 	info := MakeValidInfo{Method: MakeValidMethod}
+	if c.opts.GEOS == nil {
+		return nil, info, needsCGO(classify.StageTopologyValidation, "MakeValid")
+	}
 	if c.closed.Load() {
 		return nil, info, errClosed(classify.StageTopologyValidation)
 	}
@@ -207,49 +64,27 @@ func (c *Checker) MakeValid(data []byte) ([]byte, MakeValidInfo, error) {
 		return nil, info, err
 	}
 	var out orb.Geometry
-	err := c.withGEOS(classify.StageTopologyValidation, func(ctx *geos.Context) *classify.Error {
-		geom, err := newGeom(ctx, prepared)
-		if err != nil {
-			return &classify.Error{
-				Class: classify.ClassUnknown,
-				Stage: classify.StageTopologyValidation,
-				Err:   fmt.Errorf("spatial: GEOS refused the prepared geometry: %w", err),
-			}
+	reason, fixed, gerr := c.opts.GEOS.MakeValid(prepared)
+	switch {
+	case gerr != nil:
+		err := &classify.Error{
+			Class: classify.ClassUnknown,
+			Stage: classify.StageTopologyValidation,
+			Err:   fmt.Errorf("spatial: %w", gerr),
 		}
-		defer geom.Destroy()
-		reason := geom.IsValidReason()
-		if reason == geosValid {
-			if invalid != nil {
-				// Closing rings and dropping collapsed ones sufficed.
-				out = prepared
-			}
-			return nil
+		fillDetail(err, g)
+		return nil, info, err
+	case reason == "":
+		if invalid != nil {
+			// Closing rings and dropping collapsed ones sufficed.
+			out = prepared
 		}
+	default:
 		if invalid == nil {
 			invalid = invalidFromReason(g, reason)
 			info.Reason = reason
 		}
-		fixed := geom.MakeValidWithParams(geos.MakeValidStructure, geos.MakeValidDiscardCollapsed)
-		if fixed == nil {
-			return &classify.Error{
-				Class: classify.ClassUnknown,
-				Stage: classify.StageTopologyValidation,
-				Err:   errors.New("spatial: GEOS MakeValid returned no geometry"),
-			}
-		}
-		defer fixed.Destroy()
-		if out, err = decodeWKB(fixed.ToWKB()); err != nil {
-			return &classify.Error{
-				Class: classify.ClassUnknown,
-				Stage: classify.StageTopologyValidation,
-				Err:   err,
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		fillDetail(err, g)
-		return nil, info, err
+		out = fixed
 	}
 	var z []float64
 	if invalid == nil {
@@ -379,4 +214,125 @@ func preparePolygon(p orb.Polygon, info *MakeValidInfo) orb.Polygon {
 		out = append(out, r)
 	}
 	return out
+}
+
+// Reproject transforms a GeoJSON geometry from one EPSG CRS to another with
+// PROJ and returns it as GeoJSON with exact numbers. Input and output are
+// in GeoJSON's axis order whatever the CRS's official one (x = easting or
+// longitude, y = northing or latitude): the transformation is normalised
+// for visualisation. Use 4326 for OGC:CRS84. A third ordinate is
+// transformed along and kept; the structure, including any unclosed ring,
+// is kept as written.
+//
+// The positions are transformed by Options.Reprojector (spatial/proj's
+// PROJ, which caches its transformations); without one Reproject fails
+// with an error wrapping [ErrNeedsCGO].
+//
+// Errors are [*classify.Error]s: schema_violation or resource_exhausted at
+// parse, invalid_geometry for non-finite input coordinates, crs_mismatch at
+// crs_transform for an unknown EPSG code (kind crs_unparseable) or a
+// position PROJ cannot transform (kind out_of_range, located at the input
+// vertex).
+func (c *Checker) Reproject(data []byte, fromEPSG, toEPSG int) ([]byte, error) {
+	if c.opts.Reprojector == nil {
+		return nil, needsCGO(classify.StageCRSTransform, "Reproject")
+	}
+	if c.closed.Load() {
+		return nil, errClosed(classify.StageCRSTransform)
+	}
+	g, perr := c.parseGeometry(data)
+	if perr != nil {
+		return nil, perr
+	}
+	if err := geojson.CheckFinite(g); err != nil {
+		return nil, err
+	}
+	for _, code := range [...]int{fromEPSG, toEPSG} {
+		if _, err := c.checkCRS("EPSG:"+strconv.Itoa(code), 0); err != nil {
+			fillDetail(err, g)
+			return nil, err
+		}
+	}
+	if fromEPSG != toEPSG {
+		if bad, err := c.transform(g, fromEPSG, toEPSG); err != nil {
+			fillDetail(err, g)
+			if orig, perr := c.parseGeometry(data); bad >= 0 && perr == nil {
+				// The failed position was overwritten in place; report
+				// where it was in the input.
+				locateOriginal(err, orig, bad)
+			}
+			return nil, err
+		}
+		g.Geom = geojson.Refresh(g)
+	}
+	out, err := geojson.Append(make([]byte, 0, len(data)+len(data)/4), g.Geom, g.Z)
+	if err != nil {
+		return nil, &classify.Error{
+			Class: classify.ClassUnknown,
+			Stage: classify.StageCRSTransform,
+			Err:   fmt.Errorf("spatial: encoding the reprojected geometry: %w", err),
+		}
+	}
+	return out, nil
+}
+
+// transform reprojects g's positions in place with Options.Reprojector.
+// When a position cannot be transformed it returns that position's
+// document-order index with the error; otherwise the index is -1.
+func (c *Checker) transform(g geojson.Geometry, from, to int) (int, *classify.Error) {
+	if len(g.Points) == 0 {
+		return -1, nil
+	}
+	bad, err := c.opts.Reprojector.Transform(from, to, g.Points, g.Z)
+	switch {
+	case bad >= 0:
+		return bad, &classify.Error{
+			Class: classify.ClassCRSMismatch,
+			Stage: classify.StageCRSTransform,
+			Geometry: &classify.GeometryDetail{
+				Reason: fmt.Sprintf("Position cannot be transformed from EPSG:%d to EPSG:%d", from, to),
+				Kind:   classify.KindOutOfRange,
+			},
+			Err: fmt.Errorf("spatial: reproject EPSG:%d to EPSG:%d: %w", from, to, errors.New("position outside the transformation's domain")),
+		}
+	case err != nil:
+		return -1, &classify.Error{
+			Class:    classify.ClassCRSMismatch,
+			Stage:    classify.StageCRSTransform,
+			Geometry: &classify.GeometryDetail{Reason: err.Error(), Kind: classify.KindOther},
+			Err:      fmt.Errorf("spatial: reproject EPSG:%d to EPSG:%d: %w", from, to, err),
+		}
+	}
+	return -1, nil
+}
+
+// locateOriginal records the input position with document-order index doc
+// as the error's location and fault.
+func locateOriginal(err *classify.Error, orig geojson.Geometry, doc int) {
+	geojson.Walk(orig.Geom, func(i int, at classify.Fault, p orb.Point) bool {
+		if i != doc {
+			return true
+		}
+		loc, f := p, at
+		err.Geometry.Location, err.Geometry.Fault = &loc, &f
+		err.Geometry.Reason += "[" + geojson.FormatXY(p) + "]"
+		return false
+	})
+}
+
+func finiteXY(p orb.Point) bool {
+	return !math.IsNaN(p[0]) && !math.IsNaN(p[1]) && !math.IsInf(p[0], 0) && !math.IsInf(p[1], 0)
+}
+
+// needsCGO is the error of an operation that needs GEOS or PROJ when the
+// Checker has none (Options.GEOS, Options.Reprojector: what a build
+// without cgo cannot give it): class unknown (it says nothing of the
+// geometry).
+func needsCGO(stage classify.Stage, op string) *classify.Error {
+	return &classify.Error{
+		Class:    classify.ClassUnknown,
+		Stage:    stage,
+		Geometry: &classify.GeometryDetail{Reason: op + ": " + ErrNeedsCGO.Error(), Kind: classify.KindOther},
+		Err:      fmt.Errorf("spatial: %s: %w", op, ErrNeedsCGO),
+	}
 }
