@@ -10,6 +10,7 @@ import (
 	"github.com/geodlq/geodlq/ingress"
 	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 // *spatial.Checker plugs into the gate as both checkers.
@@ -19,10 +20,14 @@ var (
 )
 
 // TestSpatialCheckerPlugged runs the corpus through the gate with a
-// *spatial.Checker plugged in (this file needs cgo, GEOS and PROJ): every
-// verdict, topology and PROJ ones included, is then exactly the consumer's.
+// *spatial.Checker plugged in (this file needs cgo: PROJ resolves the
+// corpus's PROJ string): every verdict, topology and PROJ ones included,
+// is then exactly the consumer's.
 func TestSpatialCheckerPlugged(t *testing.T) {
-	c, err := spatial.NewChecker(nil)
+	p, err := proj.New(nil)
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := spatial.NewChecker(&spatial.Options{ResolveCRS: p.ResolveCRS})
 	require.NoError(t, err)
 	defer c.Close()
 	opts := &ingress.Options{CRSChecker: c, GeometryChecker: c}

@@ -167,7 +167,7 @@ func (a *app) check(cmd *cobra.Command, args []string, o checkOptions) (err erro
 		doc = newJSONVerdicts(a.stdout)
 	}
 	work := func(ctx context.Context, ev event) checked {
-		r := checkOne(ctx, checker, ev)
+		r := checkOne(ctx, checker.Checker, ev)
 		if r.cerr == nil || proc == nil {
 			r.ev.payload = nil // not needed any more
 		}

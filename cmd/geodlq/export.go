@@ -20,6 +20,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/native"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/spatial"
@@ -429,12 +430,12 @@ type exportStats struct {
 func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection, off *offload.Offloader, o exportOptions,
 	wrap func(func(item) error) func(item) error, sink featureSink) (exportStats, error) {
 	st := exportStats{status: map[string]int{}}
-	checker, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: o.toEPSG, MaxVertices: 50_000_000})
+	checker, err := native.NewChecker(&spatial.Options{ExpectedEPSG: o.toEPSG, MaxVertices: 50_000_000})
 	if err != nil {
 		return st, fmt.Errorf("spatial checker: %w", err)
 	}
 	defer checker.Close()
-	area := newCRSArea(checker)
+	area := newCRSArea(checker.Checker)
 	// place sets f's geometry from parsed (in src's CRS): reprojected to
 	// o.toEPSG unless o.split, kept in the one form the output needs —
 	// parsed for a GeoPackage, GeoJSON (numbers written exactly) otherwise

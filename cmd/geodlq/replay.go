@@ -302,7 +302,7 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		return err
 	}
 	defer checker.Close()
-	repairers, err := replaying.Repairers(checker, o.repairs, unchanged)
+	repairers, err := replaying.Repairers(checker.Checker, o.repairs, unchanged)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/native"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/spatial"
 )
@@ -146,9 +147,10 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// newChecker returns a spatial checker for the pipeline's CRS.
-func newChecker(expectedEPSG, maxVertices int) (*spatial.Checker, error) {
-	c, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: expectedEPSG, MaxVertices: maxVertices})
+// newChecker returns a spatial checker for the pipeline's CRS, with GEOS
+// and PROJ when the binary links them (internal/native).
+func newChecker(expectedEPSG, maxVertices int) (*native.Checker, error) {
+	c, err := native.NewChecker(&spatial.Options{ExpectedEPSG: expectedEPSG, MaxVertices: maxVertices})
 	if err != nil {
 		return nil, fmt.Errorf("spatial checker: %w", err)
 	}

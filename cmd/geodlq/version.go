@@ -6,6 +6,9 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/geodlq/geodlq/spatial/geos"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 // versionReport is what version writes with -o json. Field names are
@@ -34,7 +37,7 @@ type versionReport struct {
 
 // buildVersion reads the binary's build information.
 func buildVersion(info *debug.BuildInfo, ok bool) versionReport {
-	r := versionReport{Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, GEOS: geosVersion, PROJ: projVersion}
+	r := versionReport{Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, GEOS: geos.Version(), PROJ: proj.Version()}
 	if !ok || info == nil {
 		r.Version = "(unknown)"
 		return r

@@ -12,6 +12,14 @@ import (
 	"github.com/twpayne/go-proj/v11"
 )
 
+// headerVersions are the GEOS and PROJ versions of the headers the test
+// was built with, read from go-geos and go-proj themselves (not through
+// spatial/geos and spatial/proj, whose Version the command prints).
+func headerVersions() (geosVersion, projVersion string) {
+	return fmt.Sprintf("%d.%d.%d", geos.VersionMajor, geos.VersionMinor, geos.VersionPatch),
+		fmt.Sprintf("%d.%d.%d", proj.VersionMajor, proj.VersionMinor, proj.VersionPatch)
+}
+
 func TestBuildVersion(t *testing.T) {
 	mainMod := debug.Module{Path: "github.com/geodlq/geodlq/cmd/geodlq", Version: "v0.1.0"}
 	cases := []struct {
@@ -32,7 +40,7 @@ func TestBuildVersion(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.want.Platform = runtime.GOOS + "/" + runtime.GOARCH
-			c.want.GEOS, c.want.PROJ = geosVersion, projVersion
+			c.want.GEOS, c.want.PROJ = headerVersions()
 			require.Equal(t, c.want, buildVersion(c.info, c.ok))
 		})
 	}
@@ -43,8 +51,7 @@ func TestBuildVersion(t *testing.T) {
 func TestVersionCommand(t *testing.T) {
 	t.Parallel()
 	c := cli{t: t, store: "sqlite://" + t.TempDir() + "/unused.db"}
-	wantGEOS := fmt.Sprintf("%d.%d.%d", geos.VersionMajor, geos.VersionMinor, geos.VersionPatch)
-	wantPROJ := fmt.Sprintf("%d.%d.%d", proj.VersionMajor, proj.VersionMinor, proj.VersionPatch)
+	wantGEOS, wantPROJ := headerVersions()
 
 	out := c.must(exitOK, nil, "version").stdout
 	require.Regexp(t, `^geodlq (\(devel\)|v[0-9]\S*)\n`, out, "a binary built in a checkout: (devel), or the pseudo-version the go command stamps")

@@ -1,6 +1,6 @@
 // Command kafka-consumer is a Kafka consumer with geodlq's dead-letter path,
-// ready to copy: it validates each GeoJSON event of a topic with GEOS and
-// PROJ, retries transient failures in place, dead-letters what cannot be
+// ready to copy: it validates each GeoJSON event of a topic (GEOS's
+// verdicts, in pure Go), retries transient failures in place, dead-letters what cannot be
 // processed to "<topic>.retry.dlt" or "<topic>.poison.dlt" (offloading large
 // geometries to a blob directory so envelopes fit Kafka's message limit),
 // and commits a record's offset only after its envelope is acknowledged by

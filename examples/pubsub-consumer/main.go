@@ -1,8 +1,9 @@
 // Command pubsub-consumer is a Google Cloud Pub/Sub consumer with geodlq's
 // dead-letter path, ready to copy: it validates each GeoJSON event of a
-// source subscription with GEOS and PROJ, retries transient failures in
-// place, publishes what cannot be processed to a dead-letter topic as a
-// dlq.v1 envelope (large geometries offloaded to a blob directory), and
+// source subscription (GEOS's verdicts, in pure Go), retries transient
+// failures in place, publishes what cannot be processed to a dead-letter
+// topic as a dlq.v1 envelope (large geometries offloaded to a blob
+// directory), and
 // acknowledges a message only after that publish succeeded — it nacks it
 // otherwise, so Pub/Sub redelivers it and, after maxDeliveryAttempts,
 // forwards it to the subscription's dead-letter topic.

@@ -36,6 +36,8 @@ import (
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/geos"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 // events.jsonl holds one event per line, as producers sent them: valid
@@ -120,8 +122,24 @@ func run(ctx context.Context, dir string, log *slog.Logger) error {
 		return err
 	}
 
-	// --- The checker: GEOS validity and PROJ CRS resolution (cgo). ----------
-	checker, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: 4326, MaxVertices: 100_000})
+	// --- The checker: pure Go; GEOS and PROJ (cgo) for the repairs. -------
+	// spatial/geos and spatial/proj link them in a cgo build; built with
+	// CGO_ENABLED=0 the check works and step 4's repairs fail with an error
+	// wrapping spatial.ErrNeedsCGO.
+	copts := &spatial.Options{ExpectedEPSG: 4326, MaxVertices: 100_000}
+	if g, err := geos.New(); err == nil {
+		defer g.Close()
+		copts.GEOS = g
+	} else if !errors.Is(err, spatial.ErrNeedsCGO) {
+		return err
+	}
+	if pj, err := proj.New(nil); err == nil {
+		defer pj.Close()
+		copts.ResolveCRS, copts.Reprojector = pj.ResolveCRS, pj
+	} else if !errors.Is(err, spatial.ErrNeedsCGO) {
+		return err
+	}
+	checker, err := spatial.NewChecker(copts)
 	if err != nil {
 		return err
 	}

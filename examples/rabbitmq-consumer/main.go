@@ -68,6 +68,8 @@ import (
 	"github.com/geodlq/geodlq/replay/pgclaims"
 	"github.com/geodlq/geodlq/replay/redisclaims"
 	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/geos"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 type config struct {
@@ -216,7 +218,24 @@ func newPipeline(ctx context.Context, c config, log *slog.Logger) (*pipeline, er
 	}
 	p.claims = claims
 	closers = append(closers, closeClaims)
-	if p.chk, err = spatial.NewChecker(nil); err != nil { // expects EPSG:4326
+	// The check is pure Go; the repairs need GEOS (MakeValid) and PROJ
+	// (reprojection), which a cgo build links (spatial/geos, spatial/proj).
+	// Built with CGO_ENABLED=0 they are absent, and replay's repairs fail
+	// with an error wrapping spatial.ErrNeedsCGO.
+	copts := &spatial.Options{} // expects EPSG:4326
+	if g, err := geos.New(); err == nil {
+		closers = append(closers, func() { _ = g.Close() })
+		copts.GEOS = g
+	} else if !errors.Is(err, spatial.ErrNeedsCGO) {
+		return fail(err)
+	}
+	if pj, err := proj.New(nil); err == nil {
+		closers = append(closers, func() { _ = pj.Close() })
+		copts.ResolveCRS, copts.Reprojector = pj.ResolveCRS, pj
+	} else if !errors.Is(err, spatial.ErrNeedsCGO) {
+		return fail(err)
+	}
+	if p.chk, err = spatial.NewChecker(copts); err != nil {
 		return fail(err)
 	}
 	closers = append(closers, func() { _ = p.chk.Close() })

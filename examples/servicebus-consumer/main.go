@@ -1,6 +1,6 @@
 // Command servicebus-consumer is an Azure Service Bus consumer with
 // geodlq's dead-letter path, ready to copy: it validates each GeoJSON event
-// of a queue with GEOS and PROJ, retries transient failures in place, and
+// of a queue (GEOS's verdicts, in pure Go), retries transient failures in place, and
 // dead-letters what cannot be processed into the queue's own
 // $DeadLetterQueue — DeadLetterReason "<class>/<stage>", the error as
 // DeadLetterErrorDescription, the dlq.v1 envelope in application

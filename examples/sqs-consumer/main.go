@@ -1,8 +1,9 @@
 // Command sqs-consumer is an Amazon SQS consumer with geodlq's dead-letter
 // path, ready to copy: it validates each GeoJSON event of a source queue
-// with GEOS and PROJ, retries transient failures in place, sends what
-// cannot be processed to a dead-letter queue as a dlq.v1 envelope (large
-// geometries offloaded to a blob directory so it fits SQS's 256 KiB), and
+// (GEOS's verdicts, in pure Go), retries transient failures in place,
+// sends what cannot be processed to a dead-letter queue as a dlq.v1
+// envelope (large geometries offloaded to a blob directory so it fits
+// SQS's 256 KiB), and
 // deletes a message only after its envelope is in the dead-letter queue. A
 // failure of SQS itself never deletes: the visibility timeout brings the
 // message back, and the queue's redrive policy takes over after

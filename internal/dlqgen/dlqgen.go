@@ -38,6 +38,7 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/proj"
 )
 
 // Options configures [New]. The zero value and nil are valid.
@@ -110,7 +111,18 @@ func New(opts *Options) (*Generator, error) {
 	if o.Span <= 0 {
 		o.Span = 30 * 24 * time.Hour
 	}
-	chk, err := spatial.NewChecker(nil)
+	// PROJ, where linked, words the verdict of the PROJ-string corruption
+	// as a consumer built with it would; without cgo the checker is pure
+	// Go.
+	var copts spatial.Options
+	switch p, err := proj.New(nil); {
+	case err == nil:
+		defer p.Close()
+		copts.ResolveCRS = p.ResolveCRS
+	case !errors.Is(err, spatial.ErrNeedsCGO):
+		return nil, err
+	}
+	chk, err := spatial.NewChecker(&copts)
 	if err != nil {
 		return nil, err
 	}

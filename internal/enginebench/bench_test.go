@@ -12,6 +12,7 @@ import (
 	"github.com/geodlq/geodlq/internal/benchcorpus"
 	"github.com/geodlq/geodlq/internal/enginebench"
 	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/geos"
 )
 
 // BenchmarkEngines is issue 22's library comparison over the benchmark
@@ -36,8 +37,13 @@ func BenchmarkEngines(b *testing.B) {
 	for _, e := range events {
 		size += int64(len(e))
 	}
+	engine, err := geos.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = engine.Close() })
 	checker := func(e spatial.Engine) *spatial.Checker {
-		c, err := spatial.NewChecker(&spatial.Options{Engine: e})
+		c, err := spatial.NewChecker(&spatial.Options{Engine: e, GEOS: engine})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -33,6 +33,8 @@ import (
 	"github.com/geodlq/geodlq/offload"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
+	"github.com/geodlq/geodlq/spatial/geos"
+	"github.com/geodlq/geodlq/spatial/proj"
 	"github.com/geodlq/geodlq/triage"
 )
 
@@ -61,7 +63,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c, err := spatial.NewChecker(nil)
+	g, err := geos.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	p, err := proj.New(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	c, err := spatial.NewChecker(&spatial.Options{GEOS: g, ResolveCRS: p.ResolveCRS, Reprojector: p})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	reps, err := c.Repairers(nil)

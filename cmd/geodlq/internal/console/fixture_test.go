@@ -20,6 +20,7 @@ import (
 	_ "github.com/geodlq/geodlq/broker/postgis"
 	_ "github.com/geodlq/geodlq/broker/sqlite"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/native"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/offload"
@@ -112,7 +113,7 @@ func fill(t testing.TB, s *broker.Store, off *offload.Offloader, start time.Time
 // fillFrom is fill, the messages coming from the broker named system.
 func fillFrom(t testing.TB, s broker.Publisher, off *offload.Offloader, start time.Time, system string, payloads ...string) {
 	t.Helper()
-	checker, err := spatial.NewChecker(&spatial.Options{MaxVertices: fixtureMaxVertices})
+	checker, err := native.NewChecker(&spatial.Options{MaxVertices: fixtureMaxVertices})
 	require.NoError(t, err)
 	defer checker.Close()
 	var tick atomic.Int64

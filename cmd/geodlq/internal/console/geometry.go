@@ -576,7 +576,7 @@ func (s *Server) repairPreview(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, repairAnswer{Method: method, Error: why, NotApplicable: true, VerticesBefore: env.VertexCount, TypeBefore: env.GeometryType})
 		return
 	}
-	repairers, err := replaying.Repairers(s.checker, []string{method}, nil)
+	repairers, err := replaying.Repairers(s.checker.Checker, []string{method}, nil)
 	if err != nil {
 		s.fail(w, r, err)
 		return

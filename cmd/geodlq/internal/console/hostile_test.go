@@ -12,9 +12,9 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/native"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/corpus"
-	"github.com/geodlq/geodlq/spatial"
 )
 
 // TestHostileRecords fills a store with the hostile corpus — every event
@@ -28,7 +28,7 @@ func TestHostileRecords(t *testing.T) {
 	ws, err := broker.OpenStore(ctx, e.url, nil)
 	require.NoError(t, err)
 	defer ws.Close()
-	checker, err := spatial.NewChecker(nil)
+	checker, err := native.NewChecker(nil)
 	require.NoError(t, err)
 	defer checker.Close()
 	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: e.blobs, ResolveEPSG: checker.ResolveEPSG})
@@ -126,7 +126,7 @@ func FuzzDisplay(f *testing.F) {
 	f.Add([]byte(`{"type":"Polygon","coordinates":[[[0,0],[1,0],[NaN,1],[0,1],[0,0]]]}`), 0.0, 0.0, -1, 0, 2, false, "invalid_coordinate", 4326)
 	f.Add([]byte(`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`), 0.0, 0.0, -1, 0, 0, false, "ring_not_closed", 3857)
 	f.Add([]byte(`{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1e300,1]}]}`), 1e300, 1.0, 0, -1, 0, false, "out_of_range", 0)
-	c, err := spatial.NewChecker(nil)
+	c, err := native.NewChecker(nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -673,7 +673,7 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 		c, _ := classify.ParseClass(u) // checked when the job started
 		classes = append(classes, c)
 	}
-	repairers, err := replaying.Repairers(s.checker, jb.j.Repairs, classes)
+	repairers, err := replaying.Repairers(s.checker.Checker, jb.j.Repairs, classes)
 	if err != nil {
 		return err
 	}

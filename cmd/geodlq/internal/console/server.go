@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/native"
 	"github.com/geodlq/geodlq/cmd/geodlq/internal/replaying"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/offload"
@@ -169,7 +170,7 @@ type Target struct {
 type Server struct {
 	opts    Options
 	store   *broker.Store
-	checker *spatial.Checker
+	checker *native.Checker
 	log     *slog.Logger
 	mux     *http.ServeMux
 	assets  fs.FS
@@ -225,7 +226,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	checker, err := spatial.NewChecker(&spatial.Options{ExpectedEPSG: opts.ExpectedEPSG})
+	checker, err := native.NewChecker(&spatial.Options{ExpectedEPSG: opts.ExpectedEPSG})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/cmd/geodlq/internal/native"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/replay"
 	"github.com/geodlq/geodlq/spatial"
@@ -40,10 +41,10 @@ const bowtie = `{"event_id":"evt-bowtie","geometry":{"type":"Polygon","coordinat
 
 func checker(t *testing.T) *spatial.Checker {
 	t.Helper()
-	c, err := spatial.NewChecker(nil)
+	c, err := native.NewChecker(nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return c.Checker
 }
 
 func TestRepairers(t *testing.T) {
