@@ -23,6 +23,7 @@ func TestNoCgo(t *testing.T) {
 	}
 	root, err := ctx.ImportDir(".", 0)
 	require.NoError(t, err)
+	root.ImportPath = "github.com/geodlq/geodlq/spatial"
 	require.NotEmpty(t, root.GoFiles)
 	for _, p := range root.TestImports {
 		require.False(t, forbidden(p), "package spatial's tests import %s", p)
