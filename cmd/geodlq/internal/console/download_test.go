@@ -223,3 +223,30 @@ func TestDownloadMemory(t *testing.T) {
 	require.Less(t, streamed, uint64(4<<20), "bytes allocated by the download")
 	require.Greater(t, restored, uint64(len(payload)), "the measure sees a payload restored whole")
 }
+
+// TestListPageMemory: a list page costs the same whatever the size of its
+// records (issue 23): sorted by vertices, largest first, 8 records whose
+// envelopes hold 2 MB geometries inline are listed without reading their
+// bodies; nor a text search, which the index answers.
+func TestListPageMemory(t *testing.T) {
+	var events []string
+	for i := range 8 {
+		p, _ := lineEvent(fmt.Sprintf("evt-line-%d", i), 2<<20)
+		events = append(events, p)
+	}
+	e := newEnv(t, sqliteKind(), envOptions{events: events, poll: time.Hour, blobThreshold: 64 << 20})
+	for _, path := range []string{"/api/records?sort=-vertices&limit=8", "/api/records?sort=-size&limit=8", "/api/records?limit=8&q=evt-line"} {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Host = "127.0.0.1"
+		w := &discardWriter{h: http.Header{}, sum: sha256.New()}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		e.srv.ServeHTTP(w, req)
+		runtime.ReadMemStats(&after)
+		require.Equal(t, http.StatusOK, w.status, path)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %d bytes allocated for a page of 8 records of 2 MB", path, alloc)
+		require.Less(t, alloc, uint64(2<<20), "%s: bytes allocated for the page", path)
+	}
+}

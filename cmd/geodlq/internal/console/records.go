@@ -99,6 +99,22 @@ func (s *Server) rowOf(e broker.Entry, env *envelope.Envelope) row {
 	return r
 }
 
+// rowOfSummary is rowOf from a summary (ListOptions.Summaries, its
+// Source read at the selection's source pointer): no body is read.
+func rowOfSummary(e broker.Entry) row {
+	sm := e.Summary
+	r := row{Destination: e.Record.Destination, ID: e.Record.ID, Status: string(e.Status), PublishedAt: e.PublishedAt}
+	if !sm.Envelope {
+		return r
+	}
+	r.Envelope = true
+	r.EventID, r.Class, r.Stage = sm.EventID, string(sm.Class), string(sm.Stage)
+	r.EPSG, r.GeometryType, r.VertexCount = sm.EPSG, sm.GeometryType, sm.VertexCount
+	r.SourceURI, r.Attempts, r.DeadLetteredAt = clip(sm.Source, 512), sm.Attempts, sm.DeadLetteredAt
+	r.ReasonKind, r.Reason = string(sm.ReasonKind), clip(sm.Reason, 512)
+	return r
+}
+
 func envelopeOf(r *broker.Record) *envelope.Envelope {
 	if r.Envelope != nil {
 		return r.Envelope
@@ -211,8 +227,13 @@ func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit
 			page = maxPage
 		}
 	}
+	// With no filter applied here, the page is read as summaries: its
+	// cost is the same whatever the size of its records (the largest
+	// first, sorted by vertices, are the geometries of megabytes).
+	summaries := !sel.clientSide()
 	lo := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, IncludeReplayed: sel.q.Replayed,
-		Sort: order.key, Descending: order.desc, After: cur.After, Limit: page, Total: total && !sel.clientSide()}
+		Sort: order.key, Descending: order.desc, After: cur.After, Limit: page, Total: total && !sel.clientSide(),
+		Summaries: summaries}
 	ans := listAnswer{Records: []row{}}
 	skip := cur.Skip
 	for {
@@ -227,14 +248,21 @@ func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit
 		for i := skip; i < len(p.Entries); i++ {
 			e := p.Entries[i]
 			ans.Scanned++
-			if e.Record == nil || reinjected(e.Record) {
-				continue
+			if summaries {
+				if e.Record == nil || e.Summary == nil || e.Summary.ReplayOf != "" || (!e.Summary.Envelope && sel.envelopeOnly()) {
+					continue
+				}
+				ans.Records = append(ans.Records, rowOfSummary(e))
+			} else {
+				if e.Record == nil || reinjected(e.Record) {
+					continue
+				}
+				env := envelopeOf(e.Record)
+				if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
+					continue
+				}
+				ans.Records = append(ans.Records, s.rowOf(e, env))
 			}
-			env := envelopeOf(e.Record)
-			if (env == nil && sel.envelopeOnly()) || !sel.match(e.Record.ID, env) {
-				continue
-			}
-			ans.Records = append(ans.Records, s.rowOf(e, env))
 			if len(ans.Records) == limit {
 				switch {
 				case i+1 < len(p.Entries):
@@ -354,13 +382,14 @@ func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, 
 	}
 	rows := map[recKey]row{}
 	for dest, ids := range byDest {
-		p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids}, Limit: len(ids)})
+		p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids, SourcePointer: sel.filter.SourcePointer},
+			Limit: len(ids), Summaries: true})
 		if err != nil {
 			return ans, err
 		}
 		for _, e := range p.Entries {
-			if e.Record != nil {
-				rows[recKey{e.Record.Destination, e.Record.ID}] = s.rowOf(e, envelopeOf(e.Record))
+			if e.Record != nil && e.Summary != nil {
+				rows[recKey{e.Record.Destination, e.Record.ID}] = rowOfSummary(e)
 			}
 		}
 	}
