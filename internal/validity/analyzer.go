@@ -155,6 +155,16 @@ func (a *analyzer) addSegString(pts orb.Ring, ring int32) {
 
 // analyze runs the intersection search over the segment strings added.
 func (a *analyzer) analyze() {
+	// A chain spans at least one segment: room for as many chains as
+	// there are segments when the rings are small (many small rings,
+	// where nearly every segment is a chain of its own), and for an
+	// eighth of them otherwise, so that growing the slice does not
+	// dominate the peak memory of a check.
+	segs := 0
+	for i := range a.ss {
+		segs += max(len(a.ss[i].pts)-1, 0)
+	}
+	a.chains = slices.Grow(a.chains[:0], min(segs, 4*len(a.ss)+segs/8))
 	for i := range a.ss {
 		a.addChains(int32(i))
 	}

@@ -81,6 +81,7 @@ func (a *analyzer) addChain(ss int32, start, end int) {
 func (a *analyzer) intersectChains() {
 	t := &a.tree
 	t.reset()
+	t.reserve(len(a.chains))
 	for i := range a.chains {
 		t.insert(a.chains[i].env, int32(i))
 	}

@@ -1,6 +1,9 @@
 package validity
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // A static R-tree built as GEOS 3.11's TemplateSTRtree builds it (Sort-Tile-
 // Recursive, ten children a node) and queried in the same order. The order
@@ -80,6 +83,18 @@ type strTree struct {
 func (t *strTree) reset() {
 	t.nodes = t.nodes[:0]
 	t.root = -1
+}
+
+// reserve makes room for a tree of n leaves, so that neither inserting
+// them nor building over them grows the node slice (each growth copies it
+// and leaves the old one to the collector: with hundreds of thousands of
+// leaves, the peak memory of a check).
+func (t *strTree) reserve(n int) {
+	if size := treeSize(len(t.nodes) + n); cap(t.nodes) < size {
+		grown := make([]strNode, len(t.nodes), size)
+		copy(grown, t.nodes)
+		t.nodes = grown
+	}
 }
 
 // insert adds an item; GEOS skips null envelopes, which callers here never
@@ -190,13 +205,13 @@ func (t *strTree) sortNodes(s []strNode, axis int) {
 	if n < 2 {
 		return
 	}
-	ks := t.keys[:0]
+	ks := slices.Grow(t.keys[:0], n)
 	for i := range s {
 		ks = append(ks, sortKey{nodeKey(&s[i], axis), int32(i)})
 	}
 	t.keys = ks
 	sortKeys(ks)
-	tmp := append(t.scratch[:0], s...)
+	tmp := append(slices.Grow(t.scratch[:0], n), s...)
 	t.scratch = tmp
 	for i, k := range ks {
 		s[i] = tmp[k.i]

@@ -119,7 +119,7 @@ func (a *analyzer) sweep() bool {
 	// its index into a uint64 and radix-sorted. The sweep stops on the
 	// same bounds, which keeps it complete: a chain whose bound is past a
 	// chain's high end starts past it too.
-	keys := a.sweepKeys[:0]
+	keys := slices.Grow(a.sweepKeys[:0], n)
 	for i := range a.chains {
 		e := &a.chains[i].env
 		lo := e.minx
@@ -130,7 +130,7 @@ func (a *analyzer) sweep() bool {
 	}
 	keys = radixSort(keys, &a.sweepTmp)
 	a.sweepKeys = keys
-	s := a.sweepBuf[:0]
+	s := slices.Grow(a.sweepBuf[:0], n)
 	for _, k := range keys {
 		i := int32(uint32(k))
 		e := &a.chains[i].env

@@ -450,6 +450,7 @@ func (v *Validator) holesNotNested(p orb.Polygon) (*Fault, error) {
 	holes := p[1:]
 	t := &v.tree
 	t.reset()
+	t.reserve(len(holes))
 	envs := make([]env, len(holes))
 	for i, h := range holes {
 		if e, ok := ringEnv(h); ok {
@@ -526,6 +527,7 @@ func (v *Validator) shellsNotNested(polys []orb.Polygon) (*Fault, error) {
 	}
 	t := &v.tree
 	t.reset()
+	t.reserve(len(polys))
 	envs := make([]env, len(polys))
 	for i, p := range polys {
 		if len(p) == 0 {
