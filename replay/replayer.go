@@ -99,6 +99,14 @@ type Options struct {
 	// The leases of a batch are renewed while it is worked on (see
 	// [LeaseKeeper]), so a batch may take longer than a lease.
 	BatchSize int
+	// BatchBytes bounds a batch by its records' bodies: after a batch,
+	// the next asks for as many records as BatchBytes holds at the size
+	// of the largest body of the batch before (at least one, at most
+	// BatchSize), and a run's first batch is a single record. So a run
+	// over large records holds one at a time, and a run over small ones
+	// still fetches BatchSize at a time. Default
+	// [broker.DefaultListBytes] (16 MiB).
+	BatchBytes int
 	// Concurrency is how many records of a batch are worked on at once
 	// (each restored, repaired, checked, re-injected under its own lease
 	// and acknowledged, as one record alone is). Records with the same
@@ -162,6 +170,9 @@ func New(opts *Options) (*Replayer, error) {
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = 100
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = broker.DefaultListBytes
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
@@ -391,6 +402,8 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		wg.Wait()
 	}()
 	seen := map[string]bool{}
+	n := 1     // the first batch: the records' size is not known yet
+	stale := 0 // records come back already examined since the last fresh one
 	for {
 		if req.Limit > 0 && rep.Examined >= req.Limit {
 			return rep, nil
@@ -398,7 +411,6 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		n := r.opts.BatchSize
 		if req.Limit > 0 {
 			n = min(n, req.Limit-rep.Examined)
 		}
@@ -414,27 +426,33 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 			lk = keeper
 			lk.Hold(fetched, recs...)
 		}
+		asked := n
+		n = r.nextBatch(recs)
 		fresh := 0
 		var work []*broker.Record
 		for _, rec := range recs {
 			if seen[rec.ID] {
 				// A lease we held expired and the record came back: keep
 				// holding it, it was already reported.
-				held[rec.ID] = rec
 				keeper.Drop(rec)
+				held[rec.ID] = leaseOnly(rec)
 				continue
 			}
 			seen[rec.ID] = true
 			fresh++
 			if req.Limit > 0 && rep.Examined+len(work) >= req.Limit {
-				held[rec.ID] = rec
 				keeper.Drop(rec)
+				held[rec.ID] = leaseOnly(rec)
 				continue
 			}
 			work = append(work, rec)
 		}
 		for i, it := range r.batch(ctx, work, req.DryRun, lk) {
 			rec := work[i]
+			// Each record is let go of once examined: one held until the
+			// run ends is held by its lease alone (leaseOnly), not by its
+			// body.
+			work[i] = nil
 			rep.Examined++
 			rep.Counts[it.Outcome]++
 			rep.Items = append(rep.Items, it)
@@ -445,14 +463,43 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 				// until the run ends, its lease no longer renewed, then
 				// released (a lease lost meanwhile is not: the release
 				// fails with ErrLeaseLost and changes nothing).
-				held[rec.ID] = rec
-				keeper.Drop(rec)
+				keeper.Drop(rec) // a renewal in flight ends first
+				held[rec.ID] = leaseOnly(rec)
 			}
 		}
-		if fresh == 0 {
+		// A batch of records already examined (their leases lapsed and
+		// they came back; they are held again now) ends the run only when
+		// it is not full — there is nothing else to fetch — or when every
+		// record examined has come back since the last fresh one.
+		if fresh > 0 {
+			stale = 0
+		} else if stale += len(recs); len(recs) < asked || stale >= len(seen) {
 			return rep, nil
 		}
 	}
+}
+
+// nextBatch is how many records the batch after recs asks for: as many
+// as BatchBytes holds at the size of recs' largest body, at least one,
+// at most BatchSize.
+func (r *Replayer) nextBatch(recs []*broker.Record) int {
+	largest := 0
+	for _, rec := range recs {
+		if rec.Message != nil {
+			largest = max(largest, len(rec.Message.Body))
+		}
+	}
+	if largest == 0 {
+		return r.opts.BatchSize
+	}
+	return max(1, min(r.opts.BatchSize, r.opts.BatchBytes/largest))
+}
+
+// leaseOnly is what releasing rec needs — its id, destination and lease —
+// without its message and envelope, for a record held until the run
+// ends.
+func leaseOnly(rec *broker.Record) *broker.Record {
+	return &broker.Record{ID: rec.ID, Destination: rec.Destination, Deliveries: rec.Deliveries, Lease: rec.Lease, LeaseExpires: rec.LeaseExpires}
 }
 
 // batch works on recs, Options.Concurrency at a time, and returns their

@@ -482,3 +482,65 @@ func TestConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// recordingSource records what Fetch was asked for and what Release was
+// given.
+type recordingSource struct {
+	broker.DeadLetterSource
+	asked    []int
+	mu       sync.Mutex // a run releases several records at once
+	released []*broker.Record
+}
+
+func (s *recordingSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
+	s.asked = append(s.asked, n)
+	return s.DeadLetterSource.Fetch(ctx, dest, f, n)
+}
+
+func (s *recordingSource) Release(ctx context.Context, r *broker.Record) error {
+	s.mu.Lock()
+	s.released = append(s.released, r)
+	s.mu.Unlock()
+	return s.DeadLetterSource.Release(ctx, r)
+}
+
+// TestReplayBatchBytes checks that batches follow Options.BatchBytes (the
+// first one record, the next as many as BatchBytes holds at the largest
+// body seen, at most BatchSize), and that the records a dry run leaves in
+// place are held, and released, by their lease alone.
+func TestReplayBatchBytes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		batchBytes int
+		want       []int
+	}{
+		{"records larger than the budget: one at a time", 1, []int{1, 1, 1, 1, 1, 1, 1}},
+		{"small records: BatchSize after the first", 1 << 20, []int{1, 3, 3, 3}},
+		{"default budget", 0, []int{1, 3, 3, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := memory.New(nil)
+			p := newPipeline(t, b, nil)
+			p.fail = func(m *broker.Message) error { return errors.New("unknown " + string(m.Body)) }
+			for i := range 6 {
+				seed(t, b, fmt.Sprintf("idem:v1:b%d", i), []byte(fmt.Sprintf(`{"event_id":"b%d"}`, i)))
+			}
+			p.drain()
+			src := &recordingSource{DeadLetterSource: b}
+			r, err := replay.New(&replay.Options{Source: src, Target: b, BatchSize: 3, BatchBytes: tc.batchBytes})
+			require.NoError(t, err)
+			rep, err := r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt", DryRun: true})
+			require.NoError(t, err)
+			require.Equal(t, 6, rep.Examined)
+			require.Equal(t, 6, rep.Counts[replay.OutcomeWouldReplay])
+			require.Equal(t, tc.want, src.asked)
+			require.Len(t, src.released, 6, "every record left in place is released when the run ends")
+			for _, rec := range src.released {
+				require.Nil(t, rec.Message, "record %s held by its lease alone", rec.ID)
+				require.NotEmpty(t, rec.Lease)
+			}
+			require.Equal(t, 6, memory.Len(b, topic+".retry.dlt"))
+		})
+	}
+}
