@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -158,6 +160,11 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 		}
 		lp.whole = len(all) == len(dests)
 	}
+	if (o.out.json() || o.out.jsonl()) && sortBy == "" && !o.follow {
+		// Each record is written as it is read, and let go of before the
+		// next: the output is never held whole.
+		return a.listStream(ctx, s, sel, dests, cur, lp, o.out.json())
+	}
 	views, next, err := a.listPage(ctx, s, dests, cur, lp)
 	if err != nil {
 		return err
@@ -213,6 +220,73 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 	return a.follow(ctx, s, sel, o, views, widths)
 }
 
+// listStream writes list's page as -o json (a listPage, byte for byte as
+// writeJSON writes it) or -o jsonl, one record at a time, as listPage
+// reads them, and the page's cursor and total after them.
+func (a *app) listStream(ctx context.Context, s *broker.Store, sel selection, dests []string, cur *listCursor, p listPaging, page bool) error {
+	w := bufio.NewWriter(a.stdout)
+	var item bytes.Buffer
+	enc := json.NewEncoder(&item)
+	enc.SetEscapeHTML(false)
+	if page {
+		enc.SetIndent("    ", "  ") // an element of "items", as writeJSON indents it
+		w.WriteString("{\n  \"items\": [")
+	}
+	n := 0
+	p.emit = func(v view) error {
+		item.Reset()
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		switch {
+		case !page:
+		case n == 0:
+			w.WriteString("\n    ")
+		default:
+			w.WriteString(",\n    ")
+		}
+		n++
+		b := item.Bytes()
+		if page {
+			b = b[:len(b)-1] // Encode's newline
+		}
+		_, err := w.Write(b)
+		return err
+	}
+	_, next, err := a.listPage(ctx, s, dests, cur, p)
+	if err != nil {
+		w.Flush()
+		return err
+	}
+	total, err := a.listTotal(ctx, s, sel, dests)
+	if err != nil {
+		w.Flush()
+		return err
+	}
+	if page {
+		if n > 0 {
+			w.WriteString("\n  ")
+		}
+		w.WriteString("]")
+		if next != "" {
+			nj, _ := json.Marshal(next)
+			w.WriteString(",\n  \"next\": " + string(nj))
+		}
+		w.WriteString(",\n  \"total\": " + strconv.Itoa(total) + "\n}\n")
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case page: // "next" and "total" say it
+	case next != "":
+		fmt.Fprintf(a.stderr, "%d of %d matching records; more records: --after %s\n", n, total, next)
+	case n > 0 && (p.limit > 0 || cur != nil):
+		fmt.Fprintf(a.stderr, "%d matching records\n", total)
+	}
+	return nil
+}
+
 // listPaging is how list reads its page.
 type listPaging struct {
 	sel   selection
@@ -225,6 +299,9 @@ type listPaging struct {
 	whole bool
 	// summaries reads summaries only (the table's fields), never a body.
 	summaries bool
+	// emit, when set, is given each view as it is read, in place of
+	// listPage returning them.
+	emit func(view) error
 }
 
 // storeSorts are the --sort fields the store orders by across all pages.
@@ -237,6 +314,15 @@ var storeSorts = map[string]broker.SortKey{
 // the cursor of the next page.
 func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur *listCursor, p listPaging) ([]view, string, error) {
 	views := []view{}
+	n := 0 // views read, emitted or not
+	add := func(v view) error {
+		n++
+		if p.emit != nil {
+			return p.emit(v)
+		}
+		views = append(views, v)
+		return nil
+	}
 	start := 0
 	after := ""
 	all := p.sorted && (len(dests) > 1 || p.whole)
@@ -256,6 +342,7 @@ func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur
 	for _, d := range dests {
 		selected[d] = true
 	}
+	rl := &releasingLister{l: s}
 	for i := start; i < len(dests); i++ {
 		d := dests[i]
 		if all {
@@ -273,26 +360,31 @@ func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur
 		for {
 			lo.Limit = broker.MaxListLimit
 			if p.limit > 0 {
-				lo.Limit = min(p.limit-len(views), broker.MaxListLimit)
+				lo.Limit = min(p.limit-n, broker.MaxListLimit)
 			}
-			pg, err := s.List(ctx, lo)
+			pg, err := rl.List(ctx, lo)
 			if err != nil {
 				return nil, "", fmt.Errorf("reading %q: %w", d, cannotList(s, err))
 			}
-			for _, e := range pg.Entries {
+			for j, e := range pg.Entries {
+				pg.Entries[j] = broker.Entry{} // let go of each body before the next is decoded
+				var err error
 				switch {
 				case e.Record == nil || !selected[e.Record.Destination]:
 				case e.Summary != nil:
 					if e.Summary.Envelope || p.sel.filter.IsZero() {
-						views = append(views, viewOfSummary(e))
+						err = add(viewOfSummary(e))
 					}
 				default:
 					if it := itemOf(e); p.sel.keep(it) {
-						views = append(views, viewOf(it))
+						err = add(viewOf(it))
 					}
 				}
+				if err != nil {
+					return nil, "", err
+				}
 			}
-			full := p.limit > 0 && len(views) >= p.limit
+			full := p.limit > 0 && n >= p.limit
 			if pg.Next == "" || pg.Next == lo.After {
 				if full && i+1 < len(dests) && !all {
 					return views, listCursor{Dest: dests[i+1]}.String(), nil

@@ -13,9 +13,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
-	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/offload"
-	"github.com/geodlq/geodlq/offload/gcref"
 )
 
 // allDestinations names the destination of a purge without --dest.
@@ -262,16 +260,21 @@ func (a *app) sweep(ctx context.Context, s *broker.Store, off *offload.Offloader
 	var uris []string
 	m := a.startMeter("purge: collecting blob references", "records", -1)
 	defer m.finish()
-	err := s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Limit: broker.MaxListLimit}, func(e broker.Entry) error {
+	// The references are read from the records' summaries (the offload
+	// URIs the store keeps beside each body, whole), never from their
+	// bodies: memory follows the page, not the records' size.
+	err := s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Limit: broker.MaxListLimit, Summaries: true}, func(e broker.Entry) error {
 		m.add(1)
-		if e.Record == nil || e.Record.Message == nil {
+		if e.Record == nil || e.Summary == nil || !e.Summary.Envelope {
 			return nil
 		}
 		if o.dryRun && (purged[e.Record.Destination+"/"+e.Record.ID] || purged[allDestinations+"/"+e.Record.ID]) {
 			return nil
 		}
-		if env, err := envelope.Decode(e.Record.Message.Body); err == nil {
-			uris = append(uris, gcref.References(env)...)
+		for _, u := range []string{e.Summary.GeometryOffloadURI, e.Summary.PayloadOffloadURI} {
+			if u != "" {
+				uris = append(uris, u)
+			}
 		}
 		return nil
 	})

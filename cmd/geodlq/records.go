@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -260,22 +261,110 @@ func (a *app) eachRecord(ctx context.Context, s *broker.Store, sel selection, fn
 	if err != nil {
 		return err
 	}
+	rl := &releasingLister{l: s}
 	for _, d := range dests {
-		err := s.ScanAll(ctx, broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Limit: broker.MaxListLimit},
-			func(e broker.Entry) error {
+		lo := broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Limit: broker.MaxListLimit}
+		for {
+			p, err := rl.List(ctx, lo)
+			if err != nil {
+				return fmt.Errorf("reading %q: %w", d, cannotList(s, err))
+			}
+			for i, e := range p.Entries {
+				p.Entries[i] = broker.Entry{} // let go of each body once handled
 				if e.Record == nil {
-					return nil
+					continue
 				}
 				if it := itemOf(e); sel.keep(it) {
-					return fn(it)
+					if err := fn(it); err != nil {
+						return err
+					}
 				}
-				return nil
+			}
+			if p.Next == "" || p.Next == lo.After {
+				break
+			}
+			lo.After = p.Next
+		}
+	}
+	return nil
+}
+
+// release collects the page read last when it held releaseBytes or
+// more: its caller is done with it.
+func (r *releasingLister) release() {
+	if r.held >= releaseBytes {
+		runtime.GC()
+	}
+	r.held = 0
+}
+
+// eachSummary calls fn for the summary of every record of the selected
+// destinations that the store's filter keeps, oldest first within a
+// destination, reading no body (fn is given entries whose Summary is
+// set; the source prefix is the store's to apply, as for list).
+func (a *app) eachSummary(ctx context.Context, s *broker.Store, sel selection, fn func(broker.Entry) error) error {
+	dests, err := a.destinations(ctx, s)
+	if err != nil {
+		return err
+	}
+	for _, d := range dests {
+		err := s.ScanAll(ctx, broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed, Limit: broker.MaxListLimit, Summaries: true},
+			func(e broker.Entry) error {
+				if e.Record == nil || e.Summary == nil {
+					return nil
+				}
+				return fn(e)
 			})
 		if err != nil {
 			return fmt.Errorf("reading %q: %w", d, cannotList(s, err))
 		}
 	}
 	return nil
+}
+
+// loadRecord reads one record whole, by its destination and id; ok is
+// false when it is no longer there.
+func (a *app) loadRecord(ctx context.Context, s *broker.Store, dest, id string) (it item, ok bool, err error) {
+	p, err := s.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: []string{id}}, IncludeReplayed: true, Limit: 1})
+	if err != nil {
+		return item{}, false, fmt.Errorf("reading %s/%s: %w", dest, id, cannotList(s, err))
+	}
+	for _, e := range p.Entries {
+		if e.Record != nil && e.Record.ID == id {
+			return itemOf(e), true, nil
+		}
+	}
+	return item{}, false, nil
+}
+
+// releaseBytes is how many body bytes a page holds before
+// releasingLister collects them ahead of the next page.
+const releaseBytes = 4 << 20
+
+// releasingLister lists through l, and collects the garbage of a page
+// whose bodies held releaseBytes or more before it reads the next: the
+// records of a page are done with when the next is asked for, so a
+// listing of large records holds one page of them at a time rather
+// than the collector's growth allowance over several (a page of
+// broker.DefaultListBytes of bodies, or one larger record).
+type releasingLister struct {
+	l interface {
+		List(ctx context.Context, opts broker.ListOptions) (broker.Page, error)
+	}
+	held int // body bytes of the page read last
+}
+
+// List implements warehouse.Lister.
+func (r *releasingLister) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
+	r.release()
+	p, err := r.l.List(ctx, opts)
+	r.held = 0
+	for _, e := range p.Entries {
+		if e.Record != nil && e.Record.Message != nil {
+			r.held += len(e.Record.Message.Body)
+		}
+	}
+	return p, err
 }
 
 // errNotFound is returned by findRecord.

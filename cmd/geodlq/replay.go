@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -557,15 +558,25 @@ type tracker struct {
 	mu       sync.Mutex
 	batch    []string // record ids of the current batch, in order
 	doneUpTo int      // records of the batch counted done
+	// counted are the records of earlier batches: one whose lease lapsed
+	// comes back in a later batch (the replayer holds it again) and is
+	// not counted twice.
+	counted map[string]bool
 }
 
 func (t *tracker) fetched(recs []*broker.Record) {
 	t.batchDone()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.counted == nil {
+		t.counted = map[string]bool{}
+	}
 	t.batch = t.batch[:0]
 	for _, r := range recs {
-		t.batch = append(t.batch, r.ID)
+		if !t.counted[r.ID] {
+			t.counted[r.ID] = true
+			t.batch = append(t.batch, r.ID)
+		}
 	}
 	t.doneUpTo = 0
 }
@@ -591,14 +602,27 @@ func (t *tracker) batchDone() {
 }
 
 // trackingSource feeds a tracker.
+// It also collects the garbage of a batch whose bodies held releaseBytes
+// or more before the next batch is fetched (the replayer is done with a
+// batch's bodies by then: see releasingLister).
 type trackingSource struct {
 	broker.DeadLetterSource
-	t *tracker
+	t    *tracker
+	held int // body bytes of the batch fetched last
 }
 
 func (s *trackingSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
+	if s.held >= releaseBytes {
+		runtime.GC()
+	}
 	recs, err := s.DeadLetterSource.Fetch(ctx, dest, f, n)
 	s.t.fetched(recs)
+	s.held = 0
+	for _, r := range recs {
+		if r.Message != nil {
+			s.held += len(r.Message.Body)
+		}
+	}
 	return recs, err
 }
 
@@ -656,7 +680,9 @@ func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter,
 					h.foreign++
 				}
 			}
-			h.held[r.ID] = r // a lapsed lease came back: hold the new one
+			// A lapsed lease came back: hold the new one. Only the lease is
+			// held, not the body: releasing needs no more.
+			h.held[r.ID] = &broker.Record{ID: r.ID, Destination: r.Destination, Deliveries: r.Deliveries, Lease: r.Lease, LeaseExpires: r.LeaseExpires}
 		}
 		h.mu.Unlock()
 		if len(out) > 0 || fresh == 0 {
@@ -707,8 +733,10 @@ func parseClasses(cmd *cobra.Command, flag string, names []string) ([]classify.C
 // itself refuses any later one the same way).
 func (a *app) checkIntoStore(ctx context.Context, cmd *cobra.Command, s *broker.Store, p replayPlan, sel selection) error {
 	const look = 1000
+	rl := &releasingLister{l: s}
+	defer rl.release() // before the run fetches its first record
 	for _, d := range p.dests {
-		pg, err := s.List(ctx, broker.ListOptions{Destination: d, Filter: p.filters[d], Limit: look})
+		pg, err := rl.List(ctx, broker.ListOptions{Destination: d, Filter: p.filters[d], Limit: look})
 		if errors.Is(err, errors.ErrUnsupported) {
 			return nil // a queue that cannot be read without leasing: the run checks
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/cmd/geodlq/internal/console"
 	"github.com/geodlq/geodlq/offload"
 )
@@ -59,9 +60,18 @@ ok, -o wide every blob, -o json and jsonl every blob as data.`,
 			}
 			defer closeWith(&err, s)
 			refs := map[string]*blobCheck{}
-			err = a.eachRecord(ctx, s, sel, func(it item) error {
+			// Summaries name each record's offloaded blobs; only a record
+			// that has some is read whole, for the blobs' sizes and sums.
+			err = a.eachSummary(ctx, s, sel, func(se broker.Entry) error {
+				if sum := se.Summary; !sum.Envelope || (sum.GeometryOffloadURI == "" && sum.PayloadOffloadURI == "") {
+					return nil
+				}
+				it, ok, err := a.loadRecord(ctx, s, se.Record.Destination, se.Record.ID)
+				if err != nil || !ok {
+					return err
+				}
 				e := it.env
-				if e == nil {
+				if e == nil || !sel.keep(it) {
 					return nil
 				}
 				add := func(kind, uri string, size int64, sum string) {

@@ -131,7 +131,8 @@ whatever producers put in payloads (personal data, customer geometries).`,
 				Destinations: a.dests, Filter: f, ExcludeReplayed: excluded, StoreID: broker.Redact(a.storeURL),
 				Settle: settle, MaxRows: maxRows, MaxRowsPerFile: perFile,
 			}
-			res, err := warehouse.Sync(ctx, s, args[0], opts)
+			// One page of records at a time: see releasingLister.
+			res, err := warehouse.Sync(ctx, &releasingLister{l: s}, args[0], opts)
 			if err != nil {
 				if errors.Is(err, warehouse.ErrSelectionChanged) || errors.Is(err, warehouse.ErrInvalidOptions) {
 					return &usageError{err: err, cmd: cmd.CommandPath()}
