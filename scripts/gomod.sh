@@ -59,25 +59,37 @@ if [ "$cmd" = go ]; then
   if [ -s "$tmp/go.sum" ]; then cp "$tmp/go.sum" "$top/${d:-.}/go.sum"; fi
   exit 0
 fi
+# Each module is tidied in a temporary modfile; GOMOD_JOBS (default 2)
+# modules at a time, since each go mod tidy waits on the module cache and
+# the file system as much as it computes. Then, in order, each result is
+# compared (check) or copied (tidy).
+tidyone() { # tidyone I: module I tidied into $tmp/I.mod and $tmp/I.sum
+  local i=$1 d=${dirs[$1]:-.} j
+  local mf=$tmp/$i.mod
+  cp "$top/$d/go.mod" "$mf"
+  [ -f "$top/$d/go.sum" ] && cp "$top/$d/go.sum" "$tmp/$i.sum" || : > "$tmp/$i.sum"
+  local reps=() drops=()
+  for j in "${!dirs[@]}"; do
+    [ "$j" = "$i" ] && continue
+    reps+=("-replace=${paths[$j]}=$top/${dirs[$j]:-.}")
+    drops+=("-dropreplace=${paths[$j]}")
+  done
+  (cd "$top/$d" && go mod edit -modfile="$mf" "${reps[@]}" &&
+    GOWORK=off GOFLAGS=-mod=mod go mod tidy -modfile="$mf" 2>"$tmp/$i.err") || return 1
+  (cd "$top/$d" && go mod edit -modfile="$mf" "${drops[@]}")
+}
+case "$cmd" in tidy | check) ;; *) echo "usage: $0 tidy|check|list|go DIR ARGS…" >&2; exit 2 ;; esac
+jobs_max=${GOMOD_JOBS:-2}
+for i in "${!dirs[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  { tidyone "$i" && touch "$tmp/$i.ok"; } &
+done
+wait
 bad=0
 for i in "${!dirs[@]}"; do
   d=${dirs[$i]:-.}
   mf=$tmp/$i.mod
-  cp "$top/$d/go.mod" "$mf"
-  [ -f "$top/$d/go.sum" ] && cp "$top/$d/go.sum" "$tmp/$i.sum" || : > "$tmp/$i.sum"
-  reps=()
-  for j in "${!dirs[@]}"; do
-    [ "$j" = "$i" ] && continue
-    reps+=("-replace=${paths[$j]}=$top/${dirs[$j]:-.}")
-  done
-  (cd "$top/$d" && go mod edit -modfile="$mf" "${reps[@]}" &&
-    GOWORK=off GOFLAGS=-mod=mod go mod tidy -modfile="$mf" 2>"$tmp/$i.err") || {
-    echo "gomod: go mod tidy failed in $d:" >&2; cat "$tmp/$i.err" >&2; exit 1; }
-  drops=()
-  for j in "${!dirs[@]}"; do
-    [ "$j" = "$i" ] || drops+=("-dropreplace=${paths[$j]}")
-  done
-  (cd "$top/$d" && go mod edit -modfile="$mf" "${drops[@]}")
+  [ -f "$tmp/$i.ok" ] || { echo "gomod: go mod tidy failed in $d:" >&2; cat "$tmp/$i.err" >&2; exit 1; }
   case "$cmd" in
   tidy)
     cp "$mf" "$top/$d/go.mod"

@@ -27,7 +27,9 @@
 # sees an earlier run's zips. (A fixed version, which would let the build
 # cache serve geodlq's unchanged packages, made go vet fail on a fully
 # cached second run with "could not import os (open : no such file or
-# directory)"; not yet understood.) Runs take a lock: one at a time.
+# directory)"; not yet understood. Should it happen again, the vet step
+# below says so and vets again with a build cache of its own.) Runs take a
+# lock: one at a time.
 #
 #   RELEASE_CHECK_VERSION   the version to serve (default v0.1.0-check.<UTC time>)
 #   RELEASE_CHECK_KEEP=1    keep the scratch directory and print its path
@@ -203,11 +205,30 @@ done
 [ ${#names[@]} -gt 0 ] || fail "no example directory found"
 mapfile -t mods < <(printf '%s\n' "${mods[@]}" | sort -u)
 gets=(); for m in "${mods[@]}"; do gets+=("$m@$version"); done
-(cd "$dir" && go get "${gets[@]}" && go mod tidy && go build ./... && go vet ./...) >"$dir/log" 2>&1 ||
+(cd "$dir" && go get "${gets[@]}" && go mod tidy && go build ./...) >"$dir/log" 2>&1 ||
   fail "the examples copied whole: $(tail -30 "$dir/log")"
+# go vet once seen failing with "could not import os (open : no such file
+# or directory)": the go command handed vet an empty export-data path for
+# a standard package it took from the shared build cache (not reproduced;
+# docs/releasing.md). That failure is the toolchain's, not the examples':
+# it is reported as such and vet runs again with a build cache of its own,
+# whose verdict stands. Any other vet failure fails the run.
+if ! (cd "$dir" && go vet ./...) >"$dir/vet.log" 2>&1; then
+  if grep -qE 'could not import [^ ]+ \(open : no such file or directory\)' "$dir/vet.log" &&
+    ! grep -vE 'could not import [^ ]+ \(open : no such file or directory\)|^#' "$dir/vet.log" | grep -q .; then
+    say "WARNING: go vet failed to import a package from the shared build cache (an empty export path, the go command's fault, not the code's):"
+    sed 's/^/release-check:     /' "$dir/vet.log"
+    say "go version $(go env GOVERSION), GOCACHE=$(go env GOCACHE), GOFLAGS=$GOFLAGS, GOTOOLCHAIN=$GOTOOLCHAIN; vetting again with a private GOCACHE"
+    (cd "$dir" && GOCACHE="$tmp/gocache" go vet ./...) >"$dir/vet.log" 2>&1 ||
+      fail "the examples copied whole, vetted with a private build cache: $(tail -30 "$dir/vet.log")"
+  else
+    fail "the examples copied whole, go vet: $(tail -30 "$dir/vet.log")"
+  fi
+fi
 [ "$(goline "$dir")" = 1.25.0 ] || fail "the examples' copy needs go $(goline "$dir")"
 say "${#names[@]} examples copied whole: tidy, built, vetted"
-(cd "$dir" && go test -count=1 -json ./... >"$dir/test.json" 2>"$dir/test.err") ||
+# -vet=off: go vet ./... above vetted these packages, test files included.
+(cd "$dir" && go test -vet=off -count=1 -json ./... >"$dir/test.json" 2>"$dir/test.err") ||
   fail "the examples' tests: $(grep -h '"Action":"output"' "$dir/test.json" | sed 's/.*"Output":"//; s/"}$//' | tail -40)$(tail -5 "$dir/test.err")"
 for name in "${names[@]}"; do
   pkg="\"Package\":\"example.com/copy/$name\""
