@@ -2,14 +2,13 @@
 #   make demo   runs the quickstart on the embedded store
 #   make test   vet, the tests of every module (race detector where
 #               concurrency lives; no skip outside scripts/skip-allowlist;
-#               times per package), the CGO_ENABLED=0 builds (make nocgo), the
-#               import rule, module graph and import cost, go.mod tidiness,
-#               make lambda's static zips
-#   make release-check   every module served at a simulated tag, installed
-#               (each adapter with its client pinned at its floor), built
-#               and tested with no go.work and no replace (docs/releasing.md);
-#               not yet in make test: its current script has not had a green
-#               run, and a cold run took 73 minutes on the 2-core machine
+#               times per package, docs/testing.md), the CGO_ENABLED=0
+#               builds (make nocgo), the import rule, module graph and
+#               import cost, go.mod tidiness, make lambda's static zips, and
+#               make release-check: every module served at a simulated tag,
+#               installed (each adapter with its client pinned at its
+#               floor), built and tested with no go.work and no replace
+#               (docs/releasing.md)
 # Both install what is missing (scripts/deps.sh, scripts/services.sh).
 #
 # geodlq is several Go modules (the core at the root; each heavy adapter,
@@ -37,7 +36,10 @@ test-deps: deps
 demo: deps
 	$(GO) run ./examples/quickstart
 
-test: test-deps vet tidy-check race nocgo lambda
+# nocgo and lambda come before race: their builds are the ones
+# cmd/geodlq's TestNoCGOBuild and the examples' empty-root tests make,
+# which then come from the build cache.
+test: test-deps vet tidy-check nocgo lambda race release-check
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -9,7 +9,16 @@
 #
 # Packages run with the race detector, except those listed in
 # scripts/test-plain: packages with no concurrency of their own, whose
-# tests the detector only slows (the list says why for each).
+# tests the detector only slows (the list says why for each). The two
+# sets run at once, each its own go command.
+#
+# The go command starts test binaries in the order it is given them, so
+# the slowest packages go first (the previous run's $TEST_TIMES, or
+# scripts/test-first on a clean machine): a slow package started last
+# would run alone at the end. TEST_P (default 3) test binaries run at once
+# in the race set, and TEST_PARALLEL (default 4) parallel tests at once in
+# each: most packages wait on servers, lease expiries and child processes
+# more than they compute (docs/testing.md has the measured times).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 times=${TEST_TIMES:-${TMPDIR:-/tmp}/geodlq-test-times.txt}
@@ -26,10 +35,42 @@ done
 for q in "${plain[@]}"; do
   printf '%s\n' "${all[@]}" | grep -qx "$q" || { echo "test: scripts/test-plain names $q, which is not a package" >&2; exit 1; }
 done
+# Slowest first: the previous run's times ("SECONDS RESULT PACKAGE" lines,
+# slowest first) when there are any, then scripts/test-first, then the rest
+# in go list's order.
+mapfile -t first < <({
+  [ -f "$times" ] && awk '$1 ~ /^[0-9.]+$/ && NF == 3 {print $3}' "$times"
+  sed 's/#.*//' scripts/test-first | awk 'NF {print $1}'
+} | awk '!seen[$0]++')
+for q in $(sed 's/#.*//' scripts/test-first | awk 'NF {print $1}'); do
+  printf '%s\n' "${all[@]}" | grep -qx "$q" || { echo "test: scripts/test-first names $q, which is not a package" >&2; exit 1; }
+done
+order() { # order PKG...: the packages given, those in $first first, in its order
+  local p f
+  for f in "${first[@]}"; do for p in "$@"; do [ "$p" = "$f" ] && echo "$p"; done; done
+  for p in "$@"; do
+    f=; for q in "${first[@]}"; do [ "$p" = "$q" ] && f=1 && break; done
+    [ -z "$f" ] && echo "$p"
+  done
+  return 0
+}
+mapfile -t race < <(order "${race[@]}")
+mapfile -t plain < <(order "${plain[@]}")
 
 go build -o "${TMPDIR:-/tmp}/geodlq-testreport" ./internal/testreport
 export GEODLQ_REQUIRE_SERVICES=1
+out=$(mktemp -d "${TMPDIR:-/tmp}/geodlq-test.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+# The plain set runs alongside into a file (two writers on one pipe could
+# interleave long lines), which follows the race set's stream.
+: >"$out/plain.json"
+if [ ${#plain[@]} -gt 0 ]; then
+  { go test -json -parallel "${TEST_PARALLEL:-4}" -count=1 -timeout "$timeout" "${plain[@]}" >"$out/plain.json" || true; touch "$out/plain.done"; } &
+else
+  touch "$out/plain.done"
+fi
 {
-  go test -json -race -count=1 -timeout "$timeout" "${race[@]}" || true
-  if [ ${#plain[@]} -gt 0 ]; then go test -json -count=1 -timeout "$timeout" "${plain[@]}" || true; fi
+  go test -json -race -p "${TEST_P:-3}" -parallel "${TEST_PARALLEL:-4}" -count=1 -timeout "$timeout" "${race[@]}" || true
+  until [ -e "$out/plain.done" ]; do sleep 1; done
+  cat "$out/plain.json"
 } | "${TMPDIR:-/tmp}/geodlq-testreport" -allow scripts/skip-allowlist -times "$times"

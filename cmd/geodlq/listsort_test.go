@@ -66,6 +66,7 @@ func TestListSortAcrossPages(t *testing.T) {
 				arg = "-" + field
 			}
 			t.Run(arg, func(t *testing.T) {
+				t.Parallel() // read-only commands on one store
 				c := c
 				c.t = t
 				var got []view

@@ -191,6 +191,7 @@ const (
 // whose dead-letter queue refuses writes, and one whose handler runs out
 // of time — plus the seed's bowtie, sent and verified with the aws CLI.
 func TestEventSourceMapping(t *testing.T) {
+	t.Parallel() // its own queues (queueName); the waits on visibility timeouts overlap
 	client := newClient(t)
 	nativeURL, nativeARN := createQueue(t, client, queueName(t, "-native"), nil)
 	dlqURL, _ := createQueue(t, client, queueName(t, "-dlq"), nil)
@@ -332,6 +333,7 @@ func mustRestore(t *testing.T, env *envelope.Envelope) []byte {
 // what is done itself (after the dead letter is durable) and fails the
 // invocation for the rest, which comes back.
 func TestExplicitDelete(t *testing.T) {
+	t.Parallel() // its own queues (queueName); the waits on visibility timeouts overlap
 	client := newClient(t)
 	dlqURL, _ := createQueue(t, client, queueName(t, "-dlq"), nil)
 	srcURL, srcARN := createQueue(t, client, queueName(t, "-src"), map[string]string{"VisibilityTimeout": "2"})
@@ -406,6 +408,7 @@ func (d *deleteJournal) deleted() []string {
 // dead-letter queue; a group stops at its first record not done, and its
 // later records are reported too, so they come back in order.
 func TestFIFO(t *testing.T) {
+	t.Parallel() // its own queues (queueName); the waits on visibility timeouts overlap
 	client := newClient(t)
 	dlqURL, _ := createQueue(t, client, queueName(t, "-dlq.fifo"), nil)
 	srcURL, srcARN := createQueue(t, client, queueName(t, "-src.fifo"), map[string]string{"VisibilityTimeout": "2"})
