@@ -32,8 +32,10 @@ for p in "${all[@]}"; do
   for q in "${plain[@]}"; do [ "$p" = "$q" ] && skip=1 && break; done
   [ -z "$skip" ] && race+=("$p")
 done
+# (grep reads the whole list: with pipefail, grep -q quitting at the first
+# match could fail the check on printf's SIGPIPE, as it once did.)
 for q in "${plain[@]}"; do
-  printf '%s\n' "${all[@]}" | grep -qx "$q" || { echo "test: scripts/test-plain names $q, which is not a package" >&2; exit 1; }
+  printf '%s\n' "${all[@]}" | grep -x "$q" >/dev/null || { echo "test: scripts/test-plain names $q, which is not a package" >&2; exit 1; }
 done
 # Slowest first: the previous run's times ("SECONDS RESULT PACKAGE" lines,
 # slowest first) when there are any, then scripts/test-first, then the rest
@@ -43,7 +45,7 @@ mapfile -t first < <({
   sed 's/#.*//' scripts/test-first | awk 'NF {print $1}'
 } | awk '!seen[$0]++')
 for q in $(sed 's/#.*//' scripts/test-first | awk 'NF {print $1}'); do
-  printf '%s\n' "${all[@]}" | grep -qx "$q" || { echo "test: scripts/test-first names $q, which is not a package" >&2; exit 1; }
+  printf '%s\n' "${all[@]}" | grep -x "$q" >/dev/null || { echo "test: scripts/test-first names $q, which is not a package" >&2; exit 1; }
 done
 order() { # order PKG...: the packages given, those in $first first, in its order
   local p f
