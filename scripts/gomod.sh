@@ -85,13 +85,14 @@ for i in "${!dirs[@]}"; do
   { tidyone "$i" && touch "$tmp/$i.ok"; } &
 done
 wait
-bad=0
+bad=0 changed=
 for i in "${!dirs[@]}"; do
   d=${dirs[$i]:-.}
   mf=$tmp/$i.mod
   [ -f "$tmp/$i.ok" ] || { echo "gomod: go mod tidy failed in $d:" >&2; cat "$tmp/$i.err" >&2; exit 1; }
   case "$cmd" in
   tidy)
+    if ! cmp -s "$mf" "$top/$d/go.mod" || ! cmp -s "$tmp/$i.sum" <(cat "$top/$d/go.sum" 2>/dev/null); then changed=1; fi
     cp "$mf" "$top/$d/go.mod"
     if [ -s "$tmp/$i.sum" ]; then cp "$tmp/$i.sum" "$top/$d/go.sum"; else rm -f "$top/$d/go.sum"; fi
     ;;
@@ -107,5 +108,12 @@ for i in "${!dirs[@]}"; do
   esac
 done
 [ "$bad" = 0 ] || { echo "gomod: run scripts/gomod.sh tidy" >&2; exit 1; }
+# The modules were tidied at once, each against its siblings' go.mod as
+# it was: when one changed, a module requiring it may need another pass.
+if [ "$cmd" = tidy ] && [ -n "$changed" ]; then
+  pass=${GOMOD_PASS:-1}
+  [ "$pass" -lt 4 ] || { echo "gomod: still changing after $pass passes" >&2; exit 1; }
+  GOMOD_PASS=$((pass + 1)) exec "$0" tidy
+fi
 [ "$cmd" = check ] && echo "gomod: ${#dirs[@]} modules tidy" >&2
 exit 0

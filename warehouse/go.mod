@@ -10,12 +10,12 @@ require (
 )
 
 require (
+	github.com/alecthomas/assert/v2 v2.11.0 // indirect
 	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.17.9 // indirect
 	github.com/pierrec/lz4/v4 v4.1.21 // indirect
-	github.com/twpayne/go-geos v0.20.1 // indirect
 	github.com/twpayne/go-proj/v11 v11.1.0 // indirect
 	go.opentelemetry.io/otel v1.46.0 // indirect
 	go.opentelemetry.io/otel/metric v1.46.0 // indirect

@@ -27,8 +27,6 @@ require (
 	github.com/googleapis/enterprise-certificate-proxy v0.3.20 // indirect
 	github.com/googleapis/gax-go/v2 v2.23.0 // indirect
 	github.com/paulmach/orb v0.14.0 // indirect
-	github.com/twpayne/go-geos v0.20.1 // indirect
-	github.com/twpayne/go-proj/v11 v11.1.0 // indirect
 	go.einride.tech/aip v0.73.0 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect

@@ -17,8 +17,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/paulmach/orb v0.14.0 // indirect
-	github.com/twpayne/go-geos v0.20.1 // indirect
-	github.com/twpayne/go-proj/v11 v11.1.0 // indirect
 	go.opentelemetry.io/otel v1.46.0 // indirect
 	go.opentelemetry.io/otel/metric v1.46.0 // indirect
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
