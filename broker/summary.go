@@ -251,6 +251,21 @@ func SourceValue(attrs, pointer string) string {
 	return rest
 }
 
+// SourceOf returns env's source: its raw payload's value at pointer ("" is
+// [DefaultSourcePointer]), exactly as the stores index it and [Filter],
+// stats and the console read it (SourceValue over the attributes
+// [IndexOfEnvelope] gives). It is the one reading of an event's source:
+// a payload that is not quite JSON (a bare NaN or Infinity coordinate) is
+// read up to where it breaks, a number is its text, a duplicated member's
+// first value counts, members deeper than the attributes' bound are not
+// read, and an offloaded payload has none ("").
+func SourceOf(env *envelope.Envelope, pointer string) string {
+	if env == nil {
+		return ""
+	}
+	return SourceValue(attrsOf(env), pointer)
+}
+
 // SourceGroup cuts a source value to its first depth parts, the way
 // [StatsOptions.SourceDepth] groups sources: parts are separated by "/",
 // and a URI's "scheme://host" is its first part ("s3://provider-b/2026/x"

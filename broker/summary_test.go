@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/broker/memory"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/corpus"
 )
 
 func indexedOf(t testing.TB, payload string) broker.Indexed {
@@ -166,4 +168,67 @@ func FuzzIndexOf(f *testing.F) {
 			t.Fatal("invalid UTF-8 kept")
 		}
 	})
+}
+
+// TestSourceOf: SourceOf is the one reading of an event's source, and it
+// is the stores' (the summary a store lists and the source its filter
+// selects by), for payloads that are not plain JSON (NaN, Infinity), hold
+// numbers past float64, duplicate a member or nest deeply. Before it,
+// triage.SourceURI read "" from every payload that was not JSON, which
+// list -o json, show and warehouse sync printed while the stores, stats
+// and the console read the source.
+func TestSourceOf(t *testing.T) {
+	nan, ok := corpus.Lookup("nan_coordinates")
+	require.True(t, ok)
+	realNaN := strings.Replace(string(nan.Payload), `"properties":`, `"source_uri":"s3://provider-a/2026/05/tile-7.geojson","properties":`, 1)
+	require.Contains(t, realNaN, "NaN", "the corpus record keeps its NaN")
+	deep := strings.Repeat(`{"a":`, 200) + "1" + strings.Repeat("}", 200)
+	for _, tc := range []struct {
+		name, payload, pointer, want string
+	}{
+		{"plain", `{"source_uri":"s3://b/k\u00e9"}`, "", "s3://b/ké"},
+		{"corpus NaN record", realNaN, "", "s3://provider-a/2026/05/tile-7.geojson"},
+		{"NaN in the geometry before the source", `{"geometry":{"type":"Point","coordinates":[NaN,1]},"source_uri":"s3://a/x"}`, "", "s3://a/x"},
+		{"NaN and Infinity in the properties before the source", `{"properties":{"acc":NaN,"hi":Infinity,"lo":-Infinity},"source_uri":"s3://a/y"}`, "", "s3://a/y"},
+		{"NaN at the pointer", `{"properties":{"provider":NaN}}`, "/properties/provider", "NaN"},
+		{"a number past float64 before the source", `{"n":1e999999,"big":123456789012345678901234567890,"source_uri":"s3://a/z"}`, "", "s3://a/z"},
+		{"a number as the source is its text", `{"source_uri":123456789012345678901234567890}`, "", "123456789012345678901234567890"},
+		{"duplicate member: the first", `{"source_uri":"s3://first","source_uri":"s3://second"}`, "", "s3://first"},
+		{"duplicate member past a NaN: the first", `{"source_uri":"s3://first","x":NaN,"source_uri":"s3://second"}`, "", "s3://first"},
+		{"deep nesting before the source", `{"x":` + deep + `,"source_uri":"s3://after-deep"}`, "", "s3://after-deep"},
+		{"source nested to the bound", `{"a":{"b":{"c":{"d":{"e":{"f":"s3://six"}}}}}}`, "/a/b/c/d/e/f", "s3://six"},
+		{"null", `{"source_uri":null}`, "", ""},
+		{"an object", `{"source_uri":{"bucket":"b"}}`, "", ""},
+		{"truncated after the source", `{"source_uri":"s3://kept","geometry":{"type":"Poly`, "", "s3://kept"},
+		{"not JSON at all", `not json`, "", ""},
+		{"other pointer", `{"source_uri":"s3://a","properties":{"provider":"ign"}}`, "/properties/provider", "ign"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := &envelope.Envelope{RawPayload: []byte(tc.payload)}
+			require.Equal(t, tc.want, broker.SourceOf(env, tc.pointer))
+
+			// A store lists and selects by the same source.
+			b, err := envelope.NewBuilder(nil)
+			require.NoError(t, err)
+			built, body, err := b.Build(t.Context(), envelope.Input{Payload: []byte(tc.payload), IdempotencyKey: "k",
+				Err: classify.InvalidGeometry(errors.New("Self-intersection[1 2]"))})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, broker.SourceOf(built, tc.pointer), "the built envelope reads alike")
+			s := memory.New(nil)
+			require.NoError(t, s.Publish(t.Context(), "d", &broker.Message{Body: body}))
+			p, err := s.List(t.Context(), broker.ListOptions{Destination: "d", Limit: 10, Summaries: true,
+				Filter: broker.Filter{SourcePointer: tc.pointer}})
+			require.NoError(t, err)
+			require.Len(t, p.Entries, 1)
+			require.Equal(t, tc.want, p.Entries[0].Summary.Source, "the store's summary")
+			if tc.want != "" {
+				p, err = s.List(t.Context(), broker.ListOptions{Destination: "d", Limit: 10,
+					Filter: broker.Filter{SourcePointer: tc.pointer, SourcePrefix: tc.want}})
+				require.NoError(t, err)
+				require.Len(t, p.Entries, 1, "the store's source filter")
+			}
+		})
+	}
+	require.Empty(t, broker.SourceOf(nil, ""))
+	require.Empty(t, broker.SourceOf(&envelope.Envelope{RawPayloadOffloadURI: "s3://blobs/x"}, ""), "an offloaded payload has none")
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
-	"github.com/geodlq/geodlq/internal/jsonscan"
 	"github.com/geodlq/geodlq/replay"
 )
 
@@ -292,7 +291,7 @@ func (p *Policy) move(ctx context.Context, keeper *replay.LeaseKeeper, rec *brok
 	a := Alert{
 		EventID: env.EventID, IdempotencyKey: env.IdempotencyKey,
 		Class: env.FailureClass.String(), Stage: env.FailedStage.String(), ErrorMessage: env.ErrorMessage,
-		GeometryType: env.GeometryType, VertexCount: env.VertexCount, SourceURI: SourceURI(env),
+		GeometryType: env.GeometryType, VertexCount: env.VertexCount, SourceURI: broker.SourceOf(env, ""),
 		PayloadSize: env.PayloadSize, From: from, Quarantine: to, RecordID: rec.ID, DeadLetteredAt: env.DeadLetteredAt,
 	}
 	if env.GeometryError != nil {
@@ -323,22 +322,4 @@ func (p *Policy) move(ctx context.Context, keeper *replay.LeaseKeeper, rec *brok
 		return fmt.Errorf("triage: %s quarantined but not removed from %s: %w", env.EventID, from, err)
 	}
 	return nil
-}
-
-// SourceURI returns the payload's top-level "source_uri" member — the
-// provider the event came from, which the managed-queue design aggregates
-// failures by — or "" when the payload has none or is offloaded whole.
-func SourceURI(env *envelope.Envelope) string {
-	if env.RawPayloadEncoding != "" && env.RawPayloadEncoding != "json" {
-		return ""
-	}
-	s, e, err := jsonscan.Find(env.RawPayload, "/source_uri")
-	if err != nil || e-s < 2 || env.RawPayload[s] != '"' {
-		return ""
-	}
-	v, err := jsonscan.Unquote(env.RawPayload[s:e])
-	if err != nil {
-		return ""
-	}
-	return v
 }

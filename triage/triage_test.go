@@ -25,7 +25,7 @@ const topic = "vector-jobs"
 
 var (
 	bowtie = []byte(`{"source_uri":"s3://provider-a/tile-7.geojson","crs":"EPSG:4326","processing_mode":"vector","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[0,1],[1,0],[0,0]]]}}`)
-	huge   = []byte(`{"source_uri":"s3://provider-b/continent.geojson","crs":"EPSG:4326","geometry":{"type":"MultiPoint","coordinates":[[0,0],[1,1],[2,2]]}}`)
+	huge   = []byte(`{"accuracy_m":NaN,"source_uri":"s3://provider-b/continent.geojson","crs":"EPSG:4326","geometry":{"type":"MultiPoint","coordinates":[[0,0],[1,1],[2,2]]}}`)
 	broken = []byte(`{"source_uri":"s3://provider-c/x.geojson","geometry":`)
 )
 
@@ -106,7 +106,7 @@ func TestTriageRoutesByClass(t *testing.T) {
 	require.Equal(t, "resource_exhausted", a.Class)
 	require.Equal(t, "MultiPoint", a.GeometryType)
 	require.Equal(t, 3, a.VertexCount)
-	require.Equal(t, "s3://provider-b/continent.geojson", a.SourceURI)
+	require.Equal(t, "s3://provider-b/continent.geojson", a.SourceURI, "the source of a payload that is not JSON (a NaN), read as the stores read it")
 	require.Equal(t, topic+".quarantine.dlt", a.Quarantine)
 	require.Equal(t, topic+".poison.dlt", q[0].Header(broker.HeaderQuarantinedFrom))
 
@@ -183,13 +183,6 @@ func TestDefaultQuarantine(t *testing.T) {
 	require.Equal(t, "dlq.quarantine", triage.DefaultQuarantine("dlq"))
 	_, err := triage.New(&triage.Options{})
 	require.Error(t, err)
-}
-
-func TestSourceURI(t *testing.T) {
-	env := &envelope.Envelope{RawPayload: []byte(`{"a":1,"source_uri":"s3://b/k\u00e9"}`)}
-	require.Equal(t, "s3://b/ké", triage.SourceURI(env))
-	require.Empty(t, triage.SourceURI(&envelope.Envelope{RawPayload: []byte(`not json`), RawPayloadEncoding: "string"}))
-	require.Empty(t, triage.SourceURI(&envelope.Envelope{RawPayload: []byte(`{"source_uri":7}`)}))
 }
 
 // slowRecorder alerts slowly.

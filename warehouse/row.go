@@ -13,7 +13,6 @@ import (
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/offload"
-	"github.com/geodlq/geodlq/triage"
 )
 
 // Row is one dead letter as the warehouse holds it: one typed column per
@@ -67,8 +66,8 @@ type Row struct {
 	SourceOffset *int64 `parquet:"source_offset,optional"`
 	// SourceMessageID is the broker's message id, if any.
 	SourceMessageID string `parquet:"source_message_id,optional"`
-	// SourceURI is the event's source: the payload's source_uri member
-	// (see triage.SourceURI), or its value at RowOptions.SourcePointer.
+	// SourceURI is the event's source: the payload's source_uri member,
+	// or its value at RowOptions.SourcePointer (see broker.SourceOf).
 	SourceURI string `parquet:"source_uri,optional"`
 	// SourcePrefix is SourceURI cut after the configured number of parts,
 	// as geodlq stats --prefix-depth cuts it: "s3://provider-b" at depth
@@ -343,11 +342,7 @@ func (c *converter) row(ctx context.Context, r *Row, e broker.Entry, env *envelo
 		r.SourceSystem, r.SourceTopic, r.SourceMessageID = s.System, s.Topic, s.MessageID
 		r.SourcePartition, r.SourceOffset = s.Partition, s.Offset
 	}
-	if p := c.o.SourcePointer; p == "" || p == broker.DefaultSourcePointer {
-		r.SourceURI = triage.SourceURI(env)
-	} else {
-		r.SourceURI = broker.SourceValue(broker.IndexOfEnvelope(env, 0, nil).Attrs, p)
-	}
+	r.SourceURI = broker.SourceOf(env, c.o.SourcePointer)
 	r.SourcePrefix = SourcePrefix(r.SourceURI, c.o.PrefixDepth)
 	if ge := env.GeometryError; ge != nil {
 		r.ReasonKind, r.Reason = ge.Kind, ge.Reason

@@ -286,7 +286,7 @@ func (a *app) exportJSONL(ctx context.Context, w io.Writer, s *broker.Store, sel
 		line := struct {
 			view
 			Envelope json.RawMessage `json:"envelope,omitempty"`
-		}{view: viewOf(it)}
+		}{view: viewOf(it, sel.filter.SourcePointer)}
 		if it.env != nil {
 			line.Envelope = it.Record.Message.Body
 		}
@@ -343,7 +343,7 @@ func (a *app) exportCSV(ctx context.Context, w io.Writer, s *broker.Store, sel s
 		if it.env == nil {
 			return nil
 		}
-		cols := columns(viewOf(it))
+		cols := columns(viewOf(it, sel.filter.SourcePointer))
 		if n == 0 {
 			header := make([]string, len(cols))
 			for i, c := range cols {
@@ -484,7 +484,7 @@ func (a *app) streamFeatures(ctx context.Context, s *broker.Store, sel selection
 		if it.env == nil {
 			return nil
 		}
-		v := viewOf(it)
+		v := viewOf(it, sel.filter.SourcePointer)
 		src := sourceEPSG(it)
 		parsed, status := exportGeometry(ctx, it, off)
 		f := feature{epsg: src, id: v.Destination + "/" + v.ID, props: columns(v)}

@@ -60,7 +60,8 @@ printed (within the page with --limit).
 --text finds a word in the event id, the reason, the error message and the
 event's properties (--text sudan finds the events whose properties.name is
 Sudan); --source-pointer names the member that is the event's source
-(default /source_uri) for --source-prefix and the wide SOURCE column.
+(default /source_uri) for --source-prefix, the wide SOURCE column and
+-o json's source_uri field.
 
 -o table and wide read each record's summary, never its body, so a page
 costs the same whatever the size of its records.
@@ -377,7 +378,7 @@ func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur
 					}
 				default:
 					if it := itemOf(e); p.sel.keep(it) {
-						err = add(viewOf(it))
+						err = add(viewOf(it, p.sel.filter.SourcePointer))
 					}
 				}
 				if err != nil {
@@ -472,7 +473,7 @@ func (a *app) follow(ctx context.Context, s *broker.Store, sel selection, o list
 					}
 					seen[k] = true
 					if it := itemOf(e); !mark && sel.keep(it) {
-						fresh = append(fresh, viewOf(it))
+						fresh = append(fresh, viewOf(it, sel.filter.SourcePointer))
 					}
 				}
 				if old || mark || p.Next == "" || p.Next == lo.After {

@@ -18,7 +18,6 @@ import (
 	"github.com/geodlq/geodlq/classify"
 	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/geojson"
-	"github.com/geodlq/geodlq/triage"
 )
 
 // filterFlags are the record filters list, stats, export, replay, triage,
@@ -164,12 +163,9 @@ func checkSourcePointer(p string) error {
 }
 
 // sourceOf is env's source at pointer (default /source_uri), as the
-// stores read it (broker.SourceValue).
+// stores read it.
 func sourceOf(env *envelope.Envelope, pointer string) string {
-	if pointer == "" || pointer == broker.DefaultSourcePointer {
-		return triage.SourceURI(env)
-	}
-	return broker.SourceValue(broker.IndexOfEnvelope(env, 0, nil).Attrs, pointer)
+	return broker.SourceOf(env, pointer)
 }
 
 // clientSide reports whether some filter is applied here rather than in
@@ -444,38 +440,41 @@ func (a *app) findRecord(ctx context.Context, s *broker.Store, ref string) (item
 // view is a record as list, show and export write it in JSON. The field
 // names are stable.
 type view struct {
-	ID                 string            `json:"id"`
-	Destination        string            `json:"destination"`
-	Status             string            `json:"status,omitempty"`
-	Envelope           bool              `json:"envelope"`
-	EventID            string            `json:"event_id,omitempty"`
-	IdempotencyKey     string            `json:"idempotency_key,omitempty"`
-	KeyDerived         bool              `json:"idempotency_key_derived,omitempty"`
-	FailureClass       string            `json:"failure_class,omitempty"`
-	FailedStage        string            `json:"failed_stage,omitempty"`
-	ErrorMessage       string            `json:"error_message,omitempty"`
-	Reason             string            `json:"reason,omitempty"`
-	ReasonKind         string            `json:"reason_kind,omitempty"`
-	Location           []float64         `json:"location,omitempty"`
-	Fault              *classify.Fault   `json:"fault,omitempty"`
-	EPSG               int               `json:"epsg"`
-	SourceCRS          string            `json:"source_crs,omitempty"`
-	GeometryType       string            `json:"geometry_type,omitempty"`
-	VertexCount        int               `json:"vertex_count,omitempty"`
-	GeometryBytes      int64             `json:"geometry_bytes,omitempty"`
-	GeometryOffloadURI string            `json:"geometry_offload_uri,omitempty"`
-	PayloadOffloadURI  string            `json:"payload_offload_uri,omitempty"`
-	PayloadSize        int64             `json:"payload_size,omitempty"`
-	PayloadSHA256      string            `json:"payload_sha256,omitempty"`
-	Attempts           int               `json:"attempts,omitempty"`
-	FirstSeenAt        string            `json:"first_seen_at,omitempty"`
-	DeadLetteredAt     string            `json:"dead_lettered_at,omitempty"`
-	PublishedAt        string            `json:"published_at,omitempty"`
-	ReplayedAt         string            `json:"replayed_at,omitempty"`
-	SourceSystem       string            `json:"source_system,omitempty"`
-	SourceTopic        string            `json:"source_topic,omitempty"`
-	SourceURI          string            `json:"source_uri,omitempty"`
-	Headers            map[string]string `json:"headers,omitempty"`
+	ID                 string          `json:"id"`
+	Destination        string          `json:"destination"`
+	Status             string          `json:"status,omitempty"`
+	Envelope           bool            `json:"envelope"`
+	EventID            string          `json:"event_id,omitempty"`
+	IdempotencyKey     string          `json:"idempotency_key,omitempty"`
+	KeyDerived         bool            `json:"idempotency_key_derived,omitempty"`
+	FailureClass       string          `json:"failure_class,omitempty"`
+	FailedStage        string          `json:"failed_stage,omitempty"`
+	ErrorMessage       string          `json:"error_message,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	ReasonKind         string          `json:"reason_kind,omitempty"`
+	Location           []float64       `json:"location,omitempty"`
+	Fault              *classify.Fault `json:"fault,omitempty"`
+	EPSG               int             `json:"epsg"`
+	SourceCRS          string          `json:"source_crs,omitempty"`
+	GeometryType       string          `json:"geometry_type,omitempty"`
+	VertexCount        int             `json:"vertex_count,omitempty"`
+	GeometryBytes      int64           `json:"geometry_bytes,omitempty"`
+	GeometryOffloadURI string          `json:"geometry_offload_uri,omitempty"`
+	PayloadOffloadURI  string          `json:"payload_offload_uri,omitempty"`
+	PayloadSize        int64           `json:"payload_size,omitempty"`
+	PayloadSHA256      string          `json:"payload_sha256,omitempty"`
+	Attempts           int             `json:"attempts,omitempty"`
+	FirstSeenAt        string          `json:"first_seen_at,omitempty"`
+	DeadLetteredAt     string          `json:"dead_lettered_at,omitempty"`
+	PublishedAt        string          `json:"published_at,omitempty"`
+	ReplayedAt         string          `json:"replayed_at,omitempty"`
+	SourceSystem       string          `json:"source_system,omitempty"`
+	SourceTopic        string          `json:"source_topic,omitempty"`
+	// SourceURI is the event's source: its value at --source-pointer
+	// (default /source_uri), as the stores, stats and the console read it
+	// (broker.SourceOf).
+	SourceURI string            `json:"source_uri,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
 }
 
 func stamp(t time.Time) string {
@@ -485,7 +484,9 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func viewOf(it item) view {
+// viewOf is the view of a record read whole; its source is the event's
+// value at pointer ("" is the default).
+func viewOf(it item, pointer string) view {
 	r := it.Record
 	v := view{
 		ID: r.ID, Destination: r.Destination, Status: string(it.Status), Envelope: it.env != nil,
@@ -516,7 +517,7 @@ func viewOf(it item) view {
 	if e.Source != nil {
 		v.SourceSystem, v.SourceTopic = e.Source.System, e.Source.Topic
 	}
-	v.SourceURI = triage.SourceURI(e)
+	v.SourceURI = broker.SourceOf(e, pointer)
 	return v
 }
 

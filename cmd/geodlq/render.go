@@ -142,7 +142,7 @@ func renderSVG(ctx context.Context, w *bytes.Buffer, it item, off *offload.Offlo
 		return problems("cannot draw the geometry of %s: %v", e.EventID, err)
 	}
 	var m drawing.Mark
-	v := viewOf(it)
+	v := viewOf(it, "")
 	reason := e.ErrorMessage
 	epsg := broker.EPSGOf(e)
 	if ge := e.GeometryError; ge != nil {

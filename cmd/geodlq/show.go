@@ -69,7 +69,7 @@ the payload fails verification.`,
 					PayloadBase64   string          `json:"payload_base64,omitempty"`
 					PayloadVerified bool            `json:"payload_verified"`
 					PayloadError    string          `json:"payload_error,omitempty"`
-				}{Record: viewOf(it)}
+				}{Record: viewOf(it, "")}
 				if it.env != nil {
 					doc.Envelope = it.Record.Message.Body
 				}
@@ -141,7 +141,7 @@ func restoreError(err error) error {
 }
 
 func (a *app) showText(it item, payload []byte, perr error) {
-	v := viewOf(it)
+	v := viewOf(it, "")
 	w := a.stdout
 	line := func(k, val string) {
 		if val != "" {

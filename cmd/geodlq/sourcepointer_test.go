@@ -223,6 +223,7 @@ func TestWarehouseSyncSourcePointer(t *testing.T) {
 func TestListStatsSourcePointer(t *testing.T) {
 	t.Parallel()
 	c, envs := genStore(t, 60)
+	c.blobs = "" // nothing offloaded: no blob store
 	providers := providersOf(t, envs)
 	for _, tc := range []struct {
 		pointer string
@@ -248,6 +249,24 @@ func TestListStatsSourcePointer(t *testing.T) {
 			for _, v := range listViews(t, c, "--limit", "500") {
 				byID[v.ID] = v.EventID
 			}
+			// -o json's source_uri is the same source as the SOURCE column.
+			views := listViews(t, c, "--limit", "500", "--source-pointer", tc.pointer)
+			require.Len(t, views, len(envs))
+			for _, v := range views {
+				require.Equal(t, tc.want(v.EventID), v.SourceURI, "list -o json's source_uri of %s follows --source-pointer", v.EventID)
+			}
+			// So does export's source_uri.
+			ex := c.must(exitOK, nil, "export", "--format", "jsonl", "--source-pointer", tc.pointer)
+			exported := strings.Split(strings.TrimSpace(ex.stdout), "\n")
+			require.Len(t, exported, len(envs))
+			for _, l := range exported {
+				var v struct {
+					EventID   string `json:"event_id"`
+					SourceURI string `json:"source_uri"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(l), &v))
+				require.Equal(t, tc.want(v.EventID), v.SourceURI, "export's source_uri of %s follows --source-pointer", v.EventID)
+			}
 			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 			require.Len(t, lines, len(envs)+1)
 			require.True(t, strings.HasSuffix(strings.TrimSpace(lines[0]), "SOURCE"), lines[0])
@@ -256,5 +275,75 @@ func TestListStatsSourcePointer(t *testing.T) {
 				require.Equal(t, tc.want(byID[f[0]]), f[len(f)-1], "the SOURCE column of %s", l)
 			}
 		})
+	}
+}
+
+// TestDefaultSourceNotJSON: without --source-pointer, every reader of an
+// event's source reads the same one, including from the payloads that
+// are not JSON (dlqgen's NaN coordinates): list -o json and -o wide,
+// show -o json, stats and warehouse sync all give the payload's
+// source_uri (read here from the raw bytes), as the console does.
+func TestDefaultSourceNotJSON(t *testing.T) {
+	t.Parallel()
+	c, envs := genStore(t, 60)
+	c.blobs = "" // no payloads: no blob store
+	want := map[string]string{}
+	notJSON := 0
+	for id, env := range envs {
+		m := sourceURIRE.FindSubmatch(env.RawPayload)
+		require.NotNil(t, m, "%s", env.RawPayload)
+		want[id] = string(m[1])
+		if !json.Valid(env.RawPayload) {
+			require.Contains(t, string(env.RawPayload), "NaN")
+			notJSON++
+		}
+	}
+	require.Positive(t, notJSON, "the store holds payloads that are not JSON")
+
+	views := listViews(t, c, "--limit", "500")
+	require.Len(t, views, len(envs))
+	recordOf := map[string]string{}
+	for _, v := range views {
+		recordOf[v.EventID] = v.ID
+		require.Equal(t, want[v.EventID], v.SourceURI, "list -o json: the source of %s", v.EventID)
+	}
+
+	r := c.must(exitOK, nil, "list", "-o", "wide", "--limit", "500")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, len(envs)+1)
+	wide := map[string]string{}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		wide[f[0]] = f[len(f)-1]
+	}
+
+	for id, env := range envs {
+		if json.Valid(env.RawPayload) {
+			continue
+		}
+		require.Equal(t, want[id], wide[recordOf[id]], "list -o wide: the SOURCE of %s", id)
+		r := c.must(exitOK, nil, "show", recordOf[id], "-o", "json")
+		var doc struct {
+			Record view `json:"record"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+		require.Equal(t, want[id], doc.Record.SourceURI, "show -o json: the source of %s", id)
+	}
+
+	counts := map[string]int{}
+	for _, v := range want {
+		counts[warehouse.SourcePrefix(v, 1)]++
+	}
+	r = c.must(exitOK, nil, "stats", "-o", "json")
+	var rep statsReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Equal(t, counts, rep.BySourcePrefix, "stats groups every event by its source")
+
+	dir := filepath.Join(t.TempDir(), "wh")
+	c.must(exitOK, nil, "warehouse", "sync", dir, "--settle", "0s")
+	rows := syncedRows(t, dir)
+	require.Len(t, rows, len(envs))
+	for _, row := range rows {
+		require.Equal(t, want[row.EventID], row.SourceURI, "warehouse sync: the source_uri of %s", row.EventID)
 	}
 }

@@ -252,7 +252,7 @@ func (a *app) exportParquet(ctx context.Context, s *broker.Store, sel selection,
 		}()
 		w = tmp
 	}
-	wr, err := warehouse.NewWriter(w, &warehouse.Options{WithPayload: withPayload, Fetcher: fetcherOf(off),
+	wr, err := warehouse.NewWriter(w, &warehouse.Options{WithPayload: withPayload, Fetcher: fetcherOf(off), SourcePointer: sel.filter.SourcePointer,
 		CRS: projcrs.New().Resolve, Logger: a.logger()})
 	if err != nil {
 		return 0, err

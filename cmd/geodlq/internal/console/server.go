@@ -548,5 +548,5 @@ func nonNil[T any](xs []T) []T {
 
 // sourceOf is the event's source: its value at Options.SourcePointer.
 func (s *Server) sourceOf(env *envelope.Envelope) string {
-	return broker.SourceValue(broker.IndexOfEnvelope(env, 0, nil).Attrs, s.opts.SourcePointer)
+	return broker.SourceOf(env, s.opts.SourcePointer)
 }
