@@ -521,29 +521,13 @@ func viewOf(it item, pointer string) view {
 	return v
 }
 
-// where renders a fault for people: "(0.5 0.5) ring 0 segment 0-1".
+// where renders a fault for people: "(0.5 0.5) ring 0 segment 0-1", or
+// "-" for none (geojson.Where, as the console's detail panel words it).
 func where(loc []float64, f *classify.Fault) string {
-	var s []string
-	if len(loc) == 2 {
-		s = append(s, "("+geojson.FormatXY(orb.Point{loc[0], loc[1]})+")")
+	if s := geojson.Where(loc, f); s != "" {
+		return s
 	}
-	if f != nil {
-		if f.Part >= 0 {
-			s = append(s, fmt.Sprintf("part %d", f.Part))
-		}
-		if f.Ring >= 0 {
-			s = append(s, fmt.Sprintf("ring %d", f.Ring))
-		}
-		if f.OnSegment {
-			s = append(s, fmt.Sprintf("segment %d-%d", f.Vertex, f.Vertex+1))
-		} else {
-			s = append(s, fmt.Sprintf("vertex %d", f.Vertex))
-		}
-	}
-	if len(s) == 0 {
-		return "-"
-	}
-	return strings.Join(s, " ")
+	return "-"
 }
 
 // errStop ends a scan early without error.

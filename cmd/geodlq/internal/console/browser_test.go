@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/internal/testenv"
 	"github.com/geodlq/geodlq/replay"
 )
@@ -162,6 +164,8 @@ func TestBrowserOperator(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(kinds), 16, "the corpus has every kind: %v", kinds)
+	where, err := json.Marshal(faultWords(t, e.store))
+	require.NoError(t, err)
 	dir := artifacts(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -170,7 +174,7 @@ func TestBrowserOperator(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"CONSOLE_URL="+e.http.URL+"/", "CONSOLE_TOKEN="+e.token, "ARTIFACTS="+dir,
 		"EXPECT_KINDS="+strings.Join(slices.Sorted(maps.Keys(kinds)), ","), "EXPECT_TOTAL="+itoa(len(ans.Records)),
-		"SEARCHES="+string(searches), "POINTER_URL="+http2.URL+"/", "POINTER="+pointer, "POINTER_SOURCES="+string(sources))
+		"SEARCHES="+string(searches), "POINTER_URL="+http2.URL+"/", "POINTER="+pointer, "POINTER_SOURCES="+string(sources), "WHERE="+string(where))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -188,12 +192,32 @@ func TestBrowserOperator(t *testing.T) {
 	p, err := e.target.List(context.Background(), broker.ListOptions{Limit: 500})
 	require.NoError(t, err)
 	require.Len(t, p.Entries, crs-left, "one event re-injected per replayed record")
-	for _, png := range []string{"op-01-overview", "op-02-record-sudan", "op-03-sorted-by-vertices", "op-04-zoom-to-fault",
+	for _, png := range []string{"op-01-overview", "op-02-record-sudan", "op-02-record-where", "op-03-sorted-by-vertices", "op-04-zoom-to-fault",
 		"op-05-repair-preview", "op-06-shapes-zoomed-in", "op-07-bulk-dry-run", "op-08-property-search", "op-09-source-pointer", "op-10-source-pointer-detail"} {
 		fi, err := os.Stat(filepath.Join(dir, png+".png"))
 		require.NoError(t, err)
 		require.Positive(t, fi.Size())
 	}
+}
+
+// faultWords returns where each record's fault is, in the words geodlq
+// show prints (geojson.Where), by "destination/id", read from the stored
+// envelopes, for the records that have a fault location.
+func faultWords(t *testing.T, s *broker.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, s.ScanAll(context.Background(), broker.ListOptions{Limit: broker.MaxListLimit}, func(e broker.Entry) error {
+		env, err := envelope.Decode(e.Record.Message.Body)
+		if err != nil || env.GeometryError == nil {
+			return nil // not an envelope, or no fault: nothing to locate
+		}
+		if w := geojson.Where(env.GeometryError.Location, env.GeometryError.Fault); w != "" {
+			out[e.Record.Destination+"/"+e.Record.ID] = w
+		}
+		return nil
+	}))
+	require.NotEmpty(t, out, "the corpus has located faults")
+	return out
 }
 
 // propertySearch is a text search the browser runs and the events it

@@ -18,6 +18,7 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/geojson"
 )
 
 // downloadChunk is the size of each write of a payload download.
@@ -435,20 +436,23 @@ type recordAnswer struct {
 	IdempotencyKeyDerived bool                    `json:"idempotency_key_derived,omitempty"`
 	ErrorMessage          string                  `json:"error_message,omitempty"`
 	GeometryError         *envelope.GeometryError `json:"geometry_error,omitempty"`
-	SourceCRS             string                  `json:"source_crs,omitempty"`
-	SourceEPSG            int                     `json:"source_epsg,omitempty"`
-	Geometry              geometryRef             `json:"geometry"`
-	PayloadSHA256         string                  `json:"payload_sha256,omitempty"`
-	PayloadSize           int64                   `json:"payload_size"`
-	PayloadOffloadURI     string                  `json:"raw_payload_offload_uri,omitempty"`
-	PayloadEncoding       string                  `json:"raw_payload_encoding,omitempty"`
-	FirstSeenAt           time.Time               `json:"first_seen_at,omitzero"`
-	Route                 string                  `json:"route,omitempty"`
-	TraceID               string                  `json:"trace_id,omitempty"`
-	Source                *envelope.Source        `json:"source,omitempty"`
-	Headers               map[string]string       `json:"headers,omitempty"`
-	Deliveries            int                     `json:"deliveries,omitempty"`
-	ReplayedAt            time.Time               `json:"replayed_at,omitzero"`
+	// Where says where the fault is, in words, as geodlq show prints it:
+	// "(0.5 0.5) ring 0 segment 0-1" (geojson.Where); "" for none.
+	Where             string            `json:"where,omitempty"`
+	SourceCRS         string            `json:"source_crs,omitempty"`
+	SourceEPSG        int               `json:"source_epsg,omitempty"`
+	Geometry          geometryRef       `json:"geometry"`
+	PayloadSHA256     string            `json:"payload_sha256,omitempty"`
+	PayloadSize       int64             `json:"payload_size"`
+	PayloadOffloadURI string            `json:"raw_payload_offload_uri,omitempty"`
+	PayloadEncoding   string            `json:"raw_payload_encoding,omitempty"`
+	FirstSeenAt       time.Time         `json:"first_seen_at,omitzero"`
+	Route             string            `json:"route,omitempty"`
+	TraceID           string            `json:"trace_id,omitempty"`
+	Source            *envelope.Source  `json:"source,omitempty"`
+	Headers           map[string]string `json:"headers,omitempty"`
+	Deliveries        int               `json:"deliveries,omitempty"`
+	ReplayedAt        time.Time         `json:"replayed_at,omitzero"`
 	// NotEnvelope says why the record's body is not a dlq.v1 envelope.
 	NotEnvelope string `json:"not_envelope,omitempty"`
 	// Repairs lists the repairs that apply to the record's class.
@@ -486,6 +490,9 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	ans.SourceURI = s.sourceOf(env)
 	ans.IdempotencyKey, ans.IdempotencyKeyDerived, ans.ErrorMessage = env.IdempotencyKey, env.IdempotencyKeyDerived, env.ErrorMessage
 	ans.GeometryError, ans.SourceCRS, ans.SourceEPSG = env.GeometryError, env.SourceCRS, env.SourceEPSG
+	if ge := env.GeometryError; ge != nil {
+		ans.Where = geojson.Where(ge.Location, ge.Fault)
+	}
 	ans.Geometry = geometryRef{Inline: env.Geometry.OffloadURI == "", OffloadURI: env.Geometry.OffloadURI, ByteSize: env.Geometry.ByteSize,
 		SHA256: env.Geometry.ContentSHA256, Missing: env.Geometry.Missing}
 	ans.PayloadSHA256, ans.PayloadSize, ans.PayloadOffloadURI, ans.PayloadEncoding = env.PayloadSHA256, env.PayloadSize, env.RawPayloadOffloadURI, env.RawPayloadEncoding

@@ -224,6 +224,7 @@ func TestAPI(t *testing.T) {
 			require.Equal(t, "invalid_geometry", rec.Class)
 			require.Equal(t, "Self-intersection[10.5 10.5]", rec.Reason)
 			require.Equal(t, "s3://provider-a/tiles/7.geojson", rec.SourceURI)
+			require.Equal(t, "(10.5 10.5) ring 0 segment 0-1", rec.Where, "where the fault is, in geodlq show's words")
 			require.Equal(t, []string{"make-valid"}, rec.Repairs)
 			require.NotEmpty(t, rec.IdempotencyKey)
 			e.get(recPath(RecordRef{dlt, "999999"}), http.StatusNotFound, nil)

@@ -14,8 +14,10 @@
 //   POINTER_URL    a read-only console over the same store, started with a source pointer
 //   POINTER        that pointer (/properties/provider)
 //   POINTER_SOURCES JSON {event id: its value at the pointer, "" for none}
-// Steps: every record kind (its detail and every repair preview, failing
-// on any page error or error text); every sort; zoom to fault and wheel
+//   WHERE          JSON {"destination/id": where its fault is, in the CLI's words}, for the records with one
+// Steps: every record kind (its detail — the fault located in words, as
+// geodlq show prints it, never as raw JSON — and every repair preview,
+// failing on any page error or error text); every sort; zoom to fault and wheel
 // zoom over it; the failing geometries drawn on the main map; a stale
 // answer (Reset then Apply, and Apply then Reset, one answer slowed)
 // never replaces a newer one; a bulk replay over a filter whose dialog
@@ -37,6 +39,7 @@ const searches = JSON.parse(process.env.SEARCHES);
 const pointerURL = process.env.POINTER_URL;
 const pointer = process.env.POINTER;
 const pointerSources = JSON.parse(process.env.POINTER_SOURCES);
+const where = JSON.parse(process.env.WHERE);
 
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync'];
@@ -86,6 +89,7 @@ try {
   const byKind = new Map();
   for (const r of rows) if (!byKind.has(r.kind)) byKind.set(r.kind, r);
   for (const k of expectKinds) check(byKind.has(k), `a record of kind ${k} is listed (${[...byKind.keys()]})`);
+  check(byKind.has('invalid_geometry/self_intersection'), `a self-intersection is listed (${[...byKind.keys()]})`);
   for (const [kind, r] of byKind) {
     await page.click(`#rows tr.rec[data-destination="${r.destination}"][data-id="${r.id}"]`);
     await page.waitForFunction(({ d, id }) => {
@@ -102,6 +106,24 @@ try {
     }));
     const all = Object.values(panel).join(' | ');
     check(!BROKEN.test(all), `${kind} (${r.event || r.id}): the panel shows an error: ${all}`);
+    // The fault is located in words, the CLI's, never as raw JSON.
+    const text = await page.textContent('#record');
+    check(!text.includes('{"'), `${kind} (${r.event || r.id}): raw JSON in the panel: ${text}`);
+    const at = await page.$$eval('#rec-fields tr', (trs) => trs.filter((tr) => tr.children[0].textContent === 'at').map((tr) => tr.children[1].textContent));
+    const want = where[r.destination + '/' + r.id];
+    if (want) {
+      check(at.length === 1 && at[0] === want, `${kind} (${r.event || r.id}): the fault is at "${want}", the panel says ${JSON.stringify(at)}`);
+    } else {
+      check(at.length === 0, `${kind} (${r.event || r.id}): no fault, yet the panel says it is at ${JSON.stringify(at)}`);
+    }
+    if (kind === 'invalid_geometry/self_intersection') {
+      check(/^\(-?[0-9.e+-]+ -?[0-9.e+-]+\)( part \d+)? ring \d+ segment \d+-\d+$/.test(at[0]), `a self-intersection is located by ring and segment: ${at[0]}`);
+      check(!/-1/.test(at[0].replace(/^\([^)]*\)/, '')), `no index of -1 (none) is shown: ${at[0]}`);
+      await page.$$eval('#rec-fields tr', (trs) => trs.find((tr) => tr.children[0].textContent === 'at').scrollIntoView({ block: 'center' }));
+      await page.waitForTimeout(300);
+      await shot(page, 'op-02-record-where');
+      log(`${r.event || r.id}: the fault is at ${at[0]}`);
+    }
     check(panel.reason.trim() !== '', `${kind} (${r.event || r.id}): no reason shown`);
     check(!/^Geometry: /.test(panel.note) || kind.startsWith('schema_violation') || kind.startsWith('resource_exhausted'),
       `${kind} (${r.event || r.id}): the geometry did not load: ${panel.note}`);

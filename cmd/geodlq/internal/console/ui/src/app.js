@@ -759,8 +759,8 @@ async function showRecord(dest, id, fresh) {
   const fields = [
     ['event id', rec.event_id], ['class', rec.class], ['stage', rec.stage], ['reason kind', rec.reason_kind],
     [rec.stage === 'topology_validation' ? 'GEOS reason' : 'reason', rec.geometry_error && rec.geometry_error.reason], ['error', rec.error_message],
-    ['fault', rec.geometry_error && rec.geometry_error.fault ? JSON.stringify(rec.geometry_error.fault) : ''],
-    ['location', rec.geometry_error && rec.geometry_error.location ? rec.geometry_error.location.join(', ') : ''],
+    // Where the fault is, in the CLI's words: "(0.5 0.5) ring 0 segment 0-1".
+    ['at', rec.where],
     ['geometry', (rec.geometry_type || '') + (rec.vertex_count ? ', ' + rec.vertex_count + ' vertices' : '') +
       (rec.geometry && rec.geometry.offload_uri ? ', offloaded to ' + rec.geometry.offload_uri : '')],
     ['source CRS', rec.source_crs], ['EPSG', rec.epsg ? String(rec.epsg) : ''], [sourceLabel(), rec.source_uri],
