@@ -200,17 +200,7 @@ func TestDownloadMemory(t *testing.T) {
 	e.get(recPath(rec), http.StatusOK, &ans)
 	require.NotEmpty(t, ans.Geometry.OffloadURI, "the geometry is offloaded")
 
-	serve := func(path string) (*discardWriter, uint64) {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.Host = "127.0.0.1"
-		w := &discardWriter{h: http.Header{}, sum: sha256.New()}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		e.srv.ServeHTTP(w, req)
-		runtime.ReadMemStats(&after)
-		return w, after.TotalAlloc - before.TotalAlloc
-	}
+	serve := func(path string) (*discardWriter, uint64) { return serveMeasured(e.srv, path) }
 	w, streamed := serve(recPath(rec) + "/payload?download=1")
 	require.Equal(t, http.StatusOK, w.status)
 	require.Equal(t, int64(len(payload)), w.n)
@@ -236,17 +226,23 @@ func TestListPageMemory(t *testing.T) {
 	}
 	e := newEnv(t, sqliteKind(), envOptions{events: events, poll: time.Hour, blobThreshold: 64 << 20})
 	for _, path := range []string{"/api/records?sort=-vertices&limit=8", "/api/records?sort=-size&limit=8", "/api/records?limit=8&q=evt-line"} {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.Host = "127.0.0.1"
-		w := &discardWriter{h: http.Header{}, sum: sha256.New()}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		e.srv.ServeHTTP(w, req)
-		runtime.ReadMemStats(&after)
+		w, alloc := serveMeasured(e.srv, path)
 		require.Equal(t, http.StatusOK, w.status, path)
-		alloc := after.TotalAlloc - before.TotalAlloc
 		t.Logf("%s: %d bytes allocated for a page of 8 records of 2 MB", path, alloc)
 		require.Less(t, alloc, uint64(2<<20), "%s: bytes allocated for the page", path)
 	}
+}
+
+// serveMeasured serves a GET of path and returns the response and the
+// bytes the request allocated (TotalAlloc, after a collection).
+func serveMeasured(srv http.Handler, path string) (*discardWriter, uint64) {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Host = "127.0.0.1"
+	w := &discardWriter{h: http.Header{}, sum: sha256.New()}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	srv.ServeHTTP(w, req)
+	runtime.ReadMemStats(&after)
+	return w, after.TotalAlloc - before.TotalAlloc
 }
