@@ -204,8 +204,11 @@ bench-console: deps
 # Issue 23's scale table (docs/benchmarks.md): fill a SQLite store with
 # SCALE_N realistic dead letters (internal/dlqgen through PublishBatch;
 # about 35 minutes for 1,000,000 on the shared 2-core machine), then time
-# stats, list pages for every filter and sort, the console and warehouse
-# sync against it with the built binary (cmd/geodlq/internal/scale).
+# stats, list pages for every filter and sort, the console, warehouse
+# sync, verify and, last, a purge of the older half with its blob sweep
+# against it with the built binary (cmd/geodlq/internal/scale). Geometries
+# over 256 KiB are offloaded to $(SCALE_DIR)/work/blobs as a Processor
+# would.
 # SCALE_STORE picks another store (postgres://…, mysql://…); an existing
 # store at SCALE_STORE is filled further, so point it at a fresh one.
 SCALE_N     ?= 1000000
@@ -217,8 +220,8 @@ bench-scale: deps
 	cd cmd/geodlq && $(GO) build -o $(SCALE_DIR)/geodlq . && \
 	  $(GO) build -o $(SCALE_DIR)/dlqfill ./internal/scale/dlqfill && \
 	  $(GO) build -o $(SCALE_DIR)/benchscale ./internal/scale/benchscale
-	$(SCALE_DIR)/dlqfill -store '$(SCALE_STORE)' -n $(SCALE_N)
-	$(SCALE_DIR)/benchscale -geodlq $(SCALE_DIR)/geodlq -store '$(SCALE_STORE)' -reps $(SCALE_REPS) -work $(SCALE_DIR)/work
+	$(SCALE_DIR)/dlqfill -store '$(SCALE_STORE)' -blobs 'file://$(SCALE_DIR)/work/blobs' -n $(SCALE_N)
+	$(SCALE_DIR)/benchscale -geodlq $(SCALE_DIR)/geodlq -store '$(SCALE_STORE)' -reps $(SCALE_REPS) -work $(SCALE_DIR)/work -purge
 
 # go.mod files carry no replace directives (so that each module stays
 # installable with go install …@version); scripts/gomod.sh tidies them

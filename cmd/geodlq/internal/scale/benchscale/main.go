@@ -46,6 +46,7 @@ type options struct {
 	bin, store, blobs, work string
 	reps, syncRows          int
 	skip                    string
+	purge                   bool
 }
 
 func run() error {
@@ -56,7 +57,8 @@ func run() error {
 	flag.StringVar(&o.work, "work", "", "scratch directory (default a new temporary one)")
 	flag.IntVar(&o.reps, "reps", 20, "repetitions of each list page and console request")
 	flag.IntVar(&o.syncRows, "sync-rows", 200_000, "rows warehouse sync writes (--max-rows; 0: all)")
-	flag.StringVar(&o.skip, "skip", "", "comma-separated parts to leave out: stats, list, console, sync")
+	flag.StringVar(&o.skip, "skip", "", "comma-separated parts to leave out: stats, list, console, sync, verify")
+	flag.BoolVar(&o.purge, "purge", false, "last, purge the older half of the store (by dead-letter time) with its blob collection: destructive")
 	flag.Parse()
 	if o.store == "" {
 		return fmt.Errorf("-store is required")
@@ -136,6 +138,57 @@ func run() error {
 		}
 		fmt.Printf("| `geodlq warehouse sync --max-rows %d` | %s | %.0f rows/s | %s |\n\n", o.syncRows, dur(el), float64(rows)/el.Seconds(), mib(rss))
 	}
+	if !skip["verify"] {
+		el, rss, err := o.cmd(ctx, "verify", "-o", "json")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| `geodlq verify` | %s | %s |\n\n", dur(el), mib(rss))
+	}
+	if o.purge {
+		return o.purgeHalf(ctx, s)
+	}
+	return nil
+}
+
+// purgeHalf deletes the records dead-lettered before the midpoint of the
+// store's dead-letter times (about half of them: dlqgen spreads its times
+// evenly), with the blob collection that follows a purge, and reports the
+// records deleted, the elapsed time and the peak RSS.
+func (o *options) purgeHalf(ctx context.Context, s *broker.Store) error {
+	edge := func(desc bool) (time.Time, error) {
+		p, err := s.List(ctx, broker.ListOptions{Limit: 1, Summaries: true, IncludeReplayed: true, Sort: broker.SortDeadLetteredAt, Descending: desc})
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(p.Entries) == 0 || p.Entries[0].Summary == nil {
+			return time.Time{}, fmt.Errorf("the store is empty")
+		}
+		return p.Entries[0].Summary.DeadLetteredAt, nil
+	}
+	first, err := edge(false)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	last, err := edge(true)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	mid := first.Add(last.Sub(first) / 2).UTC()
+	before, err := s.List(ctx, broker.ListOptions{Limit: 1, Summaries: true, Total: true, IncludeReplayed: true})
+	if err != nil {
+		return err
+	}
+	el, rss, err := o.cmd(ctx, "purge", "--older-than", mid.Format(time.RFC3339Nano), "--yes", "--blob-grace", "0s", "-o", "json")
+	if err != nil {
+		return err
+	}
+	after, err := s.List(ctx, broker.ListOptions{Limit: 1, Summaries: true, Total: true, IncludeReplayed: true})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("| `geodlq purge --older-than %s --yes` (with the blob sweep) | %s | %d of %d records deleted | %s |\n\n",
+		mid.Format(time.RFC3339), dur(el), before.Total-after.Total, before.Total, mib(rss))
 	return nil
 }
 
