@@ -31,6 +31,7 @@ import (
 	"github.com/geodlq/geodlq/broker"
 	_ "github.com/geodlq/geodlq/broker/mysql"
 	_ "github.com/geodlq/geodlq/broker/postgis"
+	_ "github.com/geodlq/geodlq/broker/redisstream"
 	_ "github.com/geodlq/geodlq/broker/sqlite"
 	"github.com/geodlq/geodlq/classify"
 )
@@ -111,7 +112,12 @@ func run() error {
 		fmt.Printf("| `geodlq list --text sudan --limit 100` | %s | %s |\n\n", dur(el), mib(rss))
 	}
 	if !skip["list"] {
-		if err := o.listPages(ctx, s); err != nil {
+		if indexed(s) {
+			err = o.listPages(ctx, s)
+		} else {
+			err = o.scanPages(ctx, s)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -274,6 +280,75 @@ func (o *options) listPages(ctx context.Context, s *broker.Store) error {
 			_ = total
 		}
 		fmt.Println(row)
+	}
+	fmt.Println()
+	return nil
+}
+
+// indexed reports whether s's driver sorts, summarises and counts in the
+// store (SQLite, PostgreSQL, MySQL); a stream store (Redis, Kafka) lists
+// in the written order and the portable Store scans for the rest.
+func indexed(s *broker.Store) bool {
+	c, ok := s.Driver().(broker.ListCapabler)
+	if !ok {
+		return false
+	}
+	caps := c.ListCapabilities()
+	return caps.Summaries && caps.Total && len(caps.Sorts) > 0
+}
+
+// scanPages times what a stream store's listing is for: a page of 100 in
+// the written order for every filter, without a total (a filter the
+// store cannot apply is applied as the records are read, so a selective
+// one reads far), and the total of the whole store and of one class,
+// which read every record. Sorted pages read every record too (the
+// portable Store keeps the best 100 as it scans): one is timed, once.
+func (o *options) scanPages(ctx context.Context, s *broker.Store) error {
+	last, err := s.List(ctx, broker.ListOptions{Limit: 1, Summaries: true, Descending: true})
+	if err != nil || len(last.Entries) == 0 || last.Entries[0].Summary == nil {
+		return fmt.Errorf("finding the newest record: %v", err)
+	}
+	end := last.Entries[0].Summary.DeadLetteredAt
+	fmt.Printf("List page of a stream store (100 summaries in the written order, no total), %d runs each: p50 / p95\n\n", o.reps)
+	fmt.Println("| filter | newest first | oldest first |")
+	fmt.Println("|---|---:|---:|")
+	for _, f := range filters(end) {
+		row := "| " + f.name + " |"
+		for _, desc := range []bool{true, false} {
+			var ts []time.Duration
+			for range o.reps {
+				t0 := time.Now()
+				if _, err := s.List(ctx, broker.ListOptions{Filter: f.f, Descending: desc, Limit: 100, Summaries: true}); err != nil {
+					return fmt.Errorf("list %s: %w", f.name, err)
+				}
+				ts = append(ts, time.Since(t0))
+			}
+			row += fmt.Sprintf(" %s / %s |", dur(pct(ts, 50)), dur(pct(ts, 95)))
+		}
+		fmt.Println(row)
+	}
+	fmt.Println()
+	fmt.Println("| one scan of the whole store | elapsed | result |")
+	fmt.Println("|---|---:|---:|")
+	for _, c := range []struct {
+		name string
+		opts broker.ListOptions
+	}{
+		{"Page.Total, no filter", broker.ListOptions{Limit: 1, Summaries: true, Total: true}},
+		{"Page.Total, class crs_mismatch", broker.ListOptions{Limit: 1, Summaries: true, Total: true,
+			Filter: broker.Filter{Classes: []classify.Class{classify.ClassCRSMismatch}}}},
+		{"a page sorted by -vertex_count", broker.ListOptions{Limit: 100, Summaries: true, Sort: broker.SortVertexCount, Descending: true}},
+	} {
+		t0 := time.Now()
+		p, err := s.List(ctx, c.opts)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		res := fmt.Sprintf("%d records", p.Total)
+		if c.opts.Sort != "" {
+			res = fmt.Sprintf("%d entries", len(p.Entries))
+		}
+		fmt.Printf("| %s | %s | %s |\n", c.name, dur(time.Since(t0)), res)
 	}
 	fmt.Println()
 	return nil
