@@ -101,6 +101,12 @@ type ListOptions struct {
 	// Total asks for Page.Total, the number of records that match across
 	// all pages.
 	Total bool
+	// TotalCap, when positive, lets the store stop counting Page.Total
+	// once TotalCap records match: when more match and counting them all
+	// would be costly (a common word of Filter.Text), Page.Total is then
+	// TotalCap and Page.TotalIsLowerBound is set. Default 0: Total is
+	// exact.
+	TotalCap int
 }
 
 // Entry is a record read without a lease.
@@ -132,6 +138,10 @@ type Page struct {
 	// match the options across all pages (After and Limit aside); 0
 	// otherwise.
 	Total int
+	// TotalIsLowerBound reports that Total is a lower bound, not the
+	// count: at least Total records match (only with ListOptions.TotalCap,
+	// Total then being TotalCap). Show it as "≥ Total".
+	TotalIsLowerBound bool
 }
 
 // ListCapabilities says which parts of [ListOptions] a [Lister] applies

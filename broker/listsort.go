@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -167,14 +168,23 @@ func scanMatching(ctx context.Context, l Lister, caps ListCapabilities, opts Lis
 }
 
 // countMatching counts the records of opts by scanning them.
-func countMatching(ctx context.Context, l Lister, caps ListCapabilities, opts ListOptions) (int, error) {
-	n := 0
-	err := scanMatching(ctx, l, caps, opts, false, func(Entry, *Summary) error {
+func countMatching(ctx context.Context, l Lister, caps ListCapabilities, opts ListOptions) (n int, lowerBound bool, err error) {
+	err = scanMatching(ctx, l, caps, opts, false, func(Entry, *Summary) error {
+		if opts.TotalCap > 0 && n == opts.TotalCap {
+			lowerBound = true
+			return errCapped
+		}
 		n++
 		return nil
 	})
-	return n, err
+	if errors.Is(err, errCapped) {
+		err = nil
+	}
+	return n, lowerBound, err
 }
+
+// errCapped ends countMatching's scan at ListOptions.TotalCap.
+var errCapped = errors.New("count capped")
 
 // sortItem is a candidate of a sorted page.
 type sortItem struct {

@@ -699,7 +699,7 @@ func listWith(ctx context.Context, l Lister, opts ListOptions) (Page, error) {
 		}
 	}
 	if opts.Total && !dopts.Total {
-		if p.Total, err = countMatching(ctx, l, caps, opts); err != nil {
+		if p.Total, p.TotalIsLowerBound, err = countMatching(ctx, l, caps, opts); err != nil {
 			return Page{}, err
 		}
 	}

@@ -181,6 +181,8 @@ func testListTotal(t *testing.T, h Harness) {
 		"text":     {Text: "sudan"},
 		"source":   {SourcePointer: "/properties/provider", Sources: []string{"osm"}},
 		"no-match": {Text: "atlantis"},
+		"since":    {Since: ListingBaseTime.Add(4 * time.Hour)},
+		"until":    {Until: ListingBaseTime.Add(6 * time.Hour), Classes: []classify.Class{classify.ClassInvalidGeometry}},
 	}
 	for name, f := range filters {
 		want := 0
@@ -195,10 +197,27 @@ func testListTotal(t *testing.T, h Harness) {
 				p, err := s.List(ctx, opts)
 				require.NoError(t, err)
 				require.Equal(t, want, p.Total, "filter %s, sort %q, page %d: Total counts every matching record", name, k, page)
+				require.False(t, p.TotalIsLowerBound, "filter %s: without TotalCap, Total is exact", name)
 				if p.Next == "" {
 					break
 				}
 				opts.After = p.Next
+			}
+			// With TotalCap a store may stop counting at the cap, and then
+			// says so; else Total is the count.
+			for _, limit := range []int{1, 2, want, want + 3} {
+				if limit <= 0 {
+					continue
+				}
+				opts := broker.ListOptions{Destination: d, Filter: f, Sort: k, Limit: 2, Total: true, Summaries: true, TotalCap: limit}
+				p, err := s.List(ctx, opts)
+				require.NoError(t, err)
+				if p.TotalIsLowerBound {
+					require.Less(t, limit, want, "filter %s, sort %q, cap %d: a lower bound only when more match", name, k, limit)
+					require.Equal(t, limit, p.Total, "filter %s, sort %q: a lower bound is the cap", name, k)
+				} else {
+					require.Equal(t, want, p.Total, "filter %s, sort %q, cap %d: else the count", name, k, limit)
+				}
 			}
 		}
 	}

@@ -26,14 +26,17 @@
 //
 // # Schema versions
 //
-// The file's PRAGMA user_version is its layout: 3 today. Opening a file
-// of version 2 read-write adds the counts and the text index; a file of
+// The file's PRAGMA user_version is its layout: 4 today. Opening a file
+// of version 3 read-write adds the indexes of a listing sorted by attempts
+// under a class, reason kind or EPSG filter (about 5 s per million
+// records); one of version 2 also adds the counts and the text index; a file of
 // version 0 (made before the summaries) read-write rebuilds its table
 // in one transaction — every row copied, ids, statuses and the id
 // sequence kept — and then indexes every row, a batch of 500 per
 // transaction; it takes about a minute per million records, and needs
 // the file's size again in free disk space while it runs. A read-only
-// handle never migrates: on a file of an older version it lists the old way, and
+// handle never migrates: on a file of version 3 it lists in SQL without
+// version 4's indexes; on an older one it lists the old way, and
 // the portable store sorts, counts, summarises and searches by reading
 // every record. Rows an older geodlq writes into a file of version 2 (it
 // fills in only the columns it knows) are summarised from their bodies
@@ -54,6 +57,7 @@
 //	sqlite://./dlq.db                  relative to the working directory
 //	sqlite:///var/lib/geodlq/dlq.db    absolute
 //	sqlite://./dlq.db?lease_ttl=1m&max_message_bytes=1048576&busy_timeout=5s&synchronous=NORMAL
+//	sqlite://./dlq.db?source_pointer=/properties/provider   index the source there (Options.SourcePointers; repeatable)
 //
 // The path is taken verbatim (no percent-decoding). OpenOptions.Create
 // allows creating the file and its table; without it a missing or empty

@@ -22,6 +22,56 @@ import (
 // source fields need a file at [schemaVersion]: for an older one (read
 // only) they are left out, and the portable store applies them.
 func where(f broker.Filter, current bool) (string, []any) {
+	return whereWith(f, current, indexed)
+}
+
+// plan is how [whereWith] renders a filter: which fields SQLite may read
+// from an index (every matching row found there, then sorted) and which
+// it checks row by row as it walks the listing's order (a page found
+// after the first matches, when matches are many). A page's query is
+// rendered by [drv.planFor]; counts, Stats and Purge use [indexed].
+type plan struct {
+	// text is how Filter.Text is rendered.
+	text textMode
+	// fields: Classes, ReasonKinds and EPSG compared as columns (indexes
+	// led by them may be read: dlq_*_attempts for a listing by attempts);
+	// else as +column, checked row by row.
+	fields bool
+	// time: Since and Until on the expression of dlq_sort_time too, so
+	// that its range may be read.
+	time bool
+	// source: Sources at another pointer than the default compared as
+	// the expression of its index (Options.SourcePointers); else as
+	// +expression, checked row by row.
+	source bool
+}
+
+// indexed lets SQLite read every index it may.
+var indexed = plan{text: textIndexed, fields: true, time: true, source: true}
+
+// textMode is how [whereWith] renders Filter.Text.
+type textMode int
+
+const (
+	// textIndexed: the rows the trigram index finds (all of them, then
+	// checked): for a text few records hold.
+	textIndexed textMode = iota
+	// textRows: each row's own search text checked as the listing walks
+	// its order: for a common text (see [commonText]), of which a page is
+	// found after a few rows, where reading every match from the index
+	// would cost the whole count.
+	textRows
+	// textJoined: left out; the caller's query joins dlq_text.
+	textJoined
+)
+
+// whereWith is [where] rendered as pl says.
+func whereWith(f broker.Filter, current bool, pl plan) (string, []any) {
+	mode := pl.text
+	plus := "+"
+	if pl.fields {
+		plus = ""
+	}
 	if f.IsZero() {
 		return "", nil
 	}
@@ -55,7 +105,7 @@ func where(f broker.Filter, current bool) (string, []any) {
 		for i, c := range f.Classes {
 			v[i] = string(c)
 		}
-		in("failure_class", v)
+		in(plus+"failure_class", v)
 	}
 	if len(f.Stages) > 0 {
 		v := make([]any, len(f.Stages))
@@ -69,14 +119,14 @@ func where(f broker.Filter, current bool) (string, []any) {
 		for i, k := range f.ReasonKinds {
 			v[i] = string(k)
 		}
-		in("reason_kind", v)
+		in(plus+"reason_kind", v)
 	}
 	if len(f.EPSG) > 0 {
 		v := make([]any, len(f.EPSG))
 		for i, e := range f.EPSG {
 			v[i] = e
 		}
-		in("epsg", v)
+		in(plus+"epsg", v)
 	}
 	if len(f.EventIDs) > 0 {
 		v := make([]any, len(f.EventIDs))
@@ -85,13 +135,25 @@ func where(f broker.Filter, current bool) (string, []any) {
 		}
 		in("event_id", v)
 	}
+	// Each time bound twice: on the column, and on the expression the
+	// dlq_sort_time index holds, so that a range of it is read rather
+	// than every record (the same rows: nanos is above the expression's
+	// stand-in for no time).
 	if !f.Since.IsZero() {
 		b.WriteString(" AND dead_lettered_at >= ?")
 		args = append(args, nanos(f.Since))
+		if pl.time {
+			b.WriteString(" AND " + sortExpr(broker.SortDeadLetteredAt) + " >= ?")
+			args = append(args, nanos(f.Since))
+		}
 	}
 	if !f.Until.IsZero() {
 		b.WriteString(" AND dead_lettered_at < ?")
 		args = append(args, nanos(f.Until))
+		if pl.time {
+			b.WriteString(" AND " + sortExpr(broker.SortDeadLetteredAt) + " < ?")
+			args = append(args, nanos(f.Until))
+		}
 	}
 	if f.BBox != nil {
 		b.WriteString(" AND loc_x >= ? AND loc_x <= ? AND loc_y >= ? AND loc_y <= ?")
@@ -100,7 +162,12 @@ func where(f broker.Filter, current bool) (string, []any) {
 	if !current {
 		return b.String(), args
 	}
-	if f.Text != "" {
+	switch {
+	case f.Text == "" || mode == textJoined:
+	case mode == textRows:
+		b.WriteString(` AND instr(search, ?) > 0`)
+		args = append(args, broker.SearchFold(f.Text))
+	default:
 		// The trigram index (detail=none: which rows hold a trigram, not
 		// where) narrows the rows to those holding every trigram of the
 		// text; instr checks the exact substring in the index's own copy
@@ -120,13 +187,178 @@ func where(f broker.Filter, current bool) (string, []any) {
 		for i, s := range f.Sources {
 			v[i] = s
 		}
-		in(sourceExpr(f.SourcePointer), v)
+		if pl.source || defaultPointer(f.SourcePointer) {
+			in(sourceExpr(f.SourcePointer), v)
+		} else {
+			in("+"+sourceExpr(f.SourcePointer), v)
+		}
 	}
 	if f.SourcePrefix != "" {
 		b.WriteString(" AND substr(" + sourceExpr(f.SourcePointer) + ", 1, length(?)) = ?")
 		args = append(args, f.SourcePrefix, f.SourcePrefix)
 	}
 	return b.String(), args
+}
+
+// pagePlan is the plan of a page's query (see [plan]), its FROM clause
+// (base, or base reading dlq_sort_time) and a bound on its ids with its
+// arguments: a filter's index is read when its matches are few (fewer
+// than [commonMatches], found by counting that many in the index) or
+// lead in the listing's order; else the listing's order is walked and
+// each row checked, which finds a page of common matches after a few
+// hundred rows. In the written order, many matches of a time range are
+// walked from the first (or last) id in the range, read from the
+// range of dlq_sort_time: records are mostly written in the order they
+// were dead-lettered, so a recent range is at the end of the id order.
+func (d *drv) pagePlan(ctx context.Context, opts broker.ListOptions, mode textMode, base string) (pl plan, from, bound string, boundArgs []any, err error) {
+	f := opts.Filter
+	pl = plan{text: mode, fields: opts.Sort == broker.SortAttempts, source: opts.Sort == broker.SortWritten}
+	timed := !f.Since.IsZero() || !f.Until.IsZero()
+	pl.time = timed && opts.Sort == broker.SortDeadLetteredAt
+	var probes []string
+	var args [][]any
+	var rng string
+	var rngArgs []any
+	if timed && !pl.time {
+		if !f.Since.IsZero() {
+			rng += ` AND ` + sortExpr(broker.SortDeadLetteredAt) + ` >= ?`
+			rngArgs = append(rngArgs, nanos(f.Since))
+		}
+		if !f.Until.IsZero() {
+			rng += ` AND ` + sortExpr(broker.SortDeadLetteredAt) + ` < ?`
+			rngArgs = append(rngArgs, nanos(f.Until))
+		}
+		probes, args = append(probes, `SELECT count(*) FROM (SELECT 1 FROM dlq_records WHERE 1`+rng+` LIMIT ?)`), append(args, append(slices.Clone(rngArgs), d.common))
+	} else {
+		probes, args = append(probes, ""), append(args, nil)
+	}
+	if len(f.Sources) > 0 && !defaultPointer(f.SourcePointer) && opts.Sort != broker.SortWritten {
+		q := `SELECT count(*) FROM (SELECT 1 FROM dlq_records WHERE ` + sourceExpr(f.SourcePointer) + ` IN (` +
+			strings.TrimSuffix(strings.Repeat("?,", len(f.Sources)), ",") + `) LIMIT ?)`
+		var a []any
+		for _, v := range f.Sources {
+			a = append(a, v)
+		}
+		probes, args = append(probes, q), append(args, append(a, d.common))
+	}
+	// The records of the destination and of the filter's class, stage,
+	// reason kind and EPSG, counted in dlq_counts.
+	cf := broker.Filter{Classes: f.Classes, Stages: f.Stages, ReasonKinds: f.ReasonKinds, EPSG: f.EPSG}
+	cq := `SELECT COALESCE(SUM(n), 0) FROM dlq_counts WHERE 1`
+	var ca []any
+	if opts.Destination != "" {
+		cq += ` AND destination = ?`
+		ca = append(ca, opts.Destination)
+	}
+	if !opts.IncludeReplayed {
+		cq += ` AND acked = 0`
+	}
+	narrowed := opts.Destination != "" || !cf.IsZero()
+	if narrowed {
+		fc, fa := where(cf, true)
+		cq += fc
+		ca = append(ca, fa...)
+	}
+	var fieldsFew bool
+	var few []bool
+	var edge sql.NullInt64
+	_, err = read(ctx, d, func(ctx context.Context, db *sql.DB) (struct{}, error) {
+		few = few[:0]
+		if narrowed {
+			var n int
+			if err := db.QueryRowContext(ctx, cq, ca...).Scan(&n); err != nil {
+				return struct{}{}, err
+			}
+			fieldsFew = n < d.common
+		}
+		for i, q := range probes {
+			if q == "" {
+				few = append(few, false)
+				continue
+			}
+			if i == 1 {
+				// Without the index, counting would read every record.
+				var n int
+				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?`, sourceIndex(f.SourcePointer)).Scan(&n); err != nil {
+					return struct{}{}, err
+				}
+				if n == 0 {
+					few = append(few, false)
+					continue
+				}
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, q, args[i]...).Scan(&n); err != nil {
+				return struct{}{}, err
+			}
+			few = append(few, n < d.common)
+		}
+		if timed && !few[0] && opts.Sort == broker.SortWritten {
+			edge.Valid = false
+			agg := "min"
+			if opts.Descending {
+				agg = "max"
+			}
+			return struct{}{}, db.QueryRowContext(ctx, `SELECT `+agg+`(id) FROM dlq_records INDEXED BY dlq_sort_time WHERE 1`+rng, rngArgs...).Scan(&edge)
+		}
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return plan{}, "", "", nil, err
+	}
+	from = base
+	if few[0] {
+		// Few records in the time range: read them from the range of
+		// dlq_sort_time and sort them (SQLite would walk the order).
+		pl.time = true
+		from = strings.Replace(base, ` FROM dlq_records WHERE`, ` FROM dlq_records INDEXED BY dlq_sort_time WHERE`, 1)
+	} else if timed && opts.Sort == broker.SortWritten {
+		switch {
+		case !edge.Valid:
+			bound = ` AND 0` // no record in the range
+		case opts.Descending:
+			bound, boundArgs = ` AND id <= ?`, []any{edge.Int64}
+		default:
+			bound, boundArgs = ` AND id >= ?`, []any{edge.Int64}
+		}
+	}
+	if len(few) > 1 && few[1] {
+		pl.source = true
+	}
+	switch {
+	case fieldsFew:
+		// Few records of the destination and fields: read from an index
+		// led by them and sorted.
+		pl.fields = true
+	case opts.Sort != broker.SortWritten && opts.Destination != "":
+		// Many: walk the order, checking the destination row by row
+		// (dlq_pending, led by it, would have them all read and sorted).
+		from = strings.Replace(from, ` AND destination = ?`, ` AND +destination = ?`, 1)
+	}
+	return pl, from, bound, boundArgs, nil
+}
+
+// commonMatches is how many records a filter's field (a text, by the
+// trigram index; a time range; a source; a destination, class, reason
+// kind or EPSG) must match for it to be common: a listing then walks its
+// order and checks each row (see [drv.pagePlan], [textRows]) rather than
+// reading every match from an index and sorting them.
+const commonMatches = 5000
+
+// commonText reports whether at least d.common ([commonMatches]) records
+// hold every trigram of text (folded), read from the index's lists of
+// rows only. A text shorter than a trigram is common: the index cannot
+// find it.
+func (d *drv) commonText(ctx context.Context, text string) (bool, error) {
+	q := trigramQuery(text)
+	if q == "" {
+		return true, nil
+	}
+	return read(ctx, d, func(ctx context.Context, db *sql.DB) (bool, error) {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM dlq_text WHERE dlq_text MATCH ? LIMIT ?)`, q, d.common).Scan(&n)
+		return n >= d.common, err
+	})
 }
 
 // maxTrigrams bounds the trigrams of a text search's index query (spread
@@ -270,11 +502,40 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 	if !opts.IncludeReplayed {
 		cond += ` AND acked_at IS NULL`
 	}
-	fcond, fargs := where(opts.Filter, current)
+	mode, fold := textIndexed, broker.SearchFold(opts.Filter.Text)
+	if current && opts.Filter.Text != "" {
+		common, err := d.commonText(ctx, fold)
+		if err != nil {
+			return broker.Page{}, fmt.Errorf("sqlite: list: %w", err)
+		}
+		if common {
+			mode = textRows
+		}
+	}
+	base, baseArgs := cond, slices.Clone(args)
+	fcond, fargs := whereWith(opts.Filter, current, plan{text: mode, fields: true, time: true, source: true})
 	cond += fcond
 	args = append(args, fargs...)
 	countQ, countArgs := `SELECT count(*)`+cond, slices.Clone(args)
+	capped := opts.TotalCap > 0
+	switch {
+	case capped && mode == textRows && trigramQuery(fold) != "":
+		// A common text: its matches found by the index, checked in the
+		// index's copy of the text, joined to their rows for the rest of
+		// the filter, until there are more than the cap.
+		jcond, jargs := whereWith(opts.Filter, current, plan{text: textJoined, fields: true, time: true, source: true})
+		countQ = `SELECT count(*) FROM (SELECT 1 FROM dlq_text JOIN dlq_records ON dlq_records.id = dlq_text.rowid
+			WHERE dlq_text MATCH ? AND instr(dlq_text.search, ?) > 0` + strings.TrimPrefix(base, ` FROM dlq_records WHERE 1`) + jcond + ` LIMIT ?)`
+		countArgs = append(append([]any{trigramQuery(fold), fold}, baseArgs...), jargs...)
+		countArgs = append(countArgs, opts.TotalCap+1)
+	case capped:
+		countQ = `SELECT count(*) FROM (SELECT 1` + cond + ` LIMIT ?)`
+		countArgs = append(countArgs, opts.TotalCap+1)
+	default:
+		capped = false
+	}
 	if countable(opts.Filter) {
+		capped = false
 		// dlq_counts answers for the counts' own fields.
 		countQ = `SELECT COALESCE(SUM(n), 0) FROM dlq_counts WHERE 1`
 		countArgs = nil
@@ -292,7 +553,16 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 	if opts.Descending {
 		op, dir = "<", " DESC"
 	}
-	q := sel + cond
+	pl, from, bound, boundArgs := indexed, base, "", []any(nil)
+	if current {
+		var err error
+		if pl, from, bound, boundArgs, err = d.pagePlan(ctx, opts, mode, base); err != nil {
+			return broker.Page{}, fmt.Errorf("sqlite: list: %w", err)
+		}
+	}
+	pcond, pargs := whereWith(opts.Filter, current, pl)
+	q := sel + from + pcond + bound
+	args = append(append(slices.Clone(baseArgs), pargs...), boundArgs...)
 	if after != nil {
 		if key != "" {
 			q += ` AND (` + key + `, id) ` + op + ` (?, ?)`
@@ -315,6 +585,9 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 		if opts.Total {
 			if err := db.QueryRowContext(ctx, countQ, countArgs...).Scan(&p.Total); err != nil {
 				return broker.Page{}, err
+			}
+			if capped && p.Total > opts.TotalCap {
+				p.Total, p.TotalIsLowerBound = opts.TotalCap, true
 			}
 		}
 		rows, err := db.QueryContext(ctx, q, args...)

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,8 +34,9 @@ const table = "dlq_records"
 // counts (dlq_counts) and the search text's trigram index with its text
 // (dlq_text). Files of version 0 (every file before version 2) are rebuilt
 // in the new layout when opened read-write, and older ones brought up to
-// date (see [drv.migrate]).
-const schemaVersion = 3
+// date (see [drv.migrate]); 4 adds the indexes of a listing sorted by
+// attempts under a filter (schemaV4).
+const schemaVersion = 4
 
 // recordsTable is the layout of version 2; {t} is the table's name.
 const recordsTable = `CREATE TABLE {t} (
@@ -156,6 +159,16 @@ END;
 CREATE INDEX dlq_leases ON dlq_records (lease_until) WHERE acked_at IS NULL AND lease_until IS NOT NULL;
 `
 
+// schemaV4 is what version 4 adds: a listing sorted by attempts (few
+// values: 1 to 9) under a filter on class, reason kind or EPSG walks one
+// of these in order from the filter's value, where the (attempts, id)
+// index alone walked every record of the other classes' attempts first.
+const schemaV4 = `
+CREATE INDEX IF NOT EXISTS dlq_class_attempts ON dlq_records (failure_class, attempts, id);
+CREATE INDEX IF NOT EXISTS dlq_kind_attempts ON dlq_records (reason_kind, attempts, id);
+CREATE INDEX IF NOT EXISTS dlq_epsg_attempts ON dlq_records (epsg, attempts, id);
+`
+
 // columns are the columns a table must have to be a store's.
 var columns = []string{"id", "destination", "msg_key", "headers", "body", "is_envelope", "event_id",
 	"idempotency_key", "failure_class", "failed_stage", "epsg", "reason_kind", "loc_x", "loc_y",
@@ -167,7 +180,8 @@ func open(ctx context.Context, path string, o *Options, create bool) (*drv, erro
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: empty path: %w", broker.ErrInvalidArgument)
 	}
-	d := &drv{path: path, ttl: 30 * time.Second, limit: defaultMaxBytes, now: time.Now, log: o.Logger, sem: make(chan struct{}, 1)}
+	d := &drv{path: path, ttl: 30 * time.Second, limit: defaultMaxBytes, now: time.Now, log: o.Logger, sem: make(chan struct{}, 1),
+		common: commonMatches}
 	if o.LeaseTTL > 0 {
 		d.ttl = o.LeaseTTL
 	}
@@ -207,11 +221,48 @@ func open(ctx context.Context, path string, o *Options, create bool) (*drv, erro
 	if d.db, err = d.openRW(ctx, abs, append(pragmas, "synchronous("+synchronous+")"), create); err != nil {
 		return nil, err
 	}
+	if err := d.indexSources(ctx, o.SourcePointers); err != nil {
+		_ = d.db.Close()
+		return nil, err
+	}
 	if err := d.prepare(ctx); err != nil {
 		_ = d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// sourceIndex is the name of the index of the source at pointer (see
+// Options.SourcePointers): dlq_source_ and 16 hex digits of the pointer's
+// SHA-256.
+func sourceIndex(pointer string) string {
+	h := sha256.Sum256([]byte(pointer))
+	return "dlq_source_" + hex.EncodeToString(h[:8])
+}
+
+// indexSources creates the index of the source at each pointer, one
+// transaction each, unless it exists. The index holds [sourceExpr], the
+// expression a filter's Sources are compared with, so SQLite reads it for
+// them.
+func (d *drv) indexSources(ctx context.Context, pointers []string) error {
+	for _, p := range pointers {
+		if err := broker.ValidSourcePointer(p); err != nil {
+			return fmt.Errorf("sqlite: Options.SourcePointers: %w", err)
+		}
+	}
+	for _, p := range pointers {
+		if defaultPointer(p) {
+			continue // the source column
+		}
+		err := d.retry(ctx, func() error {
+			_, err := d.db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS `+sourceIndex(p)+` ON `+table+` (`+sourceExpr(p)+`)`)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sqlite: indexing the source at %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // openRW opens d.path read-write: it refuses what is not a store (unless
@@ -337,8 +388,9 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 			return err
 		}
 		v = 0
-	case v == 2:
-		// The layout of version 2: only version 3's tables are missing.
+	case v == 2 || v == 3:
+		// The layout of version 2: only the later versions' tables and
+		// indexes are missing.
 	case v < 2:
 		// Version 0: the body came before the columns added since. Rebuild
 		// (SQLite's recommended ALTER procedure): copy every row into the
@@ -371,8 +423,13 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 			return err
 		}
 	}
-	if _, err := c.ExecContext(ctx, schemaV3); err != nil {
-		return fmt.Errorf("adding the counts and the text index of version 3: %w", err)
+	if v < 3 {
+		if _, err := c.ExecContext(ctx, schemaV3); err != nil {
+			return fmt.Errorf("adding the counts and the text index of version 3: %w", err)
+		}
+	}
+	if _, err := c.ExecContext(ctx, schemaV4); err != nil {
+		return fmt.Errorf("adding the indexes of version 4: %w", err)
 	}
 	_, err = c.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(schemaVersion))
 	return err
@@ -795,7 +852,7 @@ func isBusy(err error) bool {
 // The sqlite:// scheme of [broker.OpenStore].
 func init() { broker.RegisterStore("sqlite", openURL) }
 
-// openURL opens sqlite://PATH[?lease_ttl=…&max_message_bytes=…&busy_timeout=…&synchronous=…].
+// openURL opens sqlite://PATH[?lease_ttl=…&max_message_bytes=…&busy_timeout=…&synchronous=…&source_pointer=…].
 func openURL(ctx context.Context, _ *url.URL, raw string, oo broker.OpenOptions) (*broker.Store, error) {
 	_, rest, _ := strings.Cut(raw, "://")
 	path, query, _ := strings.Cut(rest, "?")
@@ -823,8 +880,10 @@ func openURL(ctx context.Context, _ *url.URL, raw string, oo broker.OpenOptions)
 			}
 		case "synchronous":
 			o.Synchronous = v
+		case "source_pointer":
+			o.SourcePointers = vs
 		default:
-			err = errors.New("unknown parameter (known: lease_ttl, max_message_bytes, busy_timeout, synchronous)")
+			err = errors.New("unknown parameter (known: lease_ttl, max_message_bytes, busy_timeout, synchronous, source_pointer)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: %s=%q: %w: %w", k, v, err, broker.ErrInvalidArgument)

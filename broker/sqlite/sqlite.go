@@ -42,6 +42,16 @@ type Options struct {
 	// Now returns the current time, for leases (Record.LeaseExpires is
 	// read on it: a replayer compares it with time.Now). Default time.Now.
 	Now func() time.Time
+	// SourcePointers are source pointers besides
+	// broker.DefaultSourcePointer (see broker.Filter.SourcePointer) to
+	// index: a read-write open creates, once, an index of each record's
+	// source at each, so that a filter on Sources at that pointer (and
+	// its count) reads the index rather than every record. Creating one
+	// reads every record (about 30 s a million) and holds writers off
+	// meanwhile; each index costs every later write a little. Indexes of
+	// pointers no longer given are kept (DROP INDEX dlq_source_… to remove
+	// one). A read-only open ignores them.
+	SourcePointers []string
 }
 
 const (
@@ -62,7 +72,10 @@ type drv struct {
 	now   func() time.Time
 	log   *slog.Logger
 	sem   chan struct{} // the holder of the read-write handle's one connection
-	stmts struct{ insert, avail, fetch, renew, ack, release *sql.Stmt }
+	// common is how many matches make a filter common (see pagePlan):
+	// commonMatches; tests lower it.
+	common int
+	stmts  struct{ insert, avail, fetch, renew, ack, release *sql.Stmt }
 }
 
 var (
@@ -605,16 +618,22 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// current reports whether the file is at [schemaVersion], with the
-// summaries, attributes and search index that List, Stats and the text and
-// source filters use. A read-write handle migrated the file when it
-// opened it; a read-only one may be reading a file of version 0, which it
-// lists the old way (the portable store then sorts, counts and searches).
+// current reports whether the file is at [listVersion] or later, with the
+// summaries, attributes, counts and search index that List, Stats and the
+// text and source filters use. A read-write handle migrated the file when
+// it opened it; a read-only one may be reading a file of version 0, which
+// it lists the old way (the portable store then sorts, counts and
+// searches).
 func (d *drv) current() bool {
 	if d.ro == nil {
 		return true
 	}
 	d.ro.mu.Lock()
 	defer d.ro.mu.Unlock()
-	return d.ro.version >= schemaVersion
+	return d.ro.version >= listVersion
 }
+
+// listVersion is the oldest layout whose columns and tables List, Stats
+// and Purge query: version 4 only adds indexes, which a read-only handle
+// on a file of version 3 does without (slower).
+const listVersion = 3
