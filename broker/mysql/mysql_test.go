@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -454,4 +455,64 @@ func TestConflictsAreRetried(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestStatsAgreeWithListing: Stats groups by the raw columns in the stats
+// index's order and merges NULL with empty fields and envelopes with the
+// rest afterwards; its counts by source, with and without a destination,
+// must equal those computed from every record's summary, opaque messages
+// (no class, no source) included.
+func TestStatsAgreeWithListing(t *testing.T) {
+	ctx := context.Background()
+	s, err := mysql.New(ctx, mysqltest.NewDB(t), &mysql.Options{Create: true})
+	require.NoError(t, err)
+	defer s.Close()
+	for i, m := range brokertest.Messages(t, brokertest.FilterInputs()) {
+		require.NoError(t, s.Publish(ctx, []string{"sa", "sb"}[i%2], m))
+	}
+	for i := range 3 {
+		require.NoError(t, s.Publish(ctx, "sa", &broker.Message{Body: []byte(fmt.Sprintf("not an envelope %d", i))}))
+	}
+	recs, err := s.Fetch(ctx, "sa", broker.Filter{}, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Ack(ctx, recs[0]))
+
+	type key struct {
+		dest, class, stage, kind, source string
+		epsg                             int
+	}
+	want := map[key]int{}
+	all := 0
+	err = s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Summaries: true}, func(e broker.Entry) error {
+		sum := e.Summary
+		want[key{e.Record.Destination, string(sum.Class), string(sum.Stage), string(sum.ReasonKind), sum.Source, sum.EPSG}]++
+		all++
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, all, 10)
+	for _, tc := range []struct {
+		name string
+		dest string
+	}{{"every destination", ""}, {"one destination", "sa"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			counts, err := s.Stats(ctx, broker.StatsOptions{Destination: tc.dest, BySource: true})
+			require.NoError(t, err)
+			got := map[key]int{}
+			for _, c := range counts {
+				k := key{c.Destination, string(c.Class), string(c.Stage), string(c.ReasonKind), c.Source, c.EPSG}
+				_, dup := got[k]
+				require.False(t, dup, "one count per key: %+v", k)
+				got[k] = c.Total()
+			}
+			exp := map[key]int{}
+			for k, n := range want {
+				if tc.dest == "" || k.dest == tc.dest {
+					exp[k] = n
+				}
+			}
+			require.Equal(t, exp, got)
+			require.True(t, slices.IsSortedFunc(counts, broker.CompareCounts), "in CompareCounts order")
+		})
+	}
 }
