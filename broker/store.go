@@ -116,6 +116,20 @@ type (
 	Batcher interface {
 		PublishBatch(ctx context.Context, destination string, ms []*Message) error
 	}
+	// BatchSettler renews and acknowledges several leased records in one
+	// round trip (see [Store.RenewBatch], [Store.AckBatch]), as Renew and
+	// Ack do one each: every record is fenced by its own lease, atomically
+	// with its change, so a record whose lease was lost is refused (its
+	// entry wraps [ErrLeaseLost]) and changes nothing, whatever the
+	// others' fate. Each returns one error per record, in the order of
+	// rs: nil for a record renewed (its LeaseExpires, and Lease when the
+	// store encodes anything in it, updated as Renew updates them) or
+	// acknowledged. A failure of the whole call sets every entry. A
+	// [*Store] also implements it, over its driver's.
+	BatchSettler interface {
+		RenewBatch(ctx context.Context, rs []*Record) []error
+		AckBatch(ctx context.Context, rs []*Record) []error
+	}
 )
 
 // MaxFetch is the most records one Fetch returns; a larger max is lowered
@@ -225,6 +239,7 @@ var (
 	_ Lister           = (*Store)(nil)
 	_ Statser          = (*Store)(nil)
 	_ Purger           = (*Store)(nil)
+	_ BatchSettler     = (*Store)(nil)
 )
 
 // NewStore returns the portable store over d. name identifies the adapter
@@ -573,6 +588,107 @@ func (s *Store) Renew(ctx context.Context, r *Record) (err error) {
 		return err
 	}
 	return s.drv.Renew(ctx, r)
+}
+
+// RenewBatch renews the leases of rs as many calls of Renew would, in one
+// call of the driver's [BatchSettler] (one statement for PostgreSQL),
+// and returns one error per record in the order of rs (see
+// [BatchSettler]). A driver without it gets no call: every entry wraps
+// [errors.ErrUnsupported], and the caller renews one record at a time.
+// At most [MaxBatch] records.
+func (s *Store) RenewBatch(ctx context.Context, rs []*Record) []error {
+	return s.settleBatch(ctx, "renew", rs, false, func(ctx context.Context, b BatchSettler, rs []*Record) []error {
+		return b.RenewBatch(ctx, rs)
+	})
+}
+
+// AckBatch acknowledges rs as many calls of Ack would, in one call of
+// the driver's [BatchSettler] (one statement for PostgreSQL), and
+// returns one error per record in the order of rs (see [BatchSettler]).
+// Like Ack, a started AckBatch is not interrupted by ctx. A driver
+// without it gets no call: every entry wraps [errors.ErrUnsupported],
+// and the caller acknowledges one record at a time. At most [MaxBatch]
+// records.
+func (s *Store) AckBatch(ctx context.Context, rs []*Record) []error {
+	return s.settleBatch(ctx, "ack", rs, true, func(ctx context.Context, b BatchSettler, rs []*Record) []error {
+		return b.AckBatch(ctx, rs)
+	})
+}
+
+// settleBatch checks rs, calls op on the valid ones and spreads the
+// errors back over rs. write runs op as a write that ctx cannot make
+// uncertain (see settled).
+func (s *Store) settleBatch(ctx context.Context, op string, rs []*Record, write bool,
+	call func(context.Context, BatchSettler, []*Record) []error,
+) (errs []error) {
+	errs = make([]error, len(rs))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	if len(rs) == 0 {
+		return errs
+	}
+	if err := s.enter(); err != nil {
+		return all(err)
+	}
+	defer s.inflight.Done()
+	if err := s.writable(op); err != nil {
+		return all(err)
+	}
+	b, ok := s.drv.(BatchSettler)
+	if !ok {
+		return all(s.errorf(op+"_batch", errors.ErrUnsupported))
+	}
+	if len(rs) > MaxBatch {
+		return all(s.errorf(op, fmt.Errorf("a batch of %d records (limit %d): %w", len(rs), MaxBatch, ErrInvalidArgument)))
+	}
+	var valid []*Record
+	var at []int
+	for i, r := range rs {
+		if err := s.checkRecord(op, r); err != nil {
+			errs[i] = err
+			continue
+		}
+		valid, at = append(valid, r), append(at, i)
+	}
+	if len(valid) == 0 {
+		return errs
+	}
+	ctx, span := s.span(ctx, op+"_batch", valid[0].Destination)
+	span.SetAttributes(attribute.Int("geodlq.records", len(valid)))
+	var failed int
+	defer func() {
+		span.SetAttributes(attribute.Int("geodlq.failed", failed))
+		telemetry.End(span, nil)
+	}()
+	var got []error
+	run := func(ctx context.Context) error {
+		got = call(ctx, b, valid)
+		if len(got) != len(valid) {
+			return fmt.Errorf("driver returned %d results for %d records", len(got), len(valid))
+		}
+		return nil
+	}
+	var err error
+	if write {
+		err = s.settled(ctx, run)
+	} else if err = ctx.Err(); err == nil {
+		err = run(ctx)
+	}
+	for j, i := range at {
+		if err != nil {
+			errs[i] = s.errorf(op, err)
+		} else {
+			errs[i] = got[j]
+		}
+		if errs[i] != nil {
+			failed++
+		}
+	}
+	return errs
 }
 
 // Release gives r back at once (see [DeadLetterSource]).

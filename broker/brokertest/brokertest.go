@@ -203,6 +203,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"ListMaxBytes", testListMaxBytes},
 		{"Purge", testPurge},
 		{"PublishBatch", testPublishBatch},
+		{"BatchSettle", testBatchSettle},
 		{"CrashSafety", testCrashSafety},
 	}
 	for _, tc := range tests {

@@ -369,6 +369,64 @@ func testPublishBatch(t *testing.T, h Harness) {
 	}
 }
 
+// testBatchSettle checks Store.RenewBatch and Store.AckBatch: each
+// record fenced by its own lease (a stale lease in the batch is refused
+// with ErrLeaseLost and changes nothing; the others are renewed or
+// acknowledged), one error per record in order; a driver without
+// broker.BatchSettler answers errors.ErrUnsupported for every record
+// and changes nothing.
+func testBatchSettle(t *testing.T, h Harness) {
+	s := makeStore(t, h)
+	ctx := context.Background()
+	d := dest(t, "batchsettle")
+	publish(t, s, d, Messages(t, SampleInputs()[:4])...)
+	recs := drain(t, s, d, broker.Filter{})
+	require.Len(t, recs, 4)
+	stale := func(r *broker.Record) *broker.Record {
+		c := *r
+		c.Lease = "stale-" + r.Lease
+		return &c
+	}
+	before := recs[1].LeaseExpires
+	errs := s.RenewBatch(ctx, []*broker.Record{recs[0], stale(recs[1]), recs[1], recs[2]})
+	require.Len(t, errs, 4)
+	if errors.Is(errs[0], errors.ErrUnsupported) {
+		for i, err := range errs {
+			require.ErrorIs(t, err, errors.ErrUnsupported, "record %d", i)
+		}
+		require.ErrorIs(t, s.AckBatch(ctx, recs[:1])[0], errors.ErrUnsupported)
+		require.Empty(t, drain(t, s, d, broker.Filter{}), "nothing was given back")
+		ackAll(t, s, recs) // nothing was acknowledged: the leases are still held
+		return
+	}
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], broker.ErrLeaseLost, "a stale lease in the batch is refused")
+	require.NoError(t, errs[2], "the record's own lease is renewed, the stale copy notwithstanding")
+	require.NoError(t, errs[3])
+	require.False(t, recs[1].LeaseExpires.Before(before), "a renewal moves LeaseExpires on")
+	require.Empty(t, s.RenewBatch(ctx, nil), "an empty batch")
+
+	errs = s.AckBatch(ctx, []*broker.Record{recs[0], stale(recs[2]), recs[1], nil})
+	require.Len(t, errs, 4)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], broker.ErrLeaseLost, "a stale lease in the batch acknowledges nothing")
+	require.NoError(t, errs[2])
+	require.ErrorIs(t, errs[3], broker.ErrInvalidArgument, "a nil record is refused, the others settled")
+	again := s.AckBatch(ctx, []*broker.Record{recs[0]})
+	require.ErrorIs(t, again[0], broker.ErrLeaseLost, "an acknowledged record cannot be acknowledged again")
+	require.ErrorIs(t, s.RenewBatch(ctx, recs[:1])[0], broker.ErrLeaseLost, "nor renewed")
+
+	// recs[2] and recs[3] are still held by their own leases.
+	require.NoError(t, s.Release(ctx, recs[3]))
+	back := drain(t, s, d, broker.Filter{})
+	require.Len(t, back, 1, "only the released record comes back: the acknowledged ones are gone, recs[2] still held")
+	require.Equal(t, recs[3].ID, back[0].ID)
+	for i, err := range s.AckBatch(ctx, []*broker.Record{recs[2], back[0]}) {
+		require.NoError(t, err, "record %d", i)
+	}
+	require.Empty(t, drain(t, reopen(t, h), d, broker.Filter{}), "the batch's acknowledgements are final")
+}
+
 func clipBody(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "…"

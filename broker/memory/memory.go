@@ -71,11 +71,12 @@ type entry struct {
 }
 
 var (
-	_ broker.Driver  = (*driver)(nil)
-	_ broker.Limiter = (*driver)(nil)
-	_ broker.Lister  = (*driver)(nil)
-	_ broker.Purger  = (*driver)(nil)
-	_ broker.Aser    = (*driver)(nil)
+	_ broker.Driver       = (*driver)(nil)
+	_ broker.Limiter      = (*driver)(nil)
+	_ broker.Lister       = (*driver)(nil)
+	_ broker.Purger       = (*driver)(nil)
+	_ broker.Aser         = (*driver)(nil)
+	_ broker.BatchSettler = (*driver)(nil)
 )
 
 // New returns an empty in-memory store.
@@ -201,6 +202,48 @@ func (b *driver) leased(r *broker.Record) *entry {
 	return e
 }
 
+// RenewBatch implements [broker.BatchSettler]: Renew of each of rs,
+// under one lock.
+func (b *driver) RenewBatch(ctx context.Context, rs []*broker.Record) []error {
+	errs := make([]error, len(rs))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, r := range rs {
+		e := b.leased(r)
+		if e == nil {
+			errs[i] = fmt.Errorf("memory: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+			continue
+		}
+		e.leaseUntil = b.now().Add(b.ttl)
+		r.LeaseExpires = e.leaseUntil
+	}
+	return errs
+}
+
+// AckBatch implements [broker.BatchSettler]: Ack of each of rs, under one
+// lock.
+func (b *driver) AckBatch(ctx context.Context, rs []*broker.Record) []error {
+	errs := make([]error, len(rs))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, r := range rs {
+		errs[i] = b.settleLocked(r, true)
+	}
+	return errs
+}
+
 // Ack removes r for good. It fails with [broker.ErrLeaseLost] if r's lease
 // expired and the record was leased again, or was already acknowledged.
 func (b *driver) Ack(ctx context.Context, r *broker.Record) error {
@@ -218,6 +261,11 @@ func (b *driver) settle(ctx context.Context, r *broker.Record, ack bool) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.settleLocked(r, ack)
+}
+
+// settleLocked settles r; b.mu is held.
+func (b *driver) settleLocked(r *broker.Record, ack bool) error {
 	e := b.leased(r)
 	if e == nil {
 		return fmt.Errorf("memory: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)

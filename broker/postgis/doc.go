@@ -25,8 +25,11 @@
 //	            again once lease_until passes. Renew moves lease_until to
 //	            LeaseTTL from now. Renew, Ack and Release check the lease
 //	            token: they work after lease_until until another Fetch takes the
-//	            row, then fail with broker.ErrLeaseLost. Serialization failures,
-//	            deadlocks and lock timeouts are run again.
+//	            row, then fail with broker.ErrLeaseLost. RenewBatch and AckBatch
+//	            (broker.BatchSettler) do the same for many records in one
+//	            UPDATE, each row fenced by its own token in its WHERE.
+//	            Serialization failures, deadlocks and lock timeouts are run
+//	            again.
 //	Size limit  Body at most MaxMessageBytes, 64 MiB by default (the row holds
 //	            the body twice; keep it well under PostgreSQL's 1 GB field
 //	            limit), reported as the store's broker.Limiter. Over it:

@@ -94,6 +94,7 @@ type driver struct {
 	log      *slog.Logger
 
 	insertSQL, insertOldSQL, fetchSQL, ackSQL, releaseSQL, renewSQL string
+	renewBatchSQL, ackBatchSQL                                      string
 
 	// version is the table's schema version as last read, versionAt when
 	// (see [driver.current]).
@@ -111,6 +112,8 @@ var (
 	_ broker.Purger  = (*driver)(nil)
 	_ broker.Aser    = (*driver)(nil)
 	_ broker.Batcher = (*driver)(nil)
+
+	_ broker.BatchSettler = (*driver)(nil)
 )
 
 // New returns a dead-letter store in a PostGIS table reached through pool,
@@ -179,6 +182,8 @@ func newDriver(pool *pgxpool.Pool, o *Options, owns bool) (*driver, error) {
 	d.ackSQL = d.render(ackSQL)
 	d.releaseSQL = d.render(releaseSQL)
 	d.renewSQL = d.render(renewSQL)
+	d.renewBatchSQL = d.render(renewBatchSQL)
+	d.ackBatchSQL = d.render(ackBatchSQL)
 	return d, nil
 }
 
