@@ -173,9 +173,15 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 	if sortBy != "" {
 		sortViews(views, sortBy, desc)
 	}
-	total := 0
+	total, atLeast := 0, false
 	if !o.follow {
-		if total, err = a.listTotal(ctx, s, sel, dests); err != nil {
+		// The table's total may stop at listTotalCap (a common word);
+		// JSON's is exact.
+		limit := listTotalCap
+		if o.out.json() {
+			limit = 0
+		}
+		if total, atLeast, err = a.listTotal(ctx, s, sel, dests, limit); err != nil {
 			return err
 		}
 	}
@@ -211,9 +217,9 @@ func (a *app) list(cmd *cobra.Command, o listOptions) (err error) {
 		}
 	}
 	if next != "" {
-		fmt.Fprintf(a.stderr, "%d of %d matching records; more records: --after %s\n", len(views), total, next)
+		fmt.Fprintf(a.stderr, "%d of %s matching records; more records: --after %s\n", len(views), totalText(total, atLeast), next)
 	} else if len(views) > 0 && !o.follow && (o.limit > 0 || o.after != "") {
-		fmt.Fprintf(a.stderr, "%d matching records\n", total)
+		fmt.Fprintf(a.stderr, "%s matching records\n", totalText(total, atLeast))
 	}
 	if !o.follow {
 		return nil
@@ -259,7 +265,11 @@ func (a *app) listStream(ctx context.Context, s *broker.Store, sel selection, de
 		w.Flush()
 		return err
 	}
-	total, err := a.listTotal(ctx, s, sel, dests)
+	limit := listTotalCap
+	if page {
+		limit = 0 // JSON's total is exact
+	}
+	total, atLeast, err := a.listTotal(ctx, s, sel, dests, limit)
 	if err != nil {
 		w.Flush()
 		return err
@@ -281,9 +291,9 @@ func (a *app) listStream(ctx context.Context, s *broker.Store, sel selection, de
 	switch {
 	case page: // "next" and "total" say it
 	case next != "":
-		fmt.Fprintf(a.stderr, "%d of %d matching records; more records: --after %s\n", n, total, next)
+		fmt.Fprintf(a.stderr, "%d of %s matching records; more records: --after %s\n", n, totalText(total, atLeast), next)
 	case n > 0 && (p.limit > 0 || cur != nil):
-		fmt.Fprintf(a.stderr, "%d matching records\n", total)
+		fmt.Fprintf(a.stderr, "%s matching records\n", totalText(total, atLeast))
 	}
 	return nil
 }
@@ -404,19 +414,33 @@ func (a *app) listPage(ctx context.Context, s *broker.Store, dests []string, cur
 	return views, "", nil
 }
 
+// listTotalCap is the ListOptions.TotalCap of list's table: counting a
+// common word's matches in a million records would take seconds.
+const listTotalCap = 1000
+
 // listTotal counts the records that match in the selected destinations
-// (the store counts: Page.Total).
-func (a *app) listTotal(ctx context.Context, s *broker.Store, sel selection, dests []string) (int, error) {
-	n := 0
+// (the store counts: Page.Total), each count stopping at limit (see
+// broker.ListOptions.TotalCap; 0: exact): atLeast reports that the sum is
+// a lower bound.
+func (a *app) listTotal(ctx context.Context, s *broker.Store, sel selection, dests []string, limit int) (n int, atLeast bool, err error) {
 	for _, d := range dests {
 		p, err := s.List(ctx, broker.ListOptions{Destination: d, Filter: sel.filter, IncludeReplayed: sel.replayed,
-			Limit: 1, Summaries: true, Total: true})
+			Limit: 1, Summaries: true, Total: true, TotalCap: limit})
 		if err != nil {
-			return 0, fmt.Errorf("counting %q: %w", d, cannotList(s, err))
+			return 0, false, fmt.Errorf("counting %q: %w", d, cannotList(s, err))
 		}
 		n += p.Total
+		atLeast = atLeast || p.TotalIsLowerBound
 	}
-	return n, nil
+	return n, atLeast, nil
+}
+
+// totalText is a total as list prints it: "≥ n" for a lower bound.
+func totalText(n int, atLeast bool) string {
+	if atLeast {
+		return "≥ " + strconv.Itoa(n)
+	}
+	return strconv.Itoa(n)
 }
 
 // viewOfSummary is the view of a record listed as a summary: the table's

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -151,4 +152,21 @@ func TestListTextAndSourcePointer(t *testing.T) {
 	r = c.must(exitOK, nil, "list", "--source-pointer", "/properties/provider", "-o", "wide", "--limit", "3")
 	require.Regexp(t, `(provider-a|osm-extracts|ign-export|usgs-feed|provider-b)\s*\n`, r.stdout, "the SOURCE column")
 	c.must(exitUsage, nil, "list", "--source-pointer", "properties/provider")
+}
+
+// TestListTotalAtLeast: the table's total stops at listTotalCap when more
+// records match a filter the store cannot count cheaply, and says "≥";
+// -o json's total is exact.
+func TestListTotalAtLeast(t *testing.T) {
+	t.Parallel()
+	n := listTotalCap + 30
+	c, _ := genStore(t, n)
+	r := c.must(exitOK, nil, "list", "--since", "2000-01-01T00:00:00Z", "--limit", "5")
+	require.Contains(t, r.stderr, fmt.Sprintf("5 of ≥ %d matching records; more records: --after ", listTotalCap))
+	r = c.must(exitOK, nil, "list", "-o", "json", "--since", "2000-01-01T00:00:00Z", "--limit", "5")
+	var p listPage
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
+	require.Equal(t, n, p.Total, "JSON's total is exact")
+	r = c.must(exitOK, nil, "list", "--limit", "5")
+	require.Contains(t, r.stderr, fmt.Sprintf("5 of %d matching records", n), "a count the store keeps is exact")
 }
