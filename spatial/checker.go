@@ -295,7 +295,7 @@ func (c *Checker) CheckGeometry(data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := geojson.Validate(g); err != nil {
+	if err := geojson.CheckGeometry(g, false, runtime.GOMAXPROCS(0)); err != nil {
 		return err
 	}
 	if err := c.topology(g); err != nil {
@@ -386,13 +386,9 @@ func (c *Checker) checkEvent(payload []byte) (Result, error) {
 		fillDetail(cerr, g)
 		return res, cerr
 	}
-	if info.Geographic {
-		if err := geojson.CheckRange(g); err != nil {
-			err.Geometry.EPSG = info.EPSG
-			return res, err
-		}
-	}
-	if err := geojson.Validate(g); err != nil {
+	// The range check (geographic CRSs) and then Validate; a large
+	// MultiPolygon's polygons are checked on every CPU.
+	if err := geojson.CheckGeometry(g, info.Geographic, runtime.GOMAXPROCS(0)); err != nil {
 		err.Geometry.EPSG = info.EPSG
 		return res, err
 	}

@@ -40,6 +40,12 @@ func Validate(g Geometry) *classify.Error {
 	if err := CheckFinite(g); err != nil {
 		return err
 	}
+	return checkComponents(g)
+}
+
+// checkComponents is Validate's check of each ring and line, in document
+// order.
+func checkComponents(g Geometry) *classify.Error {
 	var err *classify.Error
 	Components(g.Geom, func(c Component) bool {
 		n := len(c.Points)
@@ -64,13 +70,14 @@ func Validate(g Geometry) *classify.Error {
 // topology_validation stage, or nil. Location is nil (see [Validate]).
 func CheckFinite(g Geometry) *classify.Error {
 	var err *classify.Error
-	Walk(g.Geom, func(_ int, at classify.Fault, p orb.Point) bool {
-		if finite(p) {
-			return true
+	Components(g.Geom, func(c Component) bool {
+		for i, p := range c.Points {
+			if !finite(p) {
+				err = newInvalid(g, ReasonInvalidCoordinate+"["+FormatXY(p)+"]", classify.KindInvalidCoordinate, nil, c.Fault(i))
+				return false
+			}
 		}
-		f := at
-		err = newInvalid(g, ReasonInvalidCoordinate+"["+FormatXY(p)+"]", classify.KindInvalidCoordinate, nil, &f)
-		return false
+		return true
 	})
 	return err
 }

@@ -2,6 +2,7 @@ package geojson
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -91,13 +92,22 @@ func (p *parser) parallelPolygons() (polys int, ok bool) {
 	if len(p.pts)+total > p.lim.MaxVertices || p.parts+parts > p.lim.MaxParts {
 		return 0, false // the sequential parse reports where
 	}
+	// The chunks' positions are copied into place in parallel too.
+	base := len(p.pts)
 	if p.pts == nil {
 		p.pts = make([]orb.Point, 0, total)
 	}
+	p.pts = slices.Grow(p.pts, total)[:base+total]
+	at := base
+	for k := range results {
+		off := at
+		wg.Go(func() { copy(p.pts[off:], results[k].pts) })
+		at += len(results[k].pts)
+	}
 	for _, r := range results {
-		p.pts = append(p.pts, r.pts...)
 		p.counts = append(p.counts, r.counts...)
 	}
+	wg.Wait()
 	p.parts += parts
 	p.pos = results[len(results)-1].end
 	parallelParses.Add(1)

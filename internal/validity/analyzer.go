@@ -165,9 +165,7 @@ func (a *analyzer) analyze() {
 		segs += max(len(a.ss[i].pts)-1, 0)
 	}
 	a.chains = slices.Grow(a.chains[:0], min(segs, 4*len(a.ss)+segs/8))
-	for i := range a.ss {
-		a.addChains(int32(i))
-	}
+	a.addAllChains(segs)
 	if a.sweep() {
 		return
 	}

@@ -1,6 +1,10 @@
 package validity
 
-import "github.com/paulmach/orb"
+import (
+	"sync"
+
+	"github.com/paulmach/orb"
+)
 
 // The segment intersection search of GEOS 3.11's PolygonTopologyAnalyzer:
 // every ring becomes a segment string (its positions with consecutive
@@ -48,10 +52,14 @@ func quadrant(p0, p1 orb.Point) int {
 // addChains appends the monotone chains of segment string ss, as
 // MonotoneChainBuilder cuts them.
 func (a *analyzer) addChains(ss int32) {
-	pts := a.ss[ss].pts
+	a.chains = appendChains(a.chains, ss, a.ss[ss].pts)
+}
+
+// appendChains appends the monotone chains of pts, segment string ss.
+func appendChains(chains []chain, ss int32, pts []orb.Point) []chain {
 	n := len(pts)
 	if n == 0 {
-		return
+		return chains
 	}
 	start, quad := 0, -1
 	for i := 1; i < n; i++ {
@@ -63,18 +71,57 @@ func (a *analyzer) addChains(ss int32) {
 			quad = q
 		}
 		if q != quad {
-			a.addChain(ss, start, i-1)
+			chains = appendChain(chains, ss, pts, start, i-1)
 			start = i - 1
 			quad = q
 		}
 	}
-	a.addChain(ss, start, n-1)
+	return appendChain(chains, ss, pts, start, n-1)
 }
 
-func (a *analyzer) addChain(ss int32, start, end int) {
-	pts := a.ss[ss].pts
+func appendChain(chains []chain, ss int32, pts []orb.Point, start, end int) []chain {
 	e := segEnv(pts[start][0], pts[start][1], pts[end][0], pts[end][1])
-	a.chains = append(a.chains, chain{env: e, ss: ss, start: int32(start), end: int32(end)})
+	return append(chains, chain{env: e, ss: ss, start: int32(start), end: int32(end)})
+}
+
+// addAllChains cuts every segment string into chains, in order. A large
+// geometry's segment strings are cut on the analyzer's workers, in runs of
+// consecutive strings of about as many points each, and the runs' chains
+// are joined in order: the same chains, in the same order.
+func (a *analyzer) addAllChains(segs int) {
+	if a.workers > 1 && len(a.ss) > 1 && segs >= parallelMinPoints {
+		w := min(a.workers, len(a.ss))
+		runs := make([]int, 1, w+1)
+		sum := 0
+		for i := range a.ss {
+			sum += max(len(a.ss[i].pts)-1, 0)
+			if len(runs) < w && i+1 < len(a.ss) && sum*w >= segs*len(runs) {
+				runs = append(runs, i+1)
+			}
+		}
+		runs = append(runs, len(a.ss))
+		if len(runs) > 2 {
+			parts := make([][]chain, len(runs)-1)
+			var wg sync.WaitGroup
+			for k := range parts {
+				wg.Go(func() {
+					var c []chain
+					for i := runs[k]; i < runs[k+1]; i++ {
+						c = appendChains(c, int32(i), a.ss[i].pts)
+					}
+					parts[k] = c
+				})
+			}
+			wg.Wait()
+			for _, c := range parts {
+				a.chains = append(a.chains, c...)
+			}
+			return
+		}
+	}
+	for i := range a.ss {
+		a.addChains(int32(i))
+	}
 }
 
 // intersectChains is MCIndexNoder::intersectChains.

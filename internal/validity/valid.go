@@ -332,25 +332,8 @@ func (v *Validator) linearRing(r orb.Ring) (*Fault, error) {
 // polygons is isValid(const Polygon*) for one polygon (multi false) and
 // isValid(const MultiPolygon*) for several.
 func (v *Validator) polygons(polys []orb.Polygon, multi bool) (*Fault, error) {
-	for _, p := range polys {
-		if len(p) == 0 {
-			continue
-		}
-		for _, r := range p {
-			if f := checkCoordinates(r); f != nil {
-				return f, nil
-			}
-		}
-		for _, r := range p {
-			if f := ringClosed(r); f != nil {
-				return f, nil
-			}
-		}
-		for _, r := range p {
-			if f := ringSize(r); f != nil {
-				return f, nil
-			}
-		}
+	if f := v.ringsFirstFault(polys); f != nil {
+		return f, nil
 	}
 	a := &v.a
 	a.reset()
@@ -385,6 +368,94 @@ func (v *Validator) polygons(polys []orb.Polygon, multi bool) (*Fault, error) {
 		return fault(codeDisconnected, pt), nil
 	}
 	return nil, nil
+}
+
+// ringsFault is the first of polygon p's faults GEOS finds before it looks
+// for intersections: a non-finite coordinate in any ring, then a ring not
+// closed, then a ring of too few points.
+func ringsFault(p orb.Polygon) *Fault {
+	for _, r := range p {
+		if f := checkCoordinates(r); f != nil {
+			return f
+		}
+	}
+	for _, r := range p {
+		if f := ringClosed(r); f != nil {
+			return f
+		}
+	}
+	for _, r := range p {
+		if f := ringSize(r); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// parallelMinPoints is the fewest positions of a MultiPolygon whose
+// polygons' rings are checked, and cut into chains, on several goroutines.
+var parallelMinPoints = 1 << 16
+
+// ringsFirstFault is ringsFault of the first polygon that has one. The
+// polygons are independent, so with workers a large MultiPolygon's are
+// checked in parallel, in runs of consecutive polygons, and the fault of
+// the first run that has one is returned.
+func (v *Validator) ringsFirstFault(polys []orb.Polygon) *Fault {
+	if w := v.a.workers; w > 1 && len(polys) > 1 {
+		if runs := polygonRuns(polys, w); len(runs) > 2 {
+			found := make([]*Fault, len(runs)-1)
+			var wg sync.WaitGroup
+			for k := range found {
+				wg.Go(func() {
+					for _, p := range polys[runs[k]:runs[k+1]] {
+						if found[k] = ringsFault(p); found[k] != nil {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for _, f := range found {
+				if f != nil {
+					return f
+				}
+			}
+			return nil
+		}
+	}
+	for _, p := range polys {
+		if f := ringsFault(p); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// polygonRuns cuts polys into at most n runs of consecutive polygons of
+// about as many positions each and returns their bounds (run k is
+// polys[runs[k]:runs[k+1]]), or a single run when they hold fewer than
+// parallelMinPoints positions.
+func polygonRuns(polys []orb.Polygon, n int) []int {
+	sizes := make([]int, len(polys))
+	total := 0
+	for i, p := range polys {
+		for _, r := range p {
+			sizes[i] += len(r)
+		}
+		total += sizes[i]
+	}
+	runs := make([]int, 1, n+1)
+	if total < parallelMinPoints {
+		return append(runs, len(polys))
+	}
+	sum := 0
+	for i, s := range sizes {
+		sum += s
+		if len(runs) < n && i+1 < len(polys) && sum*n >= total*len(runs) {
+			runs = append(runs, i+1)
+		}
+	}
+	return append(runs, len(polys))
 }
 
 // ringEnv is a ring's envelope, or false for an empty ring.

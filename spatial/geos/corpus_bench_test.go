@@ -48,6 +48,8 @@ func loadCorpus(b *testing.B) (path string, events [][]byte, size int64) {
 //     CPU taking the next event), GOMAXPROCS=NumCPU;
 //   - checkevent-allcores-largest-first: the same with the events sorted
 //     largest first, so that the large one does not run alone at the end;
+//   - largest-1core and largest-allcores: CheckEvent on the largest event
+//     alone (the 40 MB land MultiPolygon), GOMAXPROCS=1 and NumCPU;
 //   - geos-isvalid: the floor: GEOSisValid_r alone, on one core, on the
 //     geometries CheckEvent hands to GEOS, built beforehand (events that
 //     fail before GEOS — NaN, unclosed rings, a wrong CRS — cost the floor
@@ -112,6 +114,30 @@ func BenchmarkCorpus(b *testing.B) {
 	b.Run("checkevent-allcores-largest-first", allCores(slices.SortedStableFunc(slices.Values(events), func(x, y []byte) int {
 		return cmp.Compare(len(y), len(x))
 	})))
+	// The largest event (the 40 MB land MultiPolygon, 3,933 polygons)
+	// alone, on one core and on every core: how far one large event's
+	// check (its parse, its coordinate and ring checks, its chains, its
+	// sweep and its nested-shell tests, each split over the polygons)
+	// scales; the corpus in file order ends with it running alone.
+	largest := slices.MaxFunc(events, func(x, y []byte) int { return cmp.Compare(len(x), len(y)) })
+	for _, procs := range []int{1, runtime.NumCPU()} {
+		name := "largest-1core"
+		if procs > 1 {
+			name = "largest-allcores"
+		}
+		b.Run(name, func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			b.SetBytes(int64(len(largest)))
+			start, cpu := time.Now(), processCPU()
+			for b.Loop() {
+				if _, err := c.CheckEvent(largest); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+		})
+	}
 	b.Run("geos-isvalid", func(b *testing.B) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		floor := newFloor(b, c, events)
