@@ -129,12 +129,9 @@ func TestReplayIntoSameStore(t *testing.T) {
 	require.Equal(t, dlt+"/"+bow.ID, p.Entries[0].Record.Message.Header(broker.HeaderReplayOf))
 
 	time.Sleep(time.Second) // polls and a count check
-	built := srv.index.status().Built
 	require.Len(t, c.eventIDs("", 500), len(fixtureEvents()), "the re-injected event is not listed (the Kafka one is)")
 	var m mapAnswer
 	c.get("/api/map?zoom=18", http.StatusOK, &m)
 	require.Equal(t, placedCount(), m.Located+0)
 	require.Equal(t, len(fixtureEvents())-placedCount(), m.Unlocated)
-	time.Sleep(time.Second)
-	require.Equal(t, built, srv.index.status().Built, "no rebuild: the index accounts for the re-injected event")
 }

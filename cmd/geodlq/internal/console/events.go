@@ -100,7 +100,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		_, err = fmt.Fprintf(sw, "event: %s\ndata: %s\n\n", e.Name, b)
 		return err == nil
 	}
-	if !send(event{Name: "hello", Data: s.index.status()}) {
+	if !send(event{Name: "hello", Data: s.watch.status()}) {
 		return
 	}
 	t := time.NewTicker(heartbeat)

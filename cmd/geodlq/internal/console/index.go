@@ -7,75 +7,118 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paulmach/orb"
 	"github.com/paulmach/orb/planar"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/envelope"
 	"github.com/geodlq/geodlq/internal/geojson"
 	"github.com/geodlq/geodlq/offload"
 )
 
-// The map needs every record's position, which no store query gives
-// (the store's box query knows fault locations only, in each payload's own
-// CRS): the console keeps a small summary of every open record in memory,
-// built by one scan at start and kept current by polling, and clusters it
-// per request. 100,000 records take about 76 MB, 465 MB when every event
-// carries 4 KiB of properties (BenchmarkIndexMemory, docs/console.md).
+// The console holds nothing per record of the store: every answer is read
+// from the store when asked (lists and counts by the store's own indexes,
+// Store.List with summaries and Store.Stats), so its memory does not grow
+// with the store. The map places the newest matching records, at most
+// maxMapRecords of them per request (the answer says when there are
+// more): a record is drawn at its fault location, which its summary
+// carries, else at its geometry's centroid, computed from its body the
+// first time and kept in a bounded cache (placeCache).
 
-// summary is what the index keeps of one record.
-type summary struct {
+// maxMapRecords bounds the records one map or shapes request places: the
+// newest that match the filters. The answer's Capped says when more
+// match (narrow the filters, or zoom in with a box filter).
+const maxMapRecords = 5_000
+
+// mapPage is the page size the map reads summaries in.
+const mapPage = broker.MaxListLimit
+
+// placeBodyBytes bounds the bodies one read of records to place holds.
+const placeBodyBytes = 8 << 20
+
+type recKey struct{ dest, id string }
+
+// placed is a record the map draws, or says why it does not.
+type placed struct {
 	dest, id string
-	envelope bool
 	eventID  string
 	class    string
-	stage    string
 	kind     string
-	epsg     int
-	at       time.Time
-	source   string
-	search   string // folded event id, id, reason, error, attributes: the text filter
 	// lon, lat is where the record is drawn (EPSG:4326); located says
 	// from what: "fault", "centroid", or "" (not drawn; why says why).
 	lon, lat    float64
-	my          float64    // lat in Web Mercator, 0 (north) to 1 (south)
-	prefix      string     // source's scheme://host
-	fault       *orb.Point // the fault location in the payload's coordinates
 	located     string
 	reprojected int // the EPSG code the point was reprojected from, or 0
 	why         string
 }
 
-type recKey struct{ dest, id string }
-
-// index is the in-memory summary of the store's open records.
-type index struct {
-	s *Server
-
-	mu   sync.RWMutex
-	recs map[recKey]*summary
-	// other holds the records that are not dead letters: events a
-	// replay re-injected into the same store (they carry the
-	// dlq-replay-of header), waiting in their source topic for the
-	// consumer. They are neither shown nor counted as dead letters.
-	other map[recKey]struct{}
-	// removing, while a rebuild scans the store, collects the records
-	// removed meanwhile (replayed or discarded here), which the scan may
-	// still have read: the rebuild leaves them out.
-	removing map[recKey]struct{}
-	// afterScan, in tests, runs between a rebuild's scan and its swap.
-	afterScan func()
-	ready     bool
-	scanned   int
-	err       string
-	built     time.Time
-	gen       uint64 // bumped on every change
+// place is where a record is drawn (the cached part of placed).
+type place struct {
+	lon, lat    float64
+	located     string
+	reprojected int
+	why         string
 }
 
-func newIndex(s *Server) *index {
-	return &index{s: s, recs: map[recKey]*summary{}, other: map[recKey]struct{}{}}
+// placeCache keeps the places computed from bodies (centroids), at most
+// max, the oldest dropped first.
+type placeCache struct {
+	mu   sync.Mutex
+	max  int
+	m    map[recKey]place
+	ring []recKey
+	next int
+}
+
+// placeCacheEntries bounds the places kept (about 150 bytes each).
+const placeCacheEntries = 50_000
+
+func newPlaceCache(n int) *placeCache {
+	return &placeCache{max: n, m: make(map[recKey]place)}
+}
+
+func (c *placeCache) get(k recKey) (place, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[k]
+	return p, ok
+}
+
+func (c *placeCache) put(k recKey, p place) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		c.m[k] = p
+		return
+	}
+	if len(c.ring) < c.max {
+		c.ring = append(c.ring, k)
+	} else {
+		delete(c.m, c.ring[c.next])
+		c.ring[c.next] = k
+		c.next = (c.next + 1) % c.max
+	}
+	c.m[k] = p
+}
+
+// forget drops the places of records that left (replayed, discarded).
+func (c *placeCache) forget(keys []recKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		delete(c.m, k) // its ring slot is reused in turn
+	}
+}
+
+// forget drops what the console keeps of records that left.
+func (s *Server) forget(keys []recKey) {
+	if len(keys) == 0 {
+		return
+	}
+	s.places.forget(keys)
+	s.shapeCache.forget(keys)
 }
 
 // reinjected reports whether a record is an event a replay re-injected,
@@ -84,82 +127,165 @@ func reinjected(r *broker.Record) bool {
 	return r.Message != nil && r.Message.Header(broker.HeaderReplayOf) != ""
 }
 
-// maxCentroidVertices bounds the geometries the index computes a planar
+// maxCentroidVertices bounds the geometries the console computes a planar
 // centroid of; larger ones (up to the display budget) are placed at the
 // mean of their positions, which is cheaper.
 const maxCentroidVertices = 200_000
 
-// summarize builds a record's summary; it never fails: what cannot be
-// read is said in why.
-func (ix *index) summarize(ctx context.Context, e broker.Entry) *summary {
-	r := e.Record
-	p := &summary{dest: r.Destination, id: r.ID}
-	env := r.Envelope
-	if env == nil {
-		var err error
-		if env, err = envelope.Decode(r.Message.Body); err != nil {
-			p.why = "not a dlq.v1 envelope"
-			p.search = broker.SearchFold(r.ID)
-			return p
-		}
-	}
-	p.envelope = true
-	p.eventID, p.class, p.stage = env.EventID, string(env.FailureClass), string(env.FailedStage)
-	p.epsg = broker.EPSGOf(env)
-	p.at = env.DeadLetteredAt
-	x := broker.IndexOfEnvelope(env, 0, nil)
-	// A copy: SourceValue's answer is a slice of the attributes (up to
-	// broker.MaxAttrsBytes), which the index must not keep alive.
-	p.source = strings.Clone(broker.SourceValue(x.Attrs, ix.s.opts.SourcePointer))
-	p.prefix = sourcePrefix(p.source)
-	if ge := env.GeometryError; ge != nil {
-		p.kind = ge.Kind
-	}
-	// The store's search text (event id, reason, error message, the
-	// event's attributes) and the record id.
-	p.search = x.Search + broker.SearchFold(r.ID)
-	ix.locate(ctx, env, p)
-	return p
+// storeFilter is the selection as the store applies it, the text and
+// source-prefix filters included.
+func (sel selection) storeFilter() broker.Filter {
+	f := sel.filter
+	f.Text, f.SourcePrefix = sel.q.Text, sel.q.SourcePrefix
+	return f
 }
 
-// locate places p: the fault location, else the geometry's centroid,
-// reprojected to EPSG:4326 when the payload is in another known CRS.
-func (ix *index) locate(ctx context.Context, env *envelope.Envelope, p *summary) {
+// sample reads the newest records matching sel (open ones only), at most
+// maxMapRecords, and places them. capped says more match.
+func (s *Server) sample(ctx context.Context, sel selection) (recs []placed, capped bool, err error) {
+	lo := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.storeFilter(), Descending: true, Limit: mapPage, Summaries: true}
+	var need []int // indexes into recs placed from bodies
+	for {
+		p, err := s.store.List(ctx, lo)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, e := range p.Entries {
+			if e.Record == nil || e.Summary == nil || e.Summary.ReplayOf != "" || (!e.Summary.Envelope && sel.envelopeOnly()) {
+				continue
+			}
+			if len(recs) == maxMapRecords {
+				capped = true
+				break
+			}
+			sm := e.Summary
+			pl := placed{dest: e.Record.Destination, id: e.Record.ID}
+			if !sm.Envelope {
+				pl.why = "not a dlq.v1 envelope"
+				recs = append(recs, pl)
+				continue
+			}
+			pl.eventID, pl.class, pl.kind = sm.EventID, string(sm.Class), string(sm.ReasonKind)
+			if len(sm.Location) == 2 && sm.EPSG != 0 {
+				// The fault location: no body needed.
+				// The fault location: no body needed (reprojected ones
+				// are cached: PROJ is asked once).
+				k := recKey{pl.dest, pl.id}
+				c, ok := place{}, false
+				if sm.EPSG != wgs84 {
+					c, ok = s.places.get(k)
+				}
+				if !ok {
+					lon, lat, from, why := s.toWGS84(orb.Point{sm.Location[0], sm.Location[1]}, sm.EPSG, nil)
+					c = place{lon: lon, lat: lat, located: "fault", reprojected: from, why: why}
+					if why != "" {
+						c = place{why: why}
+					}
+					if sm.EPSG != wgs84 {
+						s.places.put(k, c)
+					}
+				}
+				pl.lon, pl.lat, pl.located, pl.reprojected, pl.why = c.lon, c.lat, c.located, c.reprojected, c.why
+			} else if c, ok := s.places.get(recKey{pl.dest, pl.id}); ok {
+				pl.lon, pl.lat, pl.located, pl.reprojected, pl.why = c.lon, c.lat, c.located, c.reprojected, c.why
+			} else {
+				need = append(need, len(recs))
+			}
+			recs = append(recs, pl)
+		}
+		if capped || p.Next == "" || p.Next == lo.After {
+			break
+		}
+		lo.After = p.Next
+	}
+	if err := s.placeFromBodies(ctx, recs, need); err != nil {
+		return nil, false, err
+	}
+	return recs, capped, nil
+}
+
+// placeFromBodies places recs[need…] from their bodies (at most
+// placeBodyBytes of bodies held at once), and caches the places.
+func (s *Server) placeFromBodies(ctx context.Context, recs []placed, need []int) error {
+	byDest := map[string][]int{}
+	for _, i := range need {
+		byDest[recs[i].dest] = append(byDest[recs[i].dest], i)
+	}
+	for dest, idx := range byDest {
+		for _, part := range chunks(idx, broker.MaxFilterValues) {
+			pos := make(map[string]int, len(part))
+			ids := make([]string, len(part))
+			for j, i := range part {
+				ids[j], pos[recs[i].id] = recs[i].id, i
+			}
+			lo := broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids}, Limit: len(ids), MaxBytes: placeBodyBytes}
+			for {
+				p, err := s.store.List(ctx, lo)
+				if err != nil {
+					return err
+				}
+				for _, e := range p.Entries {
+					if e.Record == nil {
+						continue
+					}
+					i, ok := pos[e.Record.ID]
+					if !ok {
+						continue
+					}
+					c := s.placeOf(ctx, e.Record)
+					s.places.put(recKey{dest, e.Record.ID}, c)
+					pl := &recs[i]
+					pl.lon, pl.lat, pl.located, pl.reprojected, pl.why = c.lon, c.lat, c.located, c.reprojected, c.why
+				}
+				if p.Next == "" || p.Next == lo.After {
+					break
+				}
+				lo.After = p.Next
+			}
+		}
+	}
+	return nil
+}
+
+// placeOf places a record read with its body; it never fails: what
+// cannot be read is said in why.
+func (s *Server) placeOf(ctx context.Context, r *broker.Record) place {
+	env := envelopeOf(r)
+	if env == nil {
+		return place{why: "not a dlq.v1 envelope"}
+	}
 	var pt orb.Point
+	var p place
+	epsg := broker.EPSGOf(env)
 	switch ge := env.GeometryError; {
 	case ge != nil && len(ge.Location) == 2:
 		pt, p.located = orb.Point{ge.Location[0], ge.Location[1]}, "fault"
-		p.fault = &pt
 	case env.Geometry.Missing:
-		p.why = "the event has no geometry"
-		return
+		return place{why: "the event has no geometry"}
 	default:
 		data := env.Geometry.Inline
 		if env.Geometry.OffloadURI != "" {
-			if ix.s.opts.Blobs == nil || env.Geometry.ByteSize > maxDisplayBytes {
-				p.why = "the geometry is offloaded (start with --blobs to place it)"
-				return
+			if s.opts.Blobs == nil || env.Geometry.ByteSize > maxDisplayBytes {
+				return place{why: "the geometry is offloaded (start with --blobs to place it)"}
 			}
-			b, err := ix.s.opts.Blobs.Fetch(ctx, offload.Ref{URI: env.Geometry.OffloadURI, Size: env.Geometry.ByteSize, SHA256: env.Geometry.ContentSHA256})
+			b, err := s.opts.Blobs.Fetch(ctx, offload.Ref{URI: env.Geometry.OffloadURI, Size: env.Geometry.ByteSize, SHA256: env.Geometry.ContentSHA256})
 			if err != nil {
-				p.why = "the offloaded geometry cannot be read: " + clip(err.Error(), 200)
-				return
+				return place{why: "the offloaded geometry cannot be read: " + clip(err.Error(), 200)}
 			}
 			data = b
 		}
-		c, ok := centroid(data, p.epsg)
+		c, ok := centroid(data, epsg)
 		if !ok {
-			p.why = "the geometry has no finite position"
-			return
+			return place{why: "the geometry has no finite position"}
 		}
 		pt, p.located = c, "centroid"
 	}
-	lon, lat, from, why := ix.s.toWGS84(pt, p.epsg, env)
+	lon, lat, from, why := s.toWGS84(pt, epsg, env)
 	if why != "" {
-		p.located, p.why = "", why
-		return
+		return place{why: why}
 	}
-	p.lon, p.lat, p.reprojected, p.my = lon, lat, from, mercY(lat)
+	p.lon, p.lat, p.reprojected = lon, lat, from
+	return p
 }
 
 // periods are the x periods of the CRSs a geometry may wrap around the
@@ -218,143 +344,6 @@ func clip(s string, n int) string {
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// rebuild scans the whole store and replaces the index.
-func (ix *index) rebuild(ctx context.Context) error {
-	ix.mu.Lock()
-	ix.removing = map[recKey]struct{}{}
-	ix.mu.Unlock()
-	recs, other := map[recKey]*summary{}, map[recKey]struct{}{}
-	n := 0
-	err := ix.s.store.ScanAll(ctx, broker.ListOptions{Limit: broker.MaxListLimit}, func(e broker.Entry) error {
-		if e.Record == nil {
-			return nil
-		}
-		if reinjected(e.Record) {
-			other[recKey{e.Record.Destination, e.Record.ID}] = struct{}{}
-			return nil
-		}
-		p := ix.summarize(ctx, e)
-		recs[recKey{p.dest, p.id}] = p
-		n++
-		if n%1000 == 0 {
-			ix.mu.Lock()
-			ix.scanned = n
-			ix.mu.Unlock()
-		}
-		return nil
-	})
-	if ix.afterScan != nil {
-		ix.afterScan()
-	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	removed := ix.removing
-	ix.removing = nil
-	if err != nil {
-		ix.err = err.Error()
-		return err
-	}
-	for k := range removed {
-		delete(recs, k)
-	}
-	ix.recs, ix.other, ix.ready, ix.scanned, ix.err, ix.built = recs, other, true, n, "", time.Now()
-	ix.gen++
-	return nil
-}
-
-// pollNew adds the records written since the last look: it reads newest
-// first until a page holds only known records. It returns the new
-// summaries, newest first.
-func (ix *index) pollNew(ctx context.Context) ([]*summary, error) {
-	var fresh []*summary
-	var others []recKey
-	opts := broker.ListOptions{Descending: true, Limit: 200}
-	for range 500 { // at most 100,000 new records per look
-		p, err := ix.s.store.List(ctx, opts)
-		if err != nil {
-			return fresh, err
-		}
-		known := 0
-		var unknown []broker.Entry
-		ix.mu.RLock()
-		for _, e := range p.Entries {
-			if e.Record == nil {
-				continue
-			}
-			k := recKey{e.Record.Destination, e.Record.ID}
-			_, isOther := ix.other[k]
-			if _, ok := ix.recs[k]; ok || isOther {
-				known++
-			} else {
-				unknown = append(unknown, e)
-			}
-		}
-		ix.mu.RUnlock()
-		for _, e := range unknown {
-			if reinjected(e.Record) {
-				others = append(others, recKey{e.Record.Destination, e.Record.ID})
-				continue
-			}
-			fresh = append(fresh, ix.summarize(ctx, e))
-		}
-		if known > 0 || p.Next == "" {
-			break
-		}
-		opts.After = p.Next
-	}
-	if len(fresh) == 0 && len(others) == 0 {
-		return nil, nil
-	}
-	ix.mu.Lock()
-	for _, p := range fresh {
-		ix.recs[recKey{p.dest, p.id}] = p
-	}
-	for _, k := range others {
-		ix.other[k] = struct{}{}
-	}
-	ix.gen++
-	ix.mu.Unlock()
-	return fresh, nil
-}
-
-// remove drops records from the index (replayed or discarded here).
-func (ix *index) remove(keys []recKey) {
-	if len(keys) == 0 {
-		return
-	}
-	ix.mu.Lock()
-	for _, k := range keys {
-		delete(ix.recs, k)
-		if ix.removing != nil {
-			ix.removing[k] = struct{}{}
-		}
-	}
-	ix.gen++
-	ix.mu.Unlock()
-	ix.s.shapeCache.forget(keys)
-}
-
-func (ix *index) count() int {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return len(ix.recs)
-}
-
-// status reports the index's state for /api/config and the page.
-type indexStatus struct {
-	Ready   bool      `json:"ready"`
-	Scanned int       `json:"scanned"`
-	Records int       `json:"records"`
-	Error   string    `json:"error,omitempty"`
-	Built   time.Time `json:"built,omitzero"`
-}
-
-func (ix *index) status() indexStatus {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return indexStatus{Ready: ix.ready, Scanned: ix.scanned, Records: len(ix.recs), Error: ix.err, Built: ix.built}
-}
-
 // Map clustering: a grid of cells cellPx pixels wide at the request's
 // zoom, in Web Mercator, so clusters look the same size everywhere.
 const (
@@ -400,7 +389,11 @@ type mapAnswer struct {
 	// Reprojected counts the matching records drawn after reprojection.
 	Reprojected int            `json:"reprojected"`
 	WhyNot      map[string]int `json:"why_not_on_map,omitempty"`
-	Index       indexStatus    `json:"index"`
+	// Capped is true when more records match than the map places (the
+	// newest Limit): the counts are of those.
+	Capped bool        `json:"capped,omitempty"`
+	Limit  int         `json:"limit"`
+	Index  indexStatus `json:"index"`
 }
 
 func mercY(lat float64) float64 {
@@ -409,26 +402,22 @@ func mercY(lat float64) float64 {
 	return 0.5 - math.Log((1+s)/(1-s))/(4*math.Pi)
 }
 
-// clusters answers a map request: the records matching sel inside view at
-// zoom, clustered.
-func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
+// clusters clusters recs (the records matching a map request) inside
+// view at zoom.
+func clusters(recs []placed, view orb.Bound, zoom int) mapAnswer {
 	zoom = max(0, min(zoom, 30))
 	cells := math.Exp2(float64(zoom)) * 256 / cellPx // cells across the world
 	type acc struct {
 		sx, sy float64
 		n      int
 		by     map[string]int
-		first  *summary
+		first  *placed
 		b      orb.Bound
 	}
 	grid := map[[2]int64]*acc{}
 	ans := mapAnswer{WhyNot: map[string]int{}}
-	ix.mu.RLock()
-	ans.Index = indexStatus{Ready: ix.ready, Scanned: ix.scanned, Records: len(ix.recs), Error: ix.err, Built: ix.built}
-	for _, p := range ix.recs {
-		if !sel.matchSummary(p) {
-			continue
-		}
+	for i := range recs {
+		p := &recs[i]
 		if p.located == "" {
 			ans.Unlocated++
 			ans.WhyNot[whyKey(p.why)]++
@@ -446,7 +435,7 @@ func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
 		if zoom >= maxZoom {
 			k = [2]int64{int64(math.Float64bits(p.lon)), int64(math.Float64bits(p.lat))}
 		} else {
-			k = [2]int64{int64(math.Floor((p.lon + 180) / 360 * cells)), int64(math.Floor(p.my * cells))}
+			k = [2]int64{int64(math.Floor((p.lon + 180) / 360 * cells)), int64(math.Floor(mercY(p.lat) * cells))}
 		}
 		a := grid[k]
 		if a == nil {
@@ -457,7 +446,6 @@ func (ix *index) clusters(sel selection, view orb.Bound, zoom int) mapAnswer {
 		a.by[p.class]++
 		a.b = a.b.Extend(orb.Point{p.lon, p.lat})
 	}
-	ix.mu.RUnlock()
 	// Neighbouring cells' clusters can sit side by side: merge, greedily
 	// from the largest, those whose centres are closer than a marker.
 	accs := make([]*acc, 0, len(grid))
@@ -561,87 +549,6 @@ func whyKey(why string) string {
 	return why
 }
 
-// overview counts the matching records by destination, class, stage,
-// EPSG, reason kind and source prefix, and by class per time bucket (a
-// bucket chosen from their time span).
-func (ix *index) overview(sel selection) (open int, groups map[groupKey]int, timeline map[timeKey]int, prefixes map[string]int, bucket time.Duration) {
-	var matched []*summary
-	var lo, hi time.Time
-	ix.mu.RLock()
-	for _, p := range ix.recs {
-		if !sel.matchSummary(p) {
-			continue
-		}
-		matched = append(matched, p)
-		if p.envelope && !p.at.IsZero() {
-			if lo.IsZero() || p.at.Before(lo) {
-				lo = p.at
-			}
-			if p.at.After(hi) {
-				hi = p.at
-			}
-		}
-	}
-	ix.mu.RUnlock()
-	bucket = bucketFor(hi.Sub(lo))
-	groups, timeline, prefixes = map[groupKey]int{}, map[timeKey]int{}, map[string]int{}
-	b := bucket.Nanoseconds()
-	for _, p := range matched {
-		groups[groupKey{p.dest, p.class, p.stage, p.kind, p.epsg}]++
-		if p.envelope && !p.at.IsZero() {
-			t := p.at.UnixNano()
-			timeline[timeKey{t - ((t%b)+b)%b, p.class}]++
-		}
-		prefixes[p.prefix]++
-	}
-	return len(matched), groups, timeline, prefixes, bucket
-}
-
-// groupKey and timeKey are the overview's counting keys.
-type (
-	groupKey struct {
-		dest, class, stage, kind string
-		epsg                     int
-	}
-	timeKey struct {
-		at    int64 // the bucket's start, ns since the epoch
-		class string
-	}
-)
-
-// prefixes counts the matching records by source-URI prefix
-// (scheme://host), the top n.
-func (ix *index) prefixes(sel selection, n int) []keyCount {
-	counts := map[string]int{}
-	ix.mu.RLock()
-	for _, p := range ix.recs {
-		if sel.matchSummary(p) {
-			counts[p.prefix]++
-		}
-	}
-	ix.mu.RUnlock()
-	return topN(counts, n)
-}
-
-// timeSpan returns the earliest and latest dead_lettered_at of the
-// matching records.
-func (ix *index) timeSpan(sel selection) (lo, hi time.Time) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	for _, p := range ix.recs {
-		if !p.envelope || p.at.IsZero() || !sel.matchSummary(p) {
-			continue
-		}
-		if lo.IsZero() || p.at.Before(lo) {
-			lo = p.at
-		}
-		if p.at.After(hi) {
-			hi = p.at
-		}
-	}
-	return lo, hi
-}
-
 // sourcePrefix cuts a source URI after scheme://host; "" is "(none)".
 func sourcePrefix(uri string) string {
 	if uri == "" {
@@ -680,56 +587,6 @@ func topN(m map[string]int, n int) []keyCount {
 	return out
 }
 
-// watch keeps the index current until ctx ends: it builds it, then polls
-// for new records every interval, and rebuilds it when the store's count
-// disagrees with the index (records removed elsewhere, by a CLI replay or
-// purge). New records are announced to the page.
-func (ix *index) watch(ctx context.Context, every time.Duration) {
-	log := ix.s.log
-	for {
-		if err := ix.rebuild(ctx); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			return
-		} else {
-			log.WarnContext(ctx, "geodlq serve: building the map index failed; retrying", slog.Any("error", err))
-		}
-		if !sleep(ctx, 5*every) {
-			return
-		}
-	}
-	ix.s.hub.publish(event{Name: "index", Data: ix.status()})
-	// The count check reads the store's Stats, which some stores answer
-	// by reading their table (a second for 100,000 SQLite records): it
-	// runs every five polls at most, and never more than 5% of the time.
-	nextCheck := time.Now().Add(5 * every)
-	for sleep(ctx, every) {
-		fresh, err := ix.pollNew(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "geodlq serve: polling for new records failed", slog.Any("error", err))
-		}
-		if len(fresh) > 0 {
-			ix.s.hub.publish(event{Name: "records", Data: ix.s.newRecordsEvent(fresh)})
-		}
-		if time.Now().Before(nextCheck) {
-			continue
-		}
-		t0 := time.Now()
-		total, err := ix.s.openCount(ctx)
-		nextCheck = time.Now().Add(max(5*every, 20*time.Since(t0)))
-		ix.mu.RLock()
-		held := len(ix.recs) + len(ix.other)
-		ix.mu.RUnlock()
-		if err != nil || total == held {
-			continue
-		}
-		before := ix.count()
-		if err := ix.rebuild(ctx); err == nil && ix.count() != before {
-			ix.s.hub.publish(event{Name: "changed", Data: map[string]int{"records": ix.count()}})
-		}
-	}
-}
-
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -741,17 +598,196 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// newRecordsEvent describes records that just arrived (at most 20 of
-// them in full).
-func (s *Server) newRecordsEvent(fresh []*summary) map[string]any {
-	var rows []map[string]any
-	for _, p := range fresh[:min(len(fresh), 20)] {
-		rows = append(rows, map[string]any{"destination": p.dest, "id": p.id, "event_id": p.eventID, "class": p.class})
-	}
-	return map[string]any{"new": len(fresh), "records": s.index.count(), "latest": rows}
+// indexStatus is what /api/config, the map and the page's event stream
+// say of the console's view of the store. The console keeps no index of
+// its own (the name stays for the page): Ready is set once the store has
+// been counted, Records is the open records at the last count.
+type indexStatus struct {
+	Ready   bool      `json:"ready"`
+	Scanned int       `json:"scanned"`
+	Records int       `json:"records"`
+	Error   string    `json:"error,omitempty"`
+	Built   time.Time `json:"built,omitzero"`
 }
 
-// openCount is the number of open (not replayed) records in the store.
+// watcher looks for new dead letters and counts the store's open records.
+type watcher struct {
+	s *Server
+	// open is the open records at the last count, -1 before the first.
+	open    atomic.Int64
+	mu      sync.Mutex
+	err     string
+	counted time.Time
+	// seen are the keys of the newest page at the last look (at most
+	// pollPage): a record not among them and newer than all of them is
+	// new.
+	seen map[recKey]struct{}
+	// latest is the newest write time among them (zero when the store
+	// does not say).
+	latest time.Time
+}
+
+// pollPage is how many of the newest records a look for new ones reads
+// at a time; pollPages bounds the pages of one look.
+const (
+	pollPage  = 200
+	pollPages = 50
+)
+
+func newWatcher(s *Server) *watcher {
+	w := &watcher{s: s}
+	w.open.Store(-1)
+	return w
+}
+
+func (w *watcher) status() indexStatus {
+	n := w.open.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return indexStatus{Ready: n >= 0, Scanned: int(max(n, 0)), Records: int(max(n, 0)), Error: w.err, Built: w.counted}
+}
+
+func (w *watcher) count() int { return int(max(w.open.Load(), 0)) }
+
+// recount counts the open records; it returns the count.
+func (w *watcher) recount(ctx context.Context) (int, error) {
+	n, err := w.s.openCount(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.err = "counting the store: " + err.Error()
+		return 0, err
+	}
+	w.err, w.counted = "", time.Now()
+	w.open.Store(int64(n))
+	return n, nil
+}
+
+// pollNew reads the newest records until it meets one it saw at the last
+// look, or one written before the newest it saw (at most pollPages
+// pages), and returns the dead letters among those it had not seen,
+// newest first. The first look only remembers.
+func (w *watcher) pollNew(ctx context.Context) ([]broker.Entry, error) {
+	lo := broker.ListOptions{Descending: true, Limit: pollPage, Summaries: true}
+	if w.seen == nil {
+		p, err := w.s.store.List(ctx, lo)
+		if err != nil {
+			return nil, err
+		}
+		w.remember(p.Entries)
+		return nil, nil
+	}
+	var fresh, read []broker.Entry
+	for range pollPages {
+		p, err := w.s.store.List(ctx, lo)
+		if err != nil {
+			return nil, err
+		}
+		met := false
+		for _, e := range p.Entries {
+			if e.Record == nil {
+				continue
+			}
+			_, ok := w.seen[recKey{e.Record.Destination, e.Record.ID}]
+			if ok || !e.PublishedAt.IsZero() && !e.PublishedAt.After(w.latest) {
+				met = true
+				break
+			}
+			if len(read) < pollPage {
+				read = append(read, e)
+			}
+			if e.Summary != nil && e.Summary.ReplayOf == "" {
+				fresh = append(fresh, e)
+			}
+		}
+		if met || p.Next == "" || p.Next == lo.After {
+			break
+		}
+		lo.After = p.Next
+	}
+	if len(read) > 0 {
+		w.remember(read)
+	}
+	return fresh, nil
+}
+
+// remember notes the newest records read (newest first).
+func (w *watcher) remember(es []broker.Entry) {
+	w.seen = make(map[recKey]struct{}, len(es))
+	for _, e := range es {
+		if e.Record == nil {
+			continue
+		}
+		w.seen[recKey{e.Record.Destination, e.Record.ID}] = struct{}{}
+		if e.PublishedAt.After(w.latest) {
+			w.latest = e.PublishedAt
+		}
+	}
+}
+
+// watch counts the store, then looks for new dead letters every interval
+// until ctx ends: new ones are announced to the page, and a count that
+// changed otherwise (records replayed or purged elsewhere, by the CLI)
+// too.
+func (w *watcher) watch(ctx context.Context, every time.Duration) {
+	log := w.s.log
+	for {
+		if _, err := w.recount(ctx); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			return
+		} else {
+			log.WarnContext(ctx, "geodlq serve: counting the store failed; retrying", slog.Any("error", err))
+		}
+		if !sleep(ctx, 5*every) {
+			return
+		}
+	}
+	if _, err := w.pollNew(ctx); err != nil && ctx.Err() == nil {
+		log.WarnContext(ctx, "geodlq serve: reading the newest records failed", slog.Any("error", err))
+	}
+	w.s.hub.publish(event{Name: "index", Data: w.status()})
+	// The count reads the store's Stats, which some stores answer by
+	// reading their table: it runs every five polls at most, and never
+	// more than 5% of the time.
+	nextCheck := time.Now().Add(5 * every)
+	for sleep(ctx, every) {
+		fresh, err := w.pollNew(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "geodlq serve: polling for new records failed", slog.Any("error", err))
+		}
+		before := w.count()
+		if len(fresh) > 0 {
+			w.s.overviews.clear()
+			w.open.Add(int64(len(fresh)))
+			w.s.hub.publish(event{Name: "records", Data: w.s.newRecordsEvent(fresh)})
+		}
+		if len(fresh) == 0 && time.Now().Before(nextCheck) {
+			continue
+		}
+		t0 := time.Now()
+		n, err := w.recount(ctx)
+		nextCheck = time.Now().Add(max(5*every, 20*time.Since(t0)))
+		if err == nil && n != before+len(fresh) {
+			w.s.overviews.clear()
+			w.s.hub.publish(event{Name: "changed", Data: map[string]int{"records": n}})
+		}
+	}
+}
+
+// newRecordsEvent describes records that just arrived (at most 20 of
+// them in full).
+func (s *Server) newRecordsEvent(fresh []broker.Entry) map[string]any {
+	var rows []map[string]any
+	for _, e := range fresh[:min(len(fresh), 20)] {
+		rows = append(rows, map[string]any{"destination": e.Record.Destination, "id": e.Record.ID,
+			"event_id": e.Summary.EventID, "class": string(e.Summary.Class)})
+	}
+	return map[string]any{"new": len(fresh), "records": s.watch.count(), "latest": rows}
+}
+
+// openCount is the number of open (not replayed) records in the store,
+// re-injected events aside.
 func (s *Server) openCount(ctx context.Context) (int, error) {
 	counts, err := s.store.Stats(ctx, broker.StatsOptions{})
 	if err != nil {

@@ -617,7 +617,12 @@ func (js *jobs) run(ctx context.Context, jb *job) {
 		slog.Bool("dry_run", jb.j.DryRun), slog.String("state", jb.j.State), slog.Any("counts", jb.j.Counts))
 	s.hub.publish(event{Name: "job", Data: jb.view(0).summary()})
 	if !jb.j.DryRun {
-		s.hub.publish(event{Name: "changed", Data: map[string]int{"records": s.index.count()}})
+		s.overviews.clear()
+		n := s.watch.count()
+		if c, err := s.watch.recount(s.ctx); err == nil {
+			n = c
+		}
+		s.hub.publish(event{Name: "changed", Data: map[string]int{"records": n}})
 	}
 }
 
@@ -646,8 +651,8 @@ func (jb *job) add(it JobItem) {
 }
 
 // chunks cuts ids into runs of at most n.
-func chunks(ids []string, n int) [][]string {
-	var out [][]string
+func chunks[T any](ids []T, n int) [][]T {
+	var out [][]T
 	for len(ids) > 0 {
 		k := min(n, len(ids))
 		out = append(out, ids[:k])
@@ -743,7 +748,7 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 				}
 			}
 			jb.record(items)
-			s.index.remove(gone)
+			s.forget(gone)
 			if time.Since(last) > 250*time.Millisecond {
 				last = time.Now()
 				s.hub.publish(event{Name: "job", Data: jb.view(0).summary()})
@@ -793,28 +798,18 @@ func (js *jobs) discard(ctx context.Context, jb *job) error {
 			jb.j.Orphaned += len(res.Orphaned)
 			jb.mu.Unlock()
 			if !jb.j.DryRun {
-				s.index.remove(gone)
+				s.forget(gone)
 			}
 		}
 	}
 	return nil
 }
 
-// eventIDs returns the event ids of records of dest, from the index, or
-// read from the store for those it does not hold (replayed ones).
+// eventIDs returns the event ids of records of dest, read from the store
+// (replayed ones too).
 func (s *Server) eventIDs(ctx context.Context, dest string, ids []string) map[string]string {
 	out := make(map[string]string, len(ids))
-	var missing []string
-	s.index.mu.RLock()
-	for _, id := range ids {
-		if p, ok := s.index.recs[recKey{dest, id}]; ok && p.eventID != "" {
-			out[id] = p.eventID
-		} else {
-			missing = append(missing, id)
-		}
-	}
-	s.index.mu.RUnlock()
-	for _, part := range chunks(missing, broker.MaxFilterValues) {
+	for _, part := range chunks(ids, broker.MaxFilterValues) {
 		p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: part}, IncludeReplayed: true, Limit: len(part)})
 		if err != nil {
 			break // the ids are a courtesy: the outcomes stand without them

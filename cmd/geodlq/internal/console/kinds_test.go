@@ -1,14 +1,12 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/paulmach/orb"
 	"github.com/stretchr/testify/require"
@@ -215,18 +213,4 @@ func TestShapes(t *testing.T) {
 	for _, p := range poly.Coordinates[0] {
 		require.True(t, p[0] > 160 && p[0] < 200, "%v", p)
 	}
-}
-
-// TestRebuildKeepsRemovals: a record replayed or discarded here while a
-// rebuild was scanning the store (which read it before it left) stays out
-// of the index the rebuild makes.
-func TestRebuildKeepsRemovals(t *testing.T) {
-	e := newEnv(t, sqliteKind(), envOptions{readOnly: true, poll: time.Hour})
-	bow := e.recordOf("evt-bowtie")
-	ix := e.srv.index
-	ix.afterScan = func() { ix.remove([]recKey{{bow.Destination, bow.ID}}) }
-	require.NoError(t, ix.rebuild(context.Background()))
-	ix.afterScan = nil
-	require.NotContains(t, e.eventIDs("q=evt-bowtie", 10), "evt-bowtie")
-	require.Equal(t, len(fixtureEvents())-1, ix.count())
 }

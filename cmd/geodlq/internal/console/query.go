@@ -207,49 +207,6 @@ func (s selection) match(id string, env *envelope.Envelope) bool {
 	return s.text == "" || strings.Contains(x.Search, s.text) || strings.Contains(broker.SearchFold(id), s.text)
 }
 
-// matchSummary applies every filter to an index entry, as the store and
-// match would to the record.
-func (s selection) matchSummary(p *summary) bool {
-	f := s.filter
-	if s.q.Destination != "" && p.dest != s.q.Destination {
-		return false
-	}
-	if !s.envelopeOnly() {
-		return true
-	}
-	if !p.envelope {
-		return false
-	}
-	if len(f.Classes) > 0 && !containsFunc(f.Classes, func(c classify.Class) bool { return string(c) == p.class }) {
-		return false
-	}
-	if len(f.Stages) > 0 && !containsFunc(f.Stages, func(c classify.Stage) bool { return string(c) == p.stage }) {
-		return false
-	}
-	if len(f.ReasonKinds) > 0 && !containsFunc(f.ReasonKinds, func(c classify.ReasonKind) bool { return string(c) == p.kind }) {
-		return false
-	}
-	if len(f.EPSG) > 0 && !containsFunc(f.EPSG, func(e int) bool { return e == p.epsg }) {
-		return false
-	}
-	if !f.Since.IsZero() && p.at.Before(f.Since) {
-		return false
-	}
-	if !f.Until.IsZero() && !p.at.Before(f.Until) {
-		return false
-	}
-	if f.BBox != nil && (p.fault == nil || !f.BBox.Contains(*p.fault)) {
-		return false
-	}
-	if s.q.SourcePrefix != "" && !strings.HasPrefix(p.source, s.q.SourcePrefix) {
-		return false
-	}
-	if s.text != "" && !strings.Contains(p.search, s.text) {
-		return false
-	}
-	return true
-}
-
 func containsFunc[T any](xs []T, f func(T) bool) bool {
 	for _, x := range xs {
 		if f(x) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -185,30 +186,15 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badQuery("sort %q: want %s", clip(v.Get("sort"), 40), sortNames))
 		return
 	}
-	newest := order.desc
 	first := v.Get("cursor") == ""
+	// The store orders and filters (text and source prefix included) and
+	// counts.
 	var ans listAnswer
-	if order.key != "" {
-		// Sorted across all pages: the store orders (and filters, text and
-		// source prefix included) and counts.
-		var cur cursor
-		if cur, err = decodeCursor(v.Get("cursor")); err == nil {
-			sel.filter.Text, sel.filter.SourcePrefix = sel.q.Text, sel.q.SourcePrefix
-			sel.text, sel.q.SourcePrefix = "", ""
-			ans, err = s.list(r.Context(), sel, order, limit, cur, first)
-		}
-	} else if sel.clientSide() && !sel.q.Replayed && s.index.status().Ready {
-		// Text and source prefix are filters no store applies: find the
-		// page's records in the index, then read them from the store.
-		var ic indexCursor
-		if ic, err = decodeIndexCursor(v.Get("cursor")); err == nil {
-			ans, err = s.listFromIndex(r.Context(), sel, newest, limit, ic, first)
-		}
-	} else {
-		var cur cursor
-		if cur, err = decodeCursor(v.Get("cursor")); err == nil {
-			ans, err = s.list(r.Context(), sel, order, limit, cur, first)
-		}
+	var cur cursor
+	if cur, err = decodeCursor(v.Get("cursor")); err == nil {
+		sel.filter = sel.storeFilter()
+		sel.text, sel.q.SourcePrefix = "", ""
+		ans, err = s.list(r.Context(), sel, order, limit, cur, first)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -283,127 +269,6 @@ func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit
 			return ans, nil
 		}
 	}
-}
-
-// indexCursor is the cursor of a list read from the index: the sort key
-// of the last record returned.
-type indexCursor struct {
-	At   int64  `json:"t"`
-	Dest string `json:"d"`
-	ID   string `json:"k"`
-	Set  bool   `json:"i"`
-}
-
-func decodeIndexCursor(s string) (indexCursor, error) {
-	var c indexCursor
-	if s == "" {
-		return c, nil
-	}
-	if len(s) > 4096 {
-		return c, badQuery("cursor is too long")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || json.Unmarshal(b, &c) != nil || !c.Set {
-		return indexCursor{}, badQuery("cursor %q is not one this console issued for these filters", clip(s, 40))
-	}
-	return c, nil
-}
-
-// cmpKey orders records by dead-lettered time, then destination and id.
-func cmpKey(at int64, dest, id string, c indexCursor) int {
-	switch {
-	case at != c.At:
-		if at < c.At {
-			return -1
-		}
-		return 1
-	case dest != c.Dest:
-		if dest < c.Dest {
-			return -1
-		}
-		return 1
-	case id != c.ID:
-		if len(id) != len(c.ID) { // numeric ids: shorter is smaller
-			if len(id) < len(c.ID) {
-				return -1
-			}
-			return 1
-		}
-		if id < c.ID {
-			return -1
-		}
-		return 1
-	}
-	return 0
-}
-
-// listFromIndex reads a page of the records the index says match sel,
-// in dead-lettered order, from the store.
-func (s *Server) listFromIndex(ctx context.Context, sel selection, newest bool, limit int, cur indexCursor, total bool) (listAnswer, error) {
-	ans := listAnswer{Records: []row{}}
-	type cand struct {
-		key  indexCursor
-		dest string
-		id   string
-	}
-	var cands []cand
-	matched := 0
-	s.index.mu.RLock()
-	for _, p := range s.index.recs {
-		if !sel.matchSummary(p) {
-			continue
-		}
-		matched++
-		k := indexCursor{At: p.at.UnixNano(), Dest: p.dest, ID: p.id, Set: true}
-		if cur.Set {
-			c := cmpKey(k.At, k.Dest, k.ID, cur)
-			if newest && c >= 0 || !newest && c <= 0 {
-				continue
-			}
-		}
-		cands = append(cands, cand{k, p.dest, p.id})
-	}
-	s.index.mu.RUnlock()
-	ans.Scanned = len(cands)
-	if total {
-		ans.Total = &matched
-	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		c := cmpKey(a.key.At, a.key.Dest, a.key.ID, b.key)
-		if newest {
-			return -c
-		}
-		return c
-	})
-	more := len(cands) > limit
-	cands = cands[:min(limit, len(cands))]
-	byDest := map[string][]string{}
-	for _, c := range cands {
-		byDest[c.dest] = append(byDest[c.dest], c.id)
-	}
-	rows := map[recKey]row{}
-	for dest, ids := range byDest {
-		p, err := s.store.List(ctx, broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids, SourcePointer: sel.filter.SourcePointer},
-			Limit: len(ids), Summaries: true})
-		if err != nil {
-			return ans, err
-		}
-		for _, e := range p.Entries {
-			if e.Record != nil && e.Summary != nil {
-				rows[recKey{e.Record.Destination, e.Record.ID}] = rowOfSummary(e)
-			}
-		}
-	}
-	for _, c := range cands {
-		if r, ok := rows[recKey{c.dest, c.id}]; ok { // gone meanwhile: left out
-			ans.Records = append(ans.Records, r)
-		}
-	}
-	if more && len(cands) > 0 {
-		b, _ := json.Marshal(cands[len(cands)-1].key)
-		ans.Next = base64.RawURLEncoding.EncodeToString(b)
-	}
-	return ans, nil
 }
 
 // maxIDLen bounds a record id in a request.
@@ -757,8 +622,8 @@ type overviewAnswer struct {
 	Bucket        string           `json:"bucket"`
 	Timeline      []timelineBucket `json:"timeline"`
 	Index         indexStatus      `json:"index"`
-	// Source says what counted: "index" (the open records, from the
-	// console's index) or "store" (Store.Stats, with replayed records).
+	// Source says what counted: "store" (Store.Stats; the console keeps
+	// no index of its own).
 	Source string `json:"source"`
 }
 
@@ -784,10 +649,17 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	key := r.URL.RawQuery
+	if ans, ok := s.overviews.get(key, s.watch.count()); ok {
+		ans.Index = s.watch.status()
+		writeJSON(w, ans)
+		return
+	}
+	open := s.watch.count()
 	type counter = map[string]int
 	by := map[string]counter{"dest": {}, "class": {}, "stage": {}, "epsg": {}, "kind": {}}
 	tl := map[time.Time]counter{}
-	ans := overviewAnswer{Index: s.index.status()}
+	ans := overviewAnswer{Index: s.watch.status()}
 	add := func(dest, class, stage string, epsg int, kind string, n int) {
 		if n == 0 {
 			return
@@ -808,45 +680,49 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		tl[at][orNone(class)] += n
 	}
-	if s.index.status().Ready && !sel.q.Replayed || sel.clientSide() {
-		// The index holds every open record with the fields counted here,
-		// and counts 100,000 records in milliseconds, where a store's
-		// Stats reads its table (a second for SQLite at that size); it is
-		// also the only source for the filters the store cannot apply.
-		// Replayed records are counted by the store.
-		ans.Source = "index"
-		open, groups, timeline, prefixes, bucket := s.index.overview(sel)
-		ans.Open, ans.Total, ans.Bucket = open, open, bucket.String()
-		for k, n := range groups {
-			add(k.dest, k.class, k.stage, k.epsg, k.kind, n)
+	ans.Source = "store"
+	f := sel.storeFilter()
+	lo, hi, err := s.timeSpan(r.Context(), sel)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	bucket := bucketFor(hi.Sub(lo))
+	ans.Bucket = bucket.String()
+	// The counts by field and by source come from the store's kept
+	// counts where it keeps them; the timeline groups by time too.
+	counts, err := s.store.Stats(r.Context(), broker.StatsOptions{Destination: sel.q.Destination, Filter: f, BySource: true, SourceDepth: 1})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	prefixes := map[string]int{}
+	for _, c := range counts {
+		ans.Open += c.Pending + c.Leased
+		ans.Leased += c.Leased
+		ans.Replayed += c.Replayed
+		n := c.Pending + c.Leased
+		if sel.q.Replayed {
+			n += c.Replayed
 		}
-		for k, n := range timeline {
-			addTime(time.Unix(0, k.at), k.class, n)
+		add(c.Destination, string(c.Class), string(c.Stage), c.EPSG, string(c.ReasonKind), n)
+		if n > 0 {
+			prefixes[sourcePrefix(c.Source)] += n
 		}
-		ans.TopPrefixes = topN(prefixes, 10)
-	} else {
-		ans.Source = "store"
-		lo, hi := s.index.timeSpan(sel)
-		bucket := bucketFor(hi.Sub(lo))
-		ans.Bucket = bucket.String()
-		counts, err := s.store.Stats(r.Context(), broker.StatsOptions{Destination: sel.q.Destination, Filter: sel.filter, Bucket: bucket})
-		if err != nil {
-			s.fail(w, r, err)
-			return
+	}
+	ans.Total = ans.Open + ans.Replayed
+	ans.TopPrefixes = topN(prefixes, 10)
+	counts, err = s.store.Stats(r.Context(), broker.StatsOptions{Destination: sel.q.Destination, Filter: f, Bucket: bucket})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, c := range counts {
+		n := c.Pending + c.Leased
+		if sel.q.Replayed {
+			n += c.Replayed
 		}
-		for _, c := range counts {
-			ans.Open += c.Pending + c.Leased
-			ans.Leased += c.Leased
-			ans.Replayed += c.Replayed
-			n := c.Pending + c.Leased
-			if sel.q.Replayed {
-				n += c.Replayed
-			}
-			add(c.Destination, string(c.Class), string(c.Stage), c.EPSG, string(c.ReasonKind), n)
-			addTime(c.Bucket, string(c.Class), n)
-		}
-		ans.Total = ans.Open + ans.Replayed
-		ans.TopPrefixes = s.index.prefixes(sel, 10)
+		addTime(c.Bucket, string(c.Class), n)
 	}
 	ans.ByDestination, ans.ByClass, ans.ByStage = topN(by["dest"], 0), topN(by["class"], 0), topN(by["stage"], 0)
 	ans.ByEPSG, ans.ByReasonKind = topN(by["epsg"], 0), topN(by["kind"], 0)
@@ -855,6 +731,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		ans.Timeline = append(ans.Timeline, timelineBucket{Start: at, ByClass: c})
 	}
 	slices.SortFunc(ans.Timeline, func(a, b timelineBucket) int { return a.Start.Compare(b.Start) })
+	s.overviews.put(key, open, ans)
 	writeJSON(w, ans)
 }
 
@@ -888,5 +765,99 @@ func (s *Server) mapView(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, s.index.clusters(sel, view, zoom))
+	recs, capped, err := s.sample(r.Context(), sel)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ans := clusters(recs, view, zoom)
+	ans.Capped, ans.Limit, ans.Index = capped, maxMapRecords, s.watch.status()
+	writeJSON(w, ans)
+}
+
+// timeSpan returns the earliest and latest dead_lettered_at of the
+// records matching sel, read from the store in that order (records that
+// are not envelopes have none: they are passed over).
+func (s *Server) timeSpan(ctx context.Context, sel selection) (lo, hi time.Time, err error) {
+	for _, desc := range []bool{false, true} {
+		o := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.storeFilter(), IncludeReplayed: sel.q.Replayed,
+			Sort: broker.SortDeadLetteredAt, Descending: desc, Limit: 100, Summaries: true}
+		var at time.Time
+		for range 10 {
+			p, err := s.store.List(ctx, o)
+			if err != nil {
+				return lo, hi, err
+			}
+			for _, e := range p.Entries {
+				if e.Summary != nil && e.Summary.Envelope && !e.Summary.DeadLetteredAt.IsZero() {
+					at = e.Summary.DeadLetteredAt
+					break
+				}
+			}
+			if !at.IsZero() || p.Next == "" || p.Next == o.After {
+				break
+			}
+			o.After = p.Next
+		}
+		if desc {
+			hi = at
+		} else {
+			lo = at
+		}
+	}
+	return lo, hi, nil
+}
+
+// overviewCache keeps the latest overviews for overviewTTL while the
+// store's open count is unchanged: an overview is counted by the store
+// (its time line by reading the matching records), and the page asks for
+// the same one on every refresh.
+type overviewCache struct {
+	mu sync.Mutex
+	m  map[string]cachedOverview
+}
+
+type cachedOverview struct {
+	at   time.Time
+	open int
+	ans  overviewAnswer
+}
+
+// Overview cache bounds.
+const (
+	overviewTTL     = 30 * time.Second
+	overviewEntries = 32
+)
+
+func (c *overviewCache) get(key string, open int) (overviewAnswer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || e.open != open || time.Since(e.at) > overviewTTL {
+		return overviewAnswer{}, false
+	}
+	return e.ans, true
+}
+
+// clear drops every overview (records changed).
+func (c *overviewCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
+func (c *overviewCache) put(key string, open int, ans overviewAnswer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]cachedOverview{}
+	}
+	if len(c.m) >= overviewEntries {
+		for k, e := range c.m {
+			if time.Since(e.at) > overviewTTL || len(c.m) >= overviewEntries {
+				delete(c.m, k)
+			}
+		}
+	}
+	c.m[key] = cachedOverview{at: time.Now(), open: open, ans: ans}
 }

@@ -175,9 +175,13 @@ type Server struct {
 	mux     *http.ServeMux
 	assets  fs.FS
 	csp     string
-	index   *index
-	hub     *hub
-	jobs    *jobs
+	watch   *watcher
+	// places keeps the places of records computed from their bodies.
+	places *placeCache
+	// overviews keeps the latest overviews.
+	overviews overviewCache
+	hub       *hub
+	jobs      *jobs
 	// shapeCache keeps the main map's simplified shapes.
 	shapeCache *shapeCache
 	ctx        context.Context
@@ -190,7 +194,7 @@ type Server struct {
 // MinTokenLen is the shortest token [New] accepts.
 const MinTokenLen = 16
 
-// New returns a console over opts.Store and starts building its map index
+// New returns a console over opts.Store and starts counting its records
 // (and, every Options.Poll, looking for new dead letters) in the
 // background until Close.
 func New(opts Options) (*Server, error) {
@@ -237,10 +241,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, store: opts.Store, checker: checker, log: opts.Logger, assets: assets, csp: csp, hub: newHub(),
 		shapeCache: newShapeCache(shapeCacheBytes)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.index = newIndex(s)
+	s.watch = newWatcher(s)
+	s.places = newPlaceCache(placeCacheEntries)
 	s.jobs = newJobs(s)
 	s.routes()
-	s.wg.Go(func() { s.index.watch(s.ctx, opts.Poll) })
+	s.wg.Go(func() { s.watch.watch(s.ctx, opts.Poll) })
 	return s, nil
 }
 
@@ -261,8 +266,9 @@ func (s *Server) Close() error {
 	return s.checker.Close()
 }
 
-// Ready reports whether the map index is built.
-func (s *Server) Ready() bool { return s.index.status().Ready }
+// Ready reports whether the console has counted the store's records
+// (every request is answered before; the count shows on the page).
+func (s *Server) Ready() bool { return s.watch.status().Ready }
 
 // contentSecurityPolicy is strict: scripts, styles and data from the
 // server itself only, no inline code, images from the server (and the
@@ -535,7 +541,7 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 		Store: s.opts.Label, Adapter: s.store.Name(), ReadOnly: s.opts.Token == "", Blobs: s.opts.Blobs != nil,
 		TileURL: s.opts.TileURL, TileAttribution: s.opts.TileAttribution, ExpectedEPSG: s.opts.ExpectedEPSG,
 		SourcePointer: s.opts.SourcePointer, Classes: classNames(), Stages: stageNames(), ReasonKinds: kindNames(), Repairs: replaying.RepairNames(),
-		Unchanged: unchangedNames(), Targets: s.targetInfos(), Destinations: nonNil(dests), Index: s.index.status(),
+		Unchanged: unchangedNames(), Targets: s.targetInfos(), Destinations: nonNil(dests), Index: s.watch.status(),
 	})
 }
 

@@ -185,7 +185,7 @@ func TestAPI(t *testing.T) {
 				{"reason=ring_not_closed,invalid_coordinate", []string{"evt-eu-unclosed", "evt-nan"}},
 				{"source_prefix=s3://provider-b/eu/", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3"}},
 				{"q=EU-", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3", "evt-eu-unclosed"}},
-				// With replayed records the list scans the store, not the index.
+				// With replayed records too.
 				{"q=EU-&replayed=true", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3", "evt-eu-unclosed"}},
 				{"source_prefix=s3://provider-b/eu/&replayed=true&sort=oldest", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3"}},
 				{"bbox=-10,35,20,60", []string{"evt-eu-1", "evt-eu-2", "evt-eu-3", "evt-eu-unclosed"}},
@@ -318,13 +318,13 @@ func TestAPI(t *testing.T) {
 			require.Equal(t, map[string]int{"out of range for longitude/latitude": 1}, m.WhyNot)
 
 			// The overview.
-			// The overview of open records comes from the index; with
-			// replayed records, from the store's Stats: the same counts.
+			// The overview of open records and the one with replayed
+			// records (none here) count the same.
 			var ov, st overviewAnswer
 			e.get("/api/overview?replayed=true", http.StatusOK, &st)
 			require.Equal(t, "store", st.Source)
 			e.get("/api/overview", http.StatusOK, &ov)
-			require.Equal(t, "index", ov.Source)
+			require.Equal(t, "store", ov.Source)
 			for _, pair := range [][2][]keyCount{{ov.ByClass, st.ByClass}, {ov.ByStage, st.ByStage}, {ov.ByEPSG, st.ByEPSG},
 				{ov.ByReasonKind, st.ByReasonKind}, {ov.ByDestination, st.ByDestination}} {
 				require.Equal(t, pair[1], pair[0])
@@ -345,7 +345,7 @@ func TestAPI(t *testing.T) {
 			require.Equal(t, len(fixtureEvents()), n)
 			ov = overviewAnswer{}
 			e.get("/api/overview?source_prefix=s3://provider-b/eu/", http.StatusOK, &ov)
-			require.Equal(t, "index", ov.Source)
+			require.Equal(t, "store", ov.Source)
 			require.Equal(t, 3, ov.Open)
 
 			// The page and its assets, and the API document.

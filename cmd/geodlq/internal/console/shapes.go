@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/paulmach/orb"
@@ -93,13 +94,18 @@ func (s *Server) shapes(w http.ResponseWriter, r *http.Request) {
 	wide := orb.Bound{Min: orb.Point{view.Min[0] - dx/2, view.Min[1] - dy/2}, Max: orb.Point{view.Max[0] + dx/2, view.Max[1] + dy/2}}
 	cx, cy := (view.Min[0]+view.Max[0])/2, (view.Min[1]+view.Max[1])/2
 	type cand struct {
-		p *summary
+		p *placed
 		d float64
 	}
+	recs, _, err := s.sample(r.Context(), sel)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var cands []cand
-	s.index.mu.RLock()
-	for _, p := range s.index.recs {
-		if p.located == "" || !sel.matchSummary(p) || !wide.Contains(orb.Point{p.lon, p.lat}) {
+	for i := range recs {
+		p := &recs[i]
+		if p.located == "" || !wide.Contains(orb.Point{p.lon, p.lat}) {
 			continue
 		}
 		if view.Contains(orb.Point{p.lon, p.lat}) {
@@ -107,7 +113,6 @@ func (s *Server) shapes(w http.ResponseWriter, r *http.Request) {
 		}
 		cands = append(cands, cand{p, math.Hypot(p.lon-cx, p.lat-cy)})
 	}
-	s.index.mu.RUnlock()
 	slices.SortFunc(cands, func(a, b cand) int {
 		if a.d != b.d {
 			if a.d < b.d {
@@ -115,12 +120,12 @@ func (s *Server) shapes(w http.ResponseWriter, r *http.Request) {
 			}
 			return 1
 		}
-		return cmpKey(0, a.p.dest, a.p.id, indexCursor{Dest: b.p.dest, ID: b.p.id})
+		return cmpRec(a.p.dest, a.p.id, b.p.dest, b.p.id)
 	})
 	tol := 360 / (256 * math.Exp2(float64(zoom))) // a pixel, in degrees
 	bucket := zoom
 	vertices := 0
-	var todo []*summary
+	var todo []*placed
 	for i, c := range cands {
 		if i >= maxShapes {
 			ans.Left += len(cands) - i
@@ -137,12 +142,12 @@ func (s *Server) shapes(w http.ResponseWriter, r *http.Request) {
 		}
 		todo = append(todo, c.p)
 	}
-	byDest := map[string][]*summary{}
+	byDest := map[string][]*placed{}
 	for _, p := range todo {
 		byDest[p.dest] = append(byDest[p.dest], p)
 	}
 	for dest, ps := range byDest {
-		for _, part := range chunkSummaries(ps, broker.MaxFilterValues) {
+		for _, part := range chunks(ps, broker.MaxFilterValues) {
 			ids := make([]string, len(part))
 			for i, p := range part {
 				ids[i] = p.id
@@ -178,14 +183,16 @@ func (s *Server) shapes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, ans)
 }
 
-func chunkSummaries(ps []*summary, n int) [][]*summary {
-	var out [][]*summary
-	for len(ps) > 0 {
-		k := min(n, len(ps))
-		out = append(out, ps[:k])
-		ps = ps[k:]
+// cmpRec orders records by destination, then id (numeric ids: shorter
+// is smaller).
+func cmpRec(ad, aid, bd, bid string) int {
+	if c := strings.Compare(ad, bd); c != 0 {
+		return c
 	}
-	return out
+	if len(aid) != len(bid) {
+		return len(aid) - len(bid)
+	}
+	return strings.Compare(aid, bid)
 }
 
 // shapeOf draws a record's geometry for the main map: in

@@ -197,7 +197,7 @@ function indexStatus(ix) {
   const s = $('index-status');
   if (!ix) return;
   if (ix.error) s.textContent = 'map index: ' + ix.error;
-  else if (!ix.ready) s.textContent = 'indexing the store for the map… ' + ix.scanned + ' records';
+  else if (!ix.ready) s.textContent = 'counting the store…';
   else s.textContent = ix.records + ' open records';
 }
 
@@ -505,6 +505,7 @@ async function loadMap() {
   let text = ans.in_view + ' in view · ' + ans.located + ' on the map';
   if (ans.reprojected) text += ' · ' + ans.reprojected + ' reprojected with PROJ';
   if (ans.unlocated) text += ' · ' + ans.unlocated + ' without a place (hover)';
+  if (ans.capped) text += ' · the newest ' + ans.limit + ' matching records (narrow the filters for the rest)';
   info.textContent = text;
   const why = Object.entries(ans.why_not_on_map || {}).map(([k, v]) => v + ': ' + k).join('\n');
   info.title = (ans.reprojected ? ans.reprojected + ' records are in another CRS: their points were reprojected to EPSG:4326 with PROJ for display.\n' : '') +
