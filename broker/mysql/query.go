@@ -185,7 +185,17 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	c.sql += w.sql
 	c.args = append(c.args, w.args...)
 	var page broker.Page
-	if opts.Total {
+	switch {
+	case opts.Total && opts.TotalCap > 0:
+		// Count no further than one past the cap.
+		q := `SELECT COUNT(*) FROM (SELECT 1 FROM ` + d.table + ` WHERE TRUE` + c.sql + ` LIMIT ?) capped`
+		if err := d.db.QueryRowContext(ctx, q, append(slices.Clone(c.args), opts.TotalCap+1)...).Scan(&page.Total); err != nil {
+			return broker.Page{}, fmt.Errorf("mysql: list: counting: %w", err)
+		}
+		if page.Total > opts.TotalCap {
+			page.Total, page.TotalIsLowerBound = opts.TotalCap, true
+		}
+	case opts.Total:
 		if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+d.table+` WHERE TRUE`+c.sql, c.args...).Scan(&page.Total); err != nil {
 			return broker.Page{}, fmt.Errorf("mysql: list: counting: %w", err)
 		}

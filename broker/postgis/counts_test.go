@@ -116,7 +116,7 @@ func TestMigrateToCounts(t *testing.T) {
 	require.NoError(t, err)
 	v, err := postgis.VersionForTest(ctx, s)
 	require.NoError(t, err)
-	require.Equal(t, 4, v)
+	require.Equal(t, 5, v)
 	require.NotZero(t, countRows(t, s, "_counts"))
 	checkCounts(t, s, "migrated")
 }

@@ -28,6 +28,7 @@ func ExampleMigrations() {
 	// 2 indexes for purge's blob reference check
 	// 3 summaries, attributes and search text beside the body; sort, source and trigram indexes
 	// 4 counts kept by triggers for Stats and Page.Total; an index of the leased rows
+	// 5 indexes of a listing sorted by attempts under a class, reason kind or EPSG filter
 }
 
 // A pipeline dead-letters into PostGIS, and a replayer leases what it wants

@@ -269,6 +269,17 @@ FROM {t} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
 -- rows, found by this index.
 CREATE INDEX {n}_leased ON {t} (lease_until) WHERE status = 'leased';
 `,
+}, {
+	Version: 5,
+	Name:    "indexes of a listing sorted by attempts under a class, reason kind or EPSG filter",
+	SQL: `
+-- attempts has few values (1 to 9): sorted by it under a filter, the
+-- (attempts, id) index alone walks every record of the other classes'
+-- attempts first; these start at the filter's value.
+CREATE INDEX {n}_class_attempts ON {t} (failure_class, attempts, id);
+CREATE INDEX {n}_kind_attempts ON {t} (reason_kind, attempts, id);
+CREATE INDEX {n}_epsg_attempts ON {t} (epsg, attempts, id);
+`,
 }}
 
 // minVersion is the oldest schema this package's queries work on: version

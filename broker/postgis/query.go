@@ -322,6 +322,16 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 			return broker.Page{}, err
 		}
 		page.Total = n
+	case opts.Total && opts.TotalCap > 0:
+		// Count no further than one past the cap.
+		countArgs = append(countArgs, opts.TotalCap+1)
+		q := `SELECT count(*) FROM (SELECT 1` + strings.TrimPrefix(countQ, `SELECT count(*)`) + ` LIMIT $` + strconv.Itoa(len(countArgs)) + `::bigint) capped`
+		if err := d.pool.QueryRow(ctx, q, countArgs...).Scan(&page.Total); err != nil {
+			return broker.Page{}, fmt.Errorf("postgis: list: counting: %w", err)
+		}
+		if page.Total > opts.TotalCap {
+			page.Total, page.TotalIsLowerBound = opts.TotalCap, true
+		}
 	case opts.Total:
 		if err := d.pool.QueryRow(ctx, countQ, countArgs...).Scan(&page.Total); err != nil {
 			return broker.Page{}, fmt.Errorf("postgis: list: counting: %w", err)
