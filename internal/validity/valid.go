@@ -599,14 +599,29 @@ func (v *Validator) shellsNotNested(polys []orb.Polygon) (*Fault, error) {
 	t := &v.tree
 	t.reset()
 	t.reserve(len(polys))
+	// The shells' envelopes, a pass over every shell's points: on the
+	// workers for a large MultiPolygon, in runs of polygons.
 	envs := make([]env, len(polys))
-	for i, p := range polys {
-		if len(p) == 0 {
-			continue
+	has := make([]bool, len(polys))
+	shellEnvs := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if p := polys[i]; len(p) > 0 {
+				envs[i], has[i] = ringEnv(p[0])
+			}
 		}
-		if e, ok := ringEnv(p[0]); ok {
-			envs[i] = e
-			t.insert(e, int32(i))
+	}
+	if runs := polygonRuns(polys, v.a.workers); len(runs) > 2 {
+		var wg sync.WaitGroup
+		for k := range len(runs) - 1 {
+			wg.Go(func() { shellEnvs(runs[k], runs[k+1]) })
+		}
+		wg.Wait()
+	} else {
+		shellEnvs(0, len(polys))
+	}
+	for i := range polys {
+		if has[i] {
+			t.insert(envs[i], int32(i))
 		}
 	}
 	t.build()
