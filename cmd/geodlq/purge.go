@@ -175,9 +175,14 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 		return rep, nil
 	}
 
-	rep, err := runAll(true)
-	if err != nil {
-		return err
+	// A dry run first, for the question (or as the whole run with
+	// --dry-run); with --yes nothing is asked, and the purge reports what
+	// it deleted: the records' ids are held once, not twice.
+	var rep purgeReport
+	if o.dryRun || !o.yes {
+		if rep, err = runAll(true); err != nil {
+			return err
+		}
 	}
 	if !o.dryRun && !o.yes && rep.Records > 0 {
 		fmt.Fprintf(a.stderr, "Delete %d records dead-lettered before %s", rep.Records, shortTime(rep.Before))
@@ -194,13 +199,19 @@ func (a *app) purge(cmd *cobra.Command, o purgeOptions) (err error) {
 			return nil
 		}
 	}
-	purged := map[string]bool{}
-	for _, d := range rep.Destinations {
-		for _, id := range d.IDs {
-			purged[d.Destination+"/"+id] = true
+	// A dry run's sweep must not count the references of the records it
+	// would delete; a real purge has deleted them.
+	var purged map[string]bool
+	if o.dryRun {
+		purged = map[string]bool{}
+		for _, d := range rep.Destinations {
+			for _, id := range d.IDs {
+				purged[d.Destination+"/"+id] = true
+			}
 		}
 	}
-	if !o.dryRun && rep.Records > 0 {
+	if !o.dryRun && (o.yes || rep.Records > 0) {
+		rep = purgeReport{} // the dry run's ids go before the purge's arrive
 		if rep, err = runAll(false); err != nil {
 			return err
 		}
