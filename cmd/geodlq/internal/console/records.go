@@ -138,7 +138,14 @@ type listAnswer struct {
 	// Total is how many records match across all pages; on the first
 	// page of a listing only (a cursor's pages do not count again).
 	Total *int `json:"total,omitempty"`
+	// TotalIsLowerBound: at least Total records match; the store stopped
+	// counting at listTotalCap (a filter it cannot count cheaply).
+	TotalIsLowerBound bool `json:"total_is_lower_bound,omitempty"`
 }
+
+// listTotalCap is the ListOptions.TotalCap of /api/records: counting
+// every match of a common word in a million records takes seconds.
+const listTotalCap = 1000
 
 // listOrder is a list's order (the sort parameter): by dead-lettered
 // time (newest, oldest) or, across all pages in the store, by vertex
@@ -220,7 +227,7 @@ func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit
 	summaries := !sel.clientSide()
 	lo := broker.ListOptions{Destination: sel.q.Destination, Filter: sel.filter, IncludeReplayed: sel.q.Replayed,
 		Sort: order.key, Descending: order.desc, After: cur.After, Limit: page, Total: total && !sel.clientSide(),
-		Summaries: summaries}
+		TotalCap: s.totalCap, Summaries: summaries}
 	ans := listAnswer{Records: []row{}}
 	skip := cur.Skip
 	for {
@@ -230,7 +237,7 @@ func (s *Server) list(ctx context.Context, sel selection, order listOrder, limit
 		}
 		if lo.Total {
 			n := p.Total
-			ans.Total, lo.Total = &n, false
+			ans.Total, ans.TotalIsLowerBound, lo.Total = &n, p.TotalIsLowerBound, false
 		}
 		for i := skip; i < len(p.Entries); i++ {
 			e := p.Entries[i]

@@ -189,6 +189,10 @@ type Server struct {
 	wg         sync.WaitGroup
 	closeMu    sync.Mutex
 	closed     bool
+
+	// totalCap is the ListOptions.TotalCap of /api/records' total
+	// (listTotalCap; tests lower it).
+	totalCap int
 }
 
 // MinTokenLen is the shortest token [New] accepts.
@@ -239,7 +243,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("console: embedded assets: %w", err)
 	}
 	s := &Server{opts: opts, store: opts.Store, checker: checker, log: opts.Logger, assets: assets, csp: csp, hub: newHub(),
-		shapeCache: newShapeCache(shapeCacheBytes)}
+		shapeCache: newShapeCache(shapeCacheBytes), totalCap: listTotalCap}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.watch = newWatcher(s)
 	s.places = newPlaceCache(placeCacheEntries)

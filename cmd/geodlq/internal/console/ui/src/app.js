@@ -353,7 +353,7 @@ async function loadList() {
   if (state.cursor) p.set('cursor', state.cursor);
   const ans = await api('/api/records?' + p, { signal: req.signal });
   if (!req.fresh()) return;
-  if (!state.cursor) state.total = ans.total;
+  if (!state.cursor) { state.total = ans.total; state.totalAtLeast = !!ans.total_is_lower_bound; }
   $('rows').dataset.sort = p.get('sort');
   state.rows = ans.records;
   state.next = ans.next || '';
@@ -394,7 +394,7 @@ async function loadList() {
   const first = (state.cursors.length - 1) * 100;
   const range = ans.records.length ? (first + 1) + '–' + (first + ans.records.length) : 'none';
   $('list-count').textContent = '(' + (state.total !== undefined && state.total !== null
-    ? range + ' of ' + state.total + ' matching'
+    ? range + ' of ' + (state.totalAtLeast ? '≥ ' : '') + state.total + ' matching'
     : range + (ans.partial ? ', scan budget reached: more may follow' : state.next ? ', more follow' : '')) + ')';
   $('list-count').dataset.total = state.total === undefined || state.total === null ? '' : String(state.total);
   $('next').disabled = !state.next;
@@ -908,7 +908,7 @@ function openJob(action, selection, describe, defaultRepairs) {
     for (const [k, v] of describeFilter(selection.filter)) ul.append(el('li', {}, el('b', {}, k + ': '), v));
     if (!ul.firstChild) ul.append(el('li', {}, 'no filter: every open record in the store'));
     opts.append(el('div', { class: 'job-scope' }, 'Acts on every record matching' +
-      (state.total !== undefined && state.total !== null ? ' (' + state.total + ' now)' : '') + ':', ul));
+      (state.total !== undefined && state.total !== null ? ' (' + (state.totalAtLeast ? '≥ ' : '') + state.total + ' now)' : '') + ':', ul));
   }
   if (action === 'replay') {
     opts.append(el('p', {}, 'A dry run comes first: it restores and checks each record and says what would happen; nothing is re-injected or acknowledged until you confirm.'));
