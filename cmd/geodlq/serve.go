@@ -43,9 +43,10 @@ func newServeCmd(a *app) *cobra.Command {
 		Use:   "serve",
 		Short: "Open the operator console: dead letters on a map, explained, replayed or discarded safely",
 		Long: `serve runs the operator console on --addr (loopback by default): a web page,
-embedded in the binary and working offline, that shows every dead letter of
---store on a map (its fault point, else its geometry's centroid; geometries in
-another CRS reprojected with PROJ), clustered, coloured by class; counts by
+embedded in the binary and working offline, that shows the dead letters of
+--store on a map (the newest 5,000 matching the filters; its fault point, else
+its geometry's centroid; geometries in another CRS reprojected with PROJ),
+clustered, coloured by class; counts by
 destination, class, stage, EPSG and reason kind, failures over time and the top
 source prefixes; a filtered, paged list; each record's envelope, its geometry
 with the fault marked (both crossing segments of a self-intersection), the
