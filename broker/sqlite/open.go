@@ -364,6 +364,13 @@ func (d *drv) migrate(ctx context.Context, db *sql.DB, have bool) error {
 			return nil
 		})
 		if err != nil {
+			if ctx.Err() != nil && v > 0 {
+				// Building a new version's indexes reads every record: on
+				// a large file, longer than a connect timeout. Say so, and
+				// what to do; the file is left at its version, whole.
+				return fmt.Errorf("sqlite: upgrading %s from schema version %d to %d (indexes built over every record) did not finish in time and was rolled back; open it read-write once with a longer timeout (the first command that writes, with geodlq --connect-timeout 30m; OpenOptions.ConnectTimeout or the context's deadline in code); read-only opens list it meanwhile: %w",
+					d.path, v, schemaVersion, err)
+			}
 			return err
 		}
 	}
