@@ -1,11 +1,14 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -70,6 +73,9 @@ type LeaseKeeper struct {
 	stop    context.CancelFunc
 	done    chan struct{}
 	started bool
+	seq     uint64 // holds made so far
+
+	noBatch atomic.Bool // the source answered a batch with errors.ErrUnsupported
 }
 
 // hold is the keeper's state of one record. The fields after mu are
@@ -78,6 +84,7 @@ type LeaseKeeper struct {
 type hold struct {
 	mu  sync.Mutex
 	rec *broker.Record
+	seq uint64 // the order holds were made in: batches lock in it
 
 	length  time.Duration // the lease's length, as Fetch granted it
 	expires time.Time     // the lease's end as last proven
@@ -119,7 +126,8 @@ func (k *LeaseKeeper) Hold(fetched time.Time, recs ...*broker.Record) {
 		if r == nil {
 			continue
 		}
-		h := &hold{rec: r, expires: r.LeaseExpires, length: r.LeaseExpires.Sub(fetched)}
+		k.seq++
+		h := &hold{rec: r, seq: k.seq, expires: r.LeaseExpires, length: r.LeaseExpires.Sub(fetched)}
 		if r.LeaseExpires.IsZero() || h.length <= 0 {
 			h.lost = errNoDeadline
 		} else {
@@ -258,6 +266,13 @@ func (k *LeaseKeeper) renew(ctx context.Context, h *hold) error {
 
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.renewed(h, expires, err)
+}
+
+// renewed records the outcome err of a renewal of h's lease that left
+// its end at expires. k.mu is held.
+func (k *LeaseKeeper) renewed(h *hold, expires time.Time, err error) error {
+	length := h.length
 	now := time.Now()
 	switch {
 	case err == nil && !expires.IsZero():
@@ -362,6 +377,270 @@ func (k *LeaseKeeper) giveBack(h *hold) {
 	ctx, cancel := context.WithTimeout(k.ctx, 10*time.Second)
 	defer cancel()
 	_ = k.src.Release(ctx, h.rec)
+}
+
+// ActBatch is [LeaseKeeper.Act] for several records at once, for a
+// source that renews and acknowledges a batch in one round trip
+// ([broker.BatchSettler]): it renews the leases of rs in one call, and
+// runs fn once for those of rs whose leases are provably held with at
+// least the margin left — held lists their indexes in rs, in order, and
+// fn returns an error per entry of held (or nil for none).
+// fn's context is cancelled, with a cause wrapping [ErrNotHeld], as soon
+// as any of them is lost or comes within the margin of its end without
+// a renewal. It returns one error per record of rs: one wrapping
+// ErrNotHeld for a record fn was not run for (or, when the act was
+// cancelled, for a record it ran for that failed, with fn's error), ctx's error
+// for every record when ctx ended before anything was done, and
+// otherwise fn's error for each record it ran for. A source without
+// batches, or whose RenewBatch answers [errors.ErrUnsupported], is
+// renewed one record at a time.
+func (k *LeaseKeeper) ActBatch(ctx context.Context, rs []*broker.Record, fn func(ctx context.Context, held []int) []error) []error {
+	errs := make([]error, len(rs))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err // the caller gave up: nothing was done
+		}
+		return errs
+	}
+	hs := make([]*hold, len(rs))
+	k.mu.Lock()
+	for i, r := range rs {
+		if hs[i] = k.held[r]; hs[i] == nil {
+			errs[i] = fmt.Errorf("%w: record %s is not held by this keeper", ErrNotHeld, r.ID)
+		}
+	}
+	k.mu.Unlock()
+	for i, err := range k.renewBatch(ctx, hs) {
+		if errs[i] != nil || err == nil {
+			continue
+		}
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, broker.ErrLeaseLost) {
+			errs[i] = fmt.Errorf("%w (renewing the lease before acting: %w)", cerr, err)
+			continue
+		}
+		errs[i] = fmt.Errorf("%w: record %s: renewing its lease before acting: %w", ErrNotHeld, rs[i].ID, err)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var held []int
+	k.mu.Lock()
+	for i, h := range hs {
+		if errs[i] != nil {
+			continue
+		}
+		margin := k.marginOf(h.length)
+		if left := time.Until(h.expires); left < margin {
+			errs[i] = fmt.Errorf("%w: record %s: %v of its lease left after renewing, less than the margin %v", ErrNotHeld, rs[i].ID, left.Round(time.Millisecond), margin)
+			continue
+		}
+		h.cancel = cancel
+		held = append(held, i)
+	}
+	if len(held) == 0 {
+		k.mu.Unlock()
+		return errs
+	}
+	// The watchdog cancels the act when any lease, as last proven, comes
+	// within its margin of its end; renewals meanwhile move them.
+	finished := false // guarded by k.mu
+	soonest := func() (time.Time, error) {
+		var at time.Time
+		for _, i := range held {
+			h := hs[i]
+			margin := k.marginOf(h.length)
+			if h.lost != nil {
+				return time.Time{}, fmt.Errorf("%w: record %s: %w", ErrNotHeld, rs[i].ID, h.lost)
+			}
+			if time.Until(h.expires) <= margin {
+				return time.Time{}, fmt.Errorf("%w: record %s: lease within %v of its end: no renewal since; the lease ends at %s",
+					ErrNotHeld, rs[i].ID, margin, h.expires.Format(time.RFC3339Nano))
+			}
+			if t := h.expires.Add(-margin); at.IsZero() || t.Before(at) {
+				at = t
+			}
+		}
+		return at, nil
+	}
+	at, _ := soonest()
+	var watch *time.Timer
+	watch = time.AfterFunc(time.Until(at), func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if finished {
+			return
+		}
+		next, err := soonest()
+		if err != nil {
+			cancel(err)
+			return
+		}
+		watch.Reset(time.Until(next))
+	})
+	k.mu.Unlock()
+	got := fn(actx, held)
+	watch.Stop()
+	k.mu.Lock()
+	finished = true
+	for _, i := range held {
+		hs[i].cancel = nil
+	}
+	k.mu.Unlock()
+	cause := context.Cause(actx)
+	for j, i := range held {
+		var err error
+		switch {
+		case got == nil:
+		case len(got) != len(held):
+			err = fmt.Errorf("replay: the act answered for %d records of %d", len(got), len(held))
+		default:
+			err = got[j]
+		}
+		if err != nil && errors.Is(cause, ErrNotHeld) {
+			err = fmt.Errorf("%w (the act was cancelled: %w)", cause, err)
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+// renewBatch renews the leases of hs (nil entries left out) in one call
+// of the source's RenewBatch when it has one, and returns an error per
+// entry. Each hold's mu is taken, in the order the holds were made, for
+// the call.
+func (k *LeaseKeeper) renewBatch(ctx context.Context, hs []*hold) []error {
+	errs := make([]error, len(hs))
+	bs, ok := k.src.(broker.BatchSettler)
+	if !ok || k.noBatch.Load() {
+		for i, h := range hs {
+			if h != nil {
+				errs[i] = k.renew(ctx, h)
+			}
+		}
+		return errs
+	}
+	locked := k.lockAll(hs)
+	var recs []*broker.Record
+	var at []int
+	var length time.Duration
+	k.mu.Lock()
+	for i, h := range hs {
+		if h == nil {
+			continue
+		}
+		lost := h.lost
+		if k.held[h.rec] != h && lost == nil {
+			lost = errors.New("no longer held by this keeper")
+		}
+		if lost != nil {
+			errs[i] = lost
+			continue
+		}
+		if length == 0 || h.length < length {
+			length = h.length
+		}
+		recs, at = append(recs, h.rec), append(at, i)
+	}
+	k.mu.Unlock()
+	if len(recs) == 0 {
+		unlockAll(locked)
+		return errs
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(length/2, time.Millisecond))
+	got := bs.RenewBatch(rctx, recs)
+	cancel()
+	if len(got) != len(recs) {
+		got = make([]error, len(recs))
+		for j := range got {
+			got[j] = fmt.Errorf("replay: the source answered a renewal of %d records with %d results", len(recs), len(got))
+		}
+	}
+	if len(got) > 0 && errors.Is(got[0], errors.ErrUnsupported) {
+		// Nothing was renewed: one at a time from now on.
+		k.noBatch.Store(true)
+		unlockAll(locked)
+		return k.renewBatch(ctx, hs)
+	}
+	expires := make([]time.Time, len(recs))
+	for j, r := range recs {
+		expires[j] = r.LeaseExpires
+	}
+	unlockAll(locked)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for j, i := range at {
+		errs[i] = k.renewed(hs[i], expires[j], got[j])
+	}
+	return errs
+}
+
+// lockAll takes the mu of every hold of hs (nil entries and repeats left
+// out) in the order the holds were made, so that two batches never wait
+// on each other, and returns them for unlockAll.
+func (k *LeaseKeeper) lockAll(hs []*hold) []*hold {
+	var out []*hold
+	seen := map[*hold]bool{}
+	for _, h := range hs {
+		if h != nil && !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	slices.SortFunc(out, func(a, b *hold) int { return cmp.Compare(a.seq, b.seq) })
+	for _, h := range out {
+		h.mu.Lock()
+	}
+	return out
+}
+
+func unlockAll(hs []*hold) {
+	for _, h := range hs {
+		h.mu.Unlock()
+	}
+}
+
+// AckBatch acknowledges rs at the source, in one call of its AckBatch
+// when it has one (each record fenced by the source's own check of its
+// lease), and stops keeping their leases. It returns one error per
+// record of rs.
+func (k *LeaseKeeper) AckBatch(ctx context.Context, rs []*broker.Record) []error {
+	errs := make([]error, len(rs))
+	bs, ok := k.src.(broker.BatchSettler)
+	if !ok || k.noBatch.Load() {
+		for i, r := range rs {
+			errs[i] = k.Ack(ctx, r)
+		}
+		return errs
+	}
+	hs := make([]*hold, len(rs))
+	k.mu.Lock()
+	for i, r := range rs {
+		hs[i] = k.held[r]
+	}
+	k.mu.Unlock()
+	locked := k.lockAll(hs)
+	got := bs.AckBatch(ctx, rs)
+	if len(got) != len(rs) {
+		got = make([]error, len(rs))
+		for i := range got {
+			got[i] = fmt.Errorf("replay: the source answered an acknowledgement of %d records with %d results", len(rs), len(got))
+		}
+	}
+	unsupported := len(got) > 0 && errors.Is(got[0], errors.ErrUnsupported)
+	if !unsupported {
+		k.mu.Lock()
+		for i, r := range rs {
+			if h := hs[i]; h != nil && k.held[r] == h {
+				delete(k.held, r)
+			}
+		}
+		k.mu.Unlock()
+	}
+	unlockAll(locked)
+	if unsupported {
+		k.noBatch.Store(true)
+		return k.AckBatch(ctx, rs)
+	}
+	return got
 }
 
 // Ack acknowledges r at the source (fenced by the source's own lease

@@ -186,57 +186,61 @@ func TestConcurrentReplayersReinjectOnce(t *testing.T) {
 		{"console-sized batches", 40 * time.Millisecond, 50},
 		{"one record per fetch", 40 * time.Millisecond, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			const n = 200
-			b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: tc.ttl}})
-			dlq := topic + ".poison.dlt"
-			seedDeadLetters(t, b, n)
-			// Each repair takes 1ms: a batch of 100 takes 2.5 leases of
-			// 40ms; both replayers are at work at once.
-			slow := replay.RepairFunc(func(ctx context.Context, env *envelope.Envelope, p []byte) ([]byte, replay.Repair, error) {
-				time.Sleep(time.Millisecond)
-				return makeValid{}.Repair(ctx, env, p)
-			})
-			var wg sync.WaitGroup
-			reps := make([]replay.Report, 2)
-			for i := range reps {
-				r, err := replay.New(&replay.Options{Source: memory.Reopen(b), Target: b, BatchSize: tc.batch,
-					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: slow}})
-				require.NoError(t, err)
-				wg.Go(func() {
-					var err error
-					reps[i], err = r.Run(ctx, replay.Request{Destination: dlq})
-					if err != nil {
-						t.Errorf("replayer %d: %v", i, err)
-					}
-				})
+		for _, mode := range sourceModes {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) { testConcurrentReplayers(t, tc.ttl, tc.batch, mode.wrap) })
+		}
+	}
+}
+
+func testConcurrentReplayers(t *testing.T, ttl time.Duration, batch int, wrap func(broker.DeadLetterSource) broker.DeadLetterSource) {
+	ctx := context.Background()
+	const n = 200
+	b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+	dlq := topic + ".poison.dlt"
+	seedDeadLetters(t, b, n)
+	// Each repair takes 1ms: a batch of 100 takes 2.5 leases of
+	// 40ms; both replayers are at work at once.
+	slow := replay.RepairFunc(func(ctx context.Context, env *envelope.Envelope, p []byte) ([]byte, replay.Repair, error) {
+		time.Sleep(time.Millisecond)
+		return makeValid{}.Repair(ctx, env, p)
+	})
+	var wg sync.WaitGroup
+	reps := make([]replay.Report, 2)
+	for i := range reps {
+		r, err := replay.New(&replay.Options{Source: wrap(memory.Reopen(b)), Target: b, BatchSize: batch,
+			Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: slow}})
+		require.NoError(t, err)
+		wg.Go(func() {
+			var err error
+			reps[i], err = r.Run(ctx, replay.Request{Destination: dlq})
+			if err != nil {
+				t.Errorf("replayer %d: %v", i, err)
 			}
-			wg.Wait()
-			// A record both gave up (a lease lost to the other on a
-			// machine too slow for the lease) is replayed by a later run.
-			for i := 0; memory.Len(b, dlq) > 0 && i < 20; i++ {
-				r, err := replay.New(&replay.Options{Source: b, Target: b,
-					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
-				require.NoError(t, err)
-				rep, err := r.Run(ctx, replay.Request{Destination: dlq})
-				require.NoError(t, err)
-				reps[0].Counts[replay.OutcomeRepaired] += rep.Counts[replay.OutcomeRepaired]
-				time.Sleep(tc.ttl)
-			}
-			seen := map[string]int{}
-			for _, m := range memory.Messages(b, topic) {
-				seen[m.Header(broker.HeaderIdempotencyKey)]++
-			}
-			require.Len(t, seen, n, "every record re-injected")
-			for k, c := range seen {
-				require.Equal(t, 1, c, "%s re-injected once", k)
-			}
-			require.Zero(t, memory.Len(b, dlq), "every record acknowledged")
-			require.Equal(t, n, reps[0].Acked()+reps[1].Acked(), "by one replayer or the other: %s | %s", reps[0].Summary(), reps[1].Summary())
-			t.Logf("%s | %s", reps[0].Summary(), reps[1].Summary())
 		})
 	}
+	wg.Wait()
+	// A record both gave up (a lease lost to the other on a
+	// machine too slow for the lease) is replayed by a later run.
+	for i := 0; memory.Len(b, dlq) > 0 && i < 20; i++ {
+		r, err := replay.New(&replay.Options{Source: b, Target: b,
+			Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
+		require.NoError(t, err)
+		rep, err := r.Run(ctx, replay.Request{Destination: dlq})
+		require.NoError(t, err)
+		reps[0].Counts[replay.OutcomeRepaired] += rep.Counts[replay.OutcomeRepaired]
+		time.Sleep(ttl)
+	}
+	seen := map[string]int{}
+	for _, m := range memory.Messages(b, topic) {
+		seen[m.Header(broker.HeaderIdempotencyKey)]++
+	}
+	require.Len(t, seen, n, "every record re-injected")
+	for k, c := range seen {
+		require.Equal(t, 1, c, "%s re-injected once", k)
+	}
+	require.Zero(t, memory.Len(b, dlq), "every record acknowledged")
+	require.Equal(t, n, reps[0].Acked()+reps[1].Acked(), "by one replayer or the other: %s | %s", reps[0].Summary(), reps[1].Summary())
+	t.Logf("%s | %s", reps[0].Summary(), reps[1].Summary())
 }
 
 // seedDeadLetters dead-letters n invalid geometries with keys of their
@@ -252,4 +256,161 @@ func seedDeadLetters(t *testing.T, b *broker.Store, n int) {
 	}
 	p.drain()
 	require.Equal(t, n, memory.Len(b, topic+".poison.dlt"))
+}
+
+// TestLeaseKeeperActBatch: ActBatch renews a batch's leases in one call
+// and runs its act for the records provably held only; the act's context
+// ends when renewals stop succeeding; AckBatch settles the batch.
+func TestLeaseKeeperActBatch(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	fetch := func(t *testing.T, s *broker.Store, n int) ([]*broker.Record, time.Time) {
+		t.Helper()
+		ctx := context.Background()
+		for range n {
+			require.NoError(t, s.Publish(ctx, "d", &broker.Message{Body: []byte(`{}`)}))
+		}
+		at := time.Now()
+		recs, err := s.Fetch(ctx, "d", broker.Filter{}, n)
+		require.NoError(t, err)
+		require.Len(t, recs, n)
+		return recs, at
+	}
+	t.Run("a lost lease in the batch", func(t *testing.T) {
+		ctx := context.Background()
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+		recs, at := fetch(t, s, 3)
+		lost := *recs[1]
+		lost.Lease = "taken-over"
+		batch := []*broker.Record{recs[0], &lost, recs[2]}
+		k := replay.NewLeaseKeeper(s, nil)
+		defer k.Close()
+		k.Hold(at, batch...)
+		var got []int
+		errs := k.ActBatch(ctx, batch, func(_ context.Context, held []int) []error {
+			got = held
+			return []error{nil, errors.New("publish failed")}
+		})
+		require.Equal(t, []int{0, 2}, got, "the act runs for the records whose leases were renewed")
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], replay.ErrNotHeld)
+		require.ErrorIs(t, errs[1], broker.ErrLeaseLost)
+		require.ErrorContains(t, errs[2], "publish failed", "the act's error for its record")
+		require.NotErrorIs(t, errs[2], replay.ErrNotHeld)
+		for i, err := range k.AckBatch(ctx, batch) {
+			if i == 1 {
+				require.ErrorIs(t, err, broker.ErrLeaseLost)
+				continue
+			}
+			require.NoError(t, err, "record %d", i)
+		}
+		require.Equal(t, 1, memory.Len(s, "d"), "only the records held are acknowledged")
+		require.ErrorIs(t, k.Lost(recs[0]), replay.ErrNotHeld, "an acknowledged record is no longer held")
+		require.NoError(t, s.Ack(ctx, recs[1]), "the other lease is intact")
+	})
+	t.Run("renewals stop", func(t *testing.T) {
+		s := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+		recs, at := fetch(t, s, 2)
+		src := &stalling{Store: s}
+		k := replay.NewLeaseKeeper(src, nil)
+		defer k.Close()
+		k.Hold(at, recs...)
+		var ended, deadline time.Time
+		errs := k.ActBatch(context.Background(), recs, func(ctx context.Context, held []int) []error {
+			require.Len(t, held, 2)
+			deadline = recs[0].LeaseExpires // renewed just now, by ActBatch
+			src.stall.Store(true)           // the source stops answering renewals
+			<-ctx.Done()
+			ended = time.Now()
+			return []error{ctx.Err(), nil}
+		})
+		require.ErrorIs(t, errs[0], replay.ErrNotHeld, "the act was cancelled: its outcome is not trusted")
+		require.ErrorIs(t, errs[0], context.Canceled)
+		require.NoError(t, errs[1], "a record the act reports done is done")
+		require.True(t, ended.Before(deadline), "the act ended (%s) before the lease did (%s)", ended, deadline)
+	})
+	t.Run("ctx ended", func(t *testing.T) {
+		s := memory.New(nil)
+		recs, at := fetch(t, s, 2)
+		k := replay.NewLeaseKeeper(s, nil)
+		defer k.Close()
+		k.Hold(at, recs...)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		errs := k.ActBatch(ctx, recs, func(context.Context, []int) []error { t.Fatal("ran"); return nil })
+		for _, err := range errs {
+			require.ErrorIs(t, err, context.Canceled)
+			require.NotErrorIs(t, err, replay.ErrNotHeld, "the leases are still held")
+		}
+		require.NoError(t, k.Lost(recs[0]))
+	})
+}
+
+// counting counts a source's and target's calls, one record at a time
+// and in batches.
+type counting struct {
+	*broker.Store
+	renew, renewBatch, ack, ackBatch, publish, publishBatch atomic.Int64
+}
+
+func (c *counting) Renew(ctx context.Context, r *broker.Record) error {
+	c.renew.Add(1)
+	return c.Store.Renew(ctx, r)
+}
+
+func (c *counting) RenewBatch(ctx context.Context, rs []*broker.Record) []error {
+	c.renewBatch.Add(1)
+	return c.Store.RenewBatch(ctx, rs)
+}
+
+func (c *counting) Ack(ctx context.Context, r *broker.Record) error {
+	c.ack.Add(1)
+	return c.Store.Ack(ctx, r)
+}
+
+func (c *counting) AckBatch(ctx context.Context, rs []*broker.Record) []error {
+	c.ackBatch.Add(1)
+	return c.Store.AckBatch(ctx, rs)
+}
+
+func (c *counting) Publish(ctx context.Context, d string, m *broker.Message) error {
+	c.publish.Add(1)
+	return c.Store.Publish(ctx, d, m)
+}
+
+func (c *counting) PublishBatch(ctx context.Context, d string, ms []*broker.Message) error {
+	c.publishBatch.Add(1)
+	return c.Store.PublishBatch(ctx, d, ms)
+}
+
+// TestReplayInBatches: over a source and a target with batches, a batch
+// is renewed, re-injected and acknowledged in one call each, whatever
+// the concurrency; every record once, each key's records in order.
+func TestReplayInBatches(t *testing.T) {
+	for _, conc := range []int{1, 4} {
+		t.Run(fmt.Sprintf("concurrency=%d", conc), func(t *testing.T) {
+			ctx := context.Background()
+			const n = 250
+			b := memory.New(nil)
+			seedDeadLetters(t, b, n)
+			c := &counting{Store: b}
+			r, err := replay.New(&replay.Options{Source: c, Target: c, Concurrency: conc,
+				Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: makeValid{}}})
+			require.NoError(t, err)
+			rep, err := r.Run(ctx, replay.Request{Destination: topic + ".poison.dlt"})
+			require.NoError(t, err)
+			require.Equal(t, n, rep.Counts[replay.OutcomeRepaired], rep.Summary())
+			// Batches of 1 (the first), 100, 100 and 49.
+			require.Equal(t, int64(4), c.renewBatch.Load())
+			require.Equal(t, int64(4), c.publishBatch.Load())
+			require.Equal(t, int64(4), c.ackBatch.Load())
+			require.Zero(t, c.renew.Load()+c.ack.Load()+c.publish.Load(), "nothing one record at a time")
+			require.Zero(t, memory.Len(b, topic+".poison.dlt"))
+			seen := map[string]int{}
+			for i, m := range memory.Messages(b, topic) {
+				seen[m.Header(broker.HeaderIdempotencyKey)]++
+				require.Equal(t, fmt.Sprintf("idem:v1:lease-%03d", i), m.Header(broker.HeaderIdempotencyKey), "re-injected in the order dead-lettered")
+			}
+			require.Len(t, seen, n)
+		})
+	}
 }

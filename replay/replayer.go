@@ -109,7 +109,10 @@ type Options struct {
 	BatchBytes int
 	// Concurrency is how many records of a batch are worked on at once
 	// (each restored, repaired, checked, re-injected under its own lease
-	// and acknowledged, as one record alone is). Records with the same
+	// and acknowledged, as one record alone is; when the batch is
+	// re-injected together — see [Replayer] — the re-injection and
+	// acknowledgement are the batch's, after every record was examined).
+	// Records with the same
 	// key (the dead-letter message's key: the source event's partition
 	// or ordering key, which the re-injection carries) are worked on one
 	// after another in the order fetched, so that their re-injections
@@ -152,6 +155,25 @@ type Options struct {
 // the source, just before publishing, and the publish is cancelled if the
 // lease comes within LeaseMargin of its end without a renewal. A record
 // whose lease was lost is left to its new holder (OutcomeLeaseLost).
+//
+// When the source renews and acknowledges in batches
+// ([broker.BatchSettler]: a [*broker.Store] over PostgreSQL or memory)
+// and the target publishes in batches ([broker.Batcher]: any
+// [*broker.Store]), a batch's records are re-injected together: the
+// leases of those to re-inject are renewed in one call
+// ([LeaseKeeper.ActBatch]), they are published with one PublishBatch
+// per target in the order fetched while every one of those leases is
+// provably held, and those published are acknowledged in one call, each
+// fenced by its own lease at the source. That is three round trips (three
+// commits for PostgreSQL) for the batch instead of three per record, with
+// the same outcomes: a record whose lease is lost is not re-injected; a
+// publish cancelled because a lease came too near its end, or that
+// failed, leaves every record it carried in place (some may have been
+// written: their idempotency keys absorb the duplicate); a record
+// re-injected whose acknowledgement fails is OutcomeAckFailed, as alone.
+// A wrapper that overrides a source's Renew or Ack must override
+// RenewBatch and AckBatch too, or hide them (embed the
+// [broker.DeadLetterSource] interface, not the store).
 type Replayer struct {
 	opts Options
 	log  *slog.Logger
@@ -506,13 +528,24 @@ func leaseOnly(rec *broker.Record) *broker.Record {
 // items in the order of recs. Records with the same key go to the same
 // lane, worked on in order; the others are spread over the lanes in turn.
 func (r *Replayer) batch(ctx context.Context, recs []*broker.Record, dry bool, lk *LeaseKeeper) []Item {
+	if !dry && lk != nil && r.batchable(lk) {
+		return r.together(ctx, recs, lk)
+	}
 	items := make([]Item, len(recs))
+	r.lanes(recs, func(i int) { items[i] = r.traced(ctx, recs[i], dry, lk) })
+	return items
+}
+
+// lanes calls fn for each index of recs, Options.Concurrency at a time:
+// records with the same key go to the same lane, worked on in order; the
+// others are spread over the lanes in turn.
+func (r *Replayer) lanes(recs []*broker.Record, fn func(i int)) {
 	conc := min(r.opts.Concurrency, len(recs))
 	if conc <= 1 {
-		for i, rec := range recs {
-			items[i] = r.traced(ctx, rec, dry, lk)
+		for i := range recs {
+			fn(i)
 		}
-		return items
+		return
 	}
 	lanes := make([][]int, conc)
 	for i, rec := range recs {
@@ -533,17 +566,130 @@ func (r *Replayer) batch(ctx context.Context, recs []*broker.Record, dry bool, l
 		go func() {
 			defer wg.Done()
 			for _, i := range lane {
-				items[i] = r.traced(ctx, recs[i], dry, lk)
+				fn(i)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// batchable reports whether a batch's records can be re-injected
+// together: the source renews and acknowledges in batches
+// ([broker.BatchSettler], and has not answered errors.ErrUnsupported)
+// and the target publishes in batches ([broker.Batcher]).
+func (r *Replayer) batchable(lk *LeaseKeeper) bool {
+	_, settles := r.opts.Source.(broker.BatchSettler)
+	_, publishes := r.opts.Target.(broker.Batcher)
+	return settles && publishes && !lk.noBatch.Load()
+}
+
+// together works on recs as a batch: each record is examined (restored,
+// repaired, checked) as one alone is, Options.Concurrency at a time;
+// then the leases of those to re-inject are renewed in one call, they
+// are re-injected in one PublishBatch per target (in the order fetched,
+// so records with the same key keep their order) while every lease is
+// provably held ([LeaseKeeper.ActBatch]), and those re-injected are
+// acknowledged in one call, each fenced by its own lease. Three round
+// trips for the batch instead of three per record; the outcomes are
+// those of one record alone.
+func (r *Replayer) together(ctx context.Context, recs []*broker.Record, lk *LeaseKeeper) []Item {
+	items := make([]Item, len(recs))
+	msgs := make([]*broker.Message, len(recs))
+	ctxs := make([]context.Context, len(recs))
+	spans := make([]trace.Span, len(recs))
+	r.lanes(recs, func(i int) {
+		ctxs[i], spans[i] = r.tel.Start(ctx, "geodlq.replay.record", attribute.String("geodlq.record", recs[i].ID))
+		items[i], msgs[i] = r.prepare(ctxs[i], recs[i], false, lk)
+	})
+	defer func() {
+		for i, it := range items {
+			r.recorded(ctxs[i], spans[i], it)
+		}
+	}()
+	var pub []int
+	var prs []*broker.Record
+	for i, m := range msgs {
+		if m != nil {
+			pub, prs = append(pub, i), append(prs, recs[i])
+		}
+	}
+	if len(pub) == 0 {
+		return items
+	}
+	errs := lk.ActBatch(ctx, prs, func(ctx context.Context, held []int) []error {
+		out := make([]error, len(held))
+		// One PublishBatch per target, the targets in the order first
+		// met, each target's messages in the order fetched.
+		var targets []string
+		byTarget := map[string][]int{} // target → indexes into held
+		for j, h := range held {
+			i := pub[h]
+			t := items[i].Target
+			if _, ok := byTarget[t]; !ok {
+				targets = append(targets, t)
+			}
+			byTarget[t] = append(byTarget[t], j)
+			trace.SpanFromContext(ctxs[i]).AddEvent("publish", trace.WithAttributes(attribute.String("geodlq.target", t)))
+		}
+		for _, t := range targets {
+			js := byTarget[t]
+			ms := make([]*broker.Message, len(js))
+			for k, j := range js {
+				ms[k] = msgs[pub[held[j]]]
+			}
+			err := r.publishBatch(ctx, t, ms)
+			for _, j := range js {
+				out[j] = err
+			}
+		}
+		return out
+	})
+	var acks []int
+	var ars []*broker.Record
+	for j, i := range pub {
+		if err := errs[j]; err != nil {
+			r.publishFailed(ctxs[i], recs[i], &items[i], err)
+			continue
+		}
+		acks, ars = append(acks, i), append(ars, recs[i])
+	}
+	if len(acks) == 0 {
+		return items
+	}
+	// The re-injections are durable: acknowledge even if ctx ends now
+	// (Ctrl-C), so an interrupted run leaves nothing half done.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for j, err := range lk.AckBatch(actx, ars) {
+		i := acks[j]
+		r.acked(ctxs[i], recs[i], &items[i], err)
+	}
 	return items
+}
+
+// publishBatch re-injects ms into target at once when the target
+// publishes in batches, one at a time otherwise.
+func (r *Replayer) publishBatch(ctx context.Context, target string, ms []*broker.Message) error {
+	if b, ok := r.opts.Target.(broker.Batcher); ok {
+		return b.PublishBatch(ctx, target, ms)
+	}
+	for _, m := range ms {
+		if err := r.opts.Target.Publish(ctx, target, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *Replayer) traced(ctx context.Context, rec *broker.Record, dry bool, lk *LeaseKeeper) Item {
 	ctx, span := r.tel.Start(ctx, "geodlq.replay.record", attribute.String("geodlq.record", rec.ID))
 	it := r.one(ctx, rec, dry, lk)
+	r.recorded(ctx, span, it)
+	return it
+}
+
+// recorded ends a record's span and counts its outcome.
+func (r *Replayer) recorded(ctx context.Context, span trace.Span, it Item) {
 	span.SetAttributes(attribute.String("geodlq.outcome", string(it.Outcome)), attribute.String("geodlq.class", it.Class.String()))
 	if it.Repair != nil {
 		span.SetAttributes(attribute.String("geodlq.repair", it.Repair.Method))
@@ -551,7 +697,6 @@ func (r *Replayer) traced(ctx context.Context, rec *broker.Record, dry bool, lk 
 	telemetry.End(span, it.Err)
 	r.tel.ReplayOutcomes.Add(ctx, 1, metric.WithAttributes(
 		attribute.String("outcome", string(it.Outcome)), attribute.String("class", classLabel(it.Class))))
-	return it
 }
 
 func classLabel(c classify.Class) string {
@@ -563,13 +708,36 @@ func classLabel(c classify.Class) string {
 
 // one examines rec and, unless dry, re-injects it through lk.
 func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *LeaseKeeper) Item {
+	it, msg := r.prepare(ctx, rec, dry, lk)
+	if msg == nil {
+		return it
+	}
+	trace.SpanFromContext(ctx).AddEvent("publish", trace.WithAttributes(attribute.String("geodlq.target", it.Target)))
+	// The re-injection runs only while the record's lease is provably
+	// held, and is cancelled if that stops being so.
+	if err := lk.Act(ctx, rec, func(ctx context.Context) error { return r.opts.Target.Publish(ctx, it.Target, msg) }); err != nil {
+		r.publishFailed(ctx, rec, &it, err)
+		return it
+	}
+	// The re-injection is durable: acknowledge even if ctx ends now (Ctrl-C),
+	// so an interrupted run leaves nothing half done.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	r.acked(ctx, rec, &it, lk.Ack(actx, rec))
+	return it
+}
+
+// prepare examines rec: it returns its item, final, and a nil message
+// when rec is not to be re-injected (or dry); otherwise the message to
+// re-inject into it.Target.
+func (r *Replayer) prepare(ctx context.Context, rec *broker.Record, dry bool, lk *LeaseKeeper) (Item, *broker.Message) {
 	it := Item{RecordID: rec.ID}
 	if lk != nil {
 		// A record whose lease was lost while it waited its turn is
 		// someone else's: not even looked at.
 		if err := lk.Lost(rec); err != nil {
 			it.Outcome, it.Err = OutcomeLeaseLost, err
-			return it
+			return it, nil
 		}
 	}
 	env := rec.Envelope
@@ -577,7 +745,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 		var err error
 		if env, err = envelope.Decode(rec.Message.Body); err != nil {
 			it.Outcome, it.Err = OutcomeInvalidEnvelope, err
-			return it
+			return it, nil
 		}
 	}
 	it.EventID, it.IdempotencyKey, it.Class = env.EventID, env.IdempotencyKey, env.FailureClass
@@ -592,7 +760,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 		if repairer == nil {
 			it.Outcome = OutcomeSkipped
 			it.Err = fmt.Errorf("replay: %s is deterministic and %w for it", env.FailureClass, ErrNoRepair)
-			return it
+			return it, nil
 		}
 	}
 
@@ -602,7 +770,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 		it.Outcome, it.Err = OutcomeRestoreFailed, err
 		r.log.ErrorContext(ctx, "geodlq: restore failed; record left in place",
 			slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
-		return it
+		return it, nil
 	}
 
 	if repairer != nil {
@@ -613,7 +781,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 			if dry {
 				it.Outcome = OutcomeWouldFail
 			}
-			return it
+			return it, nil
 		}
 		payload, it.Repair = fixed, &rp
 	}
@@ -635,7 +803,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 				}
 			}
 			if it.Outcome != "" {
-				return it
+				return it, nil
 			}
 			it.Err = nil
 		}
@@ -644,7 +812,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 	target, err := r.route(env)
 	if err != nil {
 		it.Outcome, it.Err = OutcomeNoRoute, err
-		return it
+		return it, nil
 	}
 	it.Target = target
 	if dry {
@@ -652,7 +820,7 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 		if it.Repair != nil {
 			it.Outcome = OutcomeWouldRepair
 		}
-		return it
+		return it, nil
 	}
 
 	msg := &broker.Message{Body: payload, Headers: map[string]string{
@@ -671,39 +839,38 @@ func (r *Replayer) one(ctx context.Context, rec *broker.Record, dry bool, lk *Le
 		msg.Headers[broker.HeaderRepaired] = "true"
 		msg.Headers[broker.HeaderRepair] = it.Repair.String()
 	}
-	trace.SpanFromContext(ctx).AddEvent("publish", trace.WithAttributes(attribute.String("geodlq.target", target)))
-	// The re-injection runs only while the record's lease is provably
-	// held, and is cancelled if that stops being so.
-	if err := lk.Act(ctx, rec, func(ctx context.Context) error { return r.opts.Target.Publish(ctx, target, msg) }); err != nil {
-		it.Outcome, it.Err = OutcomePublishFailed, err
-		if errors.Is(err, ErrNotHeld) {
-			it.Outcome = OutcomeLeaseLost
-			r.log.WarnContext(ctx, "geodlq: lease not provably held; record left to its holder, not re-injected by this run",
-				slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
-			return it
-		}
-		r.log.ErrorContext(ctx, "geodlq: re-inject failed; record left in place",
-			slog.String("event_id", env.EventID), slog.String("target", target), slog.Any("error", err))
-		return it
+	return it, msg
+}
+
+// publishFailed sets it's outcome for a re-injection that failed with err.
+func (r *Replayer) publishFailed(ctx context.Context, rec *broker.Record, it *Item, err error) {
+	it.Outcome, it.Err = OutcomePublishFailed, err
+	if errors.Is(err, ErrNotHeld) {
+		it.Outcome = OutcomeLeaseLost
+		r.log.WarnContext(ctx, "geodlq: lease not provably held; record left to its holder, not re-injected by this run",
+			slog.String("event_id", it.EventID), slog.String("record", rec.ID), slog.Any("error", err))
+		return
 	}
-	// The re-injection is durable: acknowledge even if ctx ends now (Ctrl-C),
-	// so an interrupted run leaves nothing half done.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := lk.Ack(actx, rec); err != nil {
+	r.log.ErrorContext(ctx, "geodlq: re-inject failed; record left in place",
+		slog.String("event_id", it.EventID), slog.String("target", it.Target), slog.Any("error", err))
+}
+
+// acked sets it's outcome for a re-injected record whose acknowledgement
+// ended with err.
+func (r *Replayer) acked(ctx context.Context, rec *broker.Record, it *Item, err error) {
+	if err != nil {
 		it.Outcome, it.Err = OutcomeAckFailed, err
 		r.log.WarnContext(ctx, "geodlq: re-injected but not acknowledged; the idempotency key absorbs the duplicate",
-			slog.String("event_id", env.EventID), slog.String("record", rec.ID), slog.Any("error", err))
-		return it
+			slog.String("event_id", it.EventID), slog.String("record", rec.ID), slog.Any("error", err))
+		return
 	}
 	it.Outcome = OutcomeReplayed
 	if it.Repair != nil {
 		it.Outcome = OutcomeRepaired
 	}
 	r.log.InfoContext(ctx, "geodlq: replayed event",
-		slog.String("event_id", env.EventID), slog.String("idempotency_key", env.IdempotencyKey),
-		slog.String("target", target), slog.String("outcome", string(it.Outcome)))
-	return it
+		slog.String("event_id", it.EventID), slog.String("idempotency_key", it.IdempotencyKey),
+		slog.String("target", it.Target), slog.String("outcome", string(it.Outcome)))
 }
 
 func (r *Replayer) route(env *envelope.Envelope) (string, error) {

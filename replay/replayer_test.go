@@ -182,12 +182,41 @@ func TestReplayEndToEndExactlyOnce(t *testing.T) {
 }
 
 // ackLoser simulates a replayer that crashes after re-injecting but before
-// acknowledging: Ack fails.
+// acknowledging: Ack and AckBatch fail.
 type ackLoser struct{ *broker.Store }
 
 func (a ackLoser) Ack(context.Context, *broker.Record) error { return errors.New("replayer crashed") }
 
+func (a ackLoser) AckBatch(_ context.Context, rs []*broker.Record) []error {
+	errs := make([]error, len(rs))
+	for i := range errs {
+		errs[i] = errors.New("replayer crashed")
+	}
+	return errs
+}
+
+// oneByOne hides a source's batches (broker.BatchSettler): a replayer
+// over it renews, re-injects and acknowledges one record at a time.
+type oneByOne struct{ broker.DeadLetterSource }
+
+// sourceModes are the two ways a replayer works on a batch: together
+// (one renewal, one PublishBatch and one acknowledgement for the batch)
+// over a source with batches, one record at a time over one without.
+var sourceModes = []struct {
+	name string
+	wrap func(broker.DeadLetterSource) broker.DeadLetterSource
+}{
+	{"together", func(s broker.DeadLetterSource) broker.DeadLetterSource { return s }},
+	{"one at a time", func(s broker.DeadLetterSource) broker.DeadLetterSource { return oneByOne{s} }},
+}
+
 func TestReplayTwiceSideEffectOnce(t *testing.T) {
+	for _, mode := range sourceModes {
+		t.Run(mode.name, func(t *testing.T) { testReplayTwiceSideEffectOnce(t, mode.wrap) })
+	}
+}
+
+func testReplayTwiceSideEffectOnce(t *testing.T, wrap func(broker.DeadLetterSource) broker.DeadLetterSource) {
 	ctx := context.Background()
 	b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 30 * time.Millisecond}})
 	p := newPipeline(t, b, nil)
@@ -205,7 +234,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	require.Equal(t, 5, memory.Len(b, topic+".retry.dlt"))
 	up = true
 
-	crashy, err := replay.New(&replay.Options{Source: ackLoser{b}, Target: b})
+	crashy, err := replay.New(&replay.Options{Source: wrap(ackLoser{b}), Target: b})
 	require.NoError(t, err)
 	rep, err := crashy.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)
@@ -213,7 +242,7 @@ func TestReplayTwiceSideEffectOnce(t *testing.T) {
 	require.Equal(t, 5, memory.Len(b, topic+".retry.dlt"), "nothing was acknowledged")
 	time.Sleep(50 * time.Millisecond)
 
-	r, err := replay.New(&replay.Options{Source: b, Target: b})
+	r, err := replay.New(&replay.Options{Source: wrap(b), Target: b})
 	require.NoError(t, err)
 	rep, err = r.Run(ctx, replay.Request{Destination: topic + ".retry.dlt"})
 	require.NoError(t, err)

@@ -87,9 +87,9 @@ func replayProcess(ctx context.Context, bin, storeURL string, extra ...string) (
 // several workers that take PostgreSQL claims (replay/pgclaims) before
 // their side effect. Nothing is lost and nothing is done twice: every
 // replayable record is acknowledged once; the source topic holds one
-// re-injection per acknowledged record, plus at most the one the killed
-// process had published but not acknowledged; and every event's side
-// effect happens exactly once.
+// re-injection per acknowledged record, plus at most the batch the
+// killed process had published but not acknowledged; and every event's
+// side effect happens exactly once.
 func TestReplayAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	const n, procs = 600, 4
@@ -189,7 +189,12 @@ func TestReplayAcrossProcesses(t *testing.T) {
 			t.Logf("record %s re-injected %d times", id, c)
 		}
 	}
-	require.LessOrEqual(t, dup, 1, "only the killed replayer's last publish may be repeated")
+	// The store re-injects a batch together (one PublishBatch, then one
+	// acknowledgement): the victim may have died between the two, so
+	// its last batch — at most the replayer's batch size, 100 — may be
+	// re-injected again by another process. The consumers' claims
+	// absorb those duplicates (below).
+	require.LessOrEqual(t, dup, 100, "only the killed replayer's last batch may be repeated")
 	ackedInStore := n - pendingIn(ctx, t, s, horizontalDest)
 	require.Equal(t, ackedInStore, len(byRecord), "every acknowledged record re-injected, and only those")
 	require.GreaterOrEqual(t, ackedInStore, acked, "the victim's acknowledgements come on top of the reports'")

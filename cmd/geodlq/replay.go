@@ -640,6 +640,56 @@ func (s *trackingSource) Ack(ctx context.Context, r *broker.Record) error {
 	return err
 }
 
+// RenewBatch renews rs in one call when the source has batches
+// (broker.BatchSettler); otherwise every entry wraps
+// errors.ErrUnsupported.
+func (s *trackingSource) RenewBatch(ctx context.Context, rs []*broker.Record) []error {
+	return renewBatch(ctx, s.DeadLetterSource, rs)
+}
+
+// AckBatch is Ack for several records, in one call when the source has
+// batches; otherwise every entry wraps errors.ErrUnsupported.
+func (s *trackingSource) AckBatch(ctx context.Context, rs []*broker.Record) []error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	errs := ackBatch(actx, s.DeadLetterSource, rs)
+	for i, r := range rs {
+		if errs[i] == nil {
+			s.t.m.count("acked", 1)
+		}
+		if !errors.Is(errs[i], errors.ErrUnsupported) {
+			s.t.reached(r.ID)
+		}
+	}
+	return errs
+}
+
+// renewBatch is src's RenewBatch, or errors.ErrUnsupported for every
+// record when src has no batches.
+func renewBatch(ctx context.Context, src broker.DeadLetterSource, rs []*broker.Record) []error {
+	if b, ok := src.(broker.BatchSettler); ok {
+		return b.RenewBatch(ctx, rs)
+	}
+	return unsupportedBatch(rs)
+}
+
+// ackBatch is src's AckBatch, or errors.ErrUnsupported for every record
+// when src has no batches.
+func ackBatch(ctx context.Context, src broker.DeadLetterSource, rs []*broker.Record) []error {
+	if b, ok := src.(broker.BatchSettler); ok {
+		return b.AckBatch(ctx, rs)
+	}
+	return unsupportedBatch(rs)
+}
+
+func unsupportedBatch(rs []*broker.Record) []error {
+	errs := make([]error, len(rs))
+	for i := range errs {
+		errs[i] = fmt.Errorf("settling records in batches: %w", errors.ErrUnsupported)
+	}
+	return errs
+}
+
 // holdingSource applies the client-side filter (source prefix) for the
 // replayer: records that do not match are kept leased — so that the store
 // does not hand them out again — and released when the run ends.
@@ -689,6 +739,16 @@ func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter,
 			return out, nil
 		}
 	}
+}
+
+// RenewBatch is the source's (see trackingSource.RenewBatch).
+func (h *holdingSource) RenewBatch(ctx context.Context, rs []*broker.Record) []error {
+	return renewBatch(ctx, h.DeadLetterSource, rs)
+}
+
+// AckBatch is the source's (see trackingSource.AckBatch).
+func (h *holdingSource) AckBatch(ctx context.Context, rs []*broker.Record) []error {
+	return ackBatch(ctx, h.DeadLetterSource, rs)
 }
 
 func (h *holdingSource) releaseAll(ctx context.Context) {

@@ -223,24 +223,59 @@ func (t *Target) Publish(ctx context.Context, dest string, m *broker.Message) er
 			return fmt.Errorf("rate limit: %w", err)
 		}
 	}
-	if m.Header(broker.HeaderRepair) == unchangedMethod {
-		h := make(map[string]string, len(m.Headers))
-		for k, v := range m.Headers {
-			if k != broker.HeaderRepair && k != broker.HeaderRepaired {
-				h[k] = v
-			}
-		}
-		c := *m
-		c.Headers = h
-		m = &c
-	}
-	if err := t.Publisher.Publish(ctx, dest, m); err != nil {
+	if err := t.Publisher.Publish(ctx, dest, unmarked(m)); err != nil {
 		return err
 	}
 	if t.OnPublish != nil {
 		t.OnPublish()
 	}
 	return nil
+}
+
+// PublishBatch implements broker.Batcher: one batched write
+// (broker.Batcher) when the publisher has one and no rate limit applies,
+// otherwise one Publish per message, in order, stopping at the first
+// error.
+func (t *Target) PublishBatch(ctx context.Context, dest string, ms []*broker.Message) error {
+	b, ok := t.Publisher.(broker.Batcher)
+	if !ok || t.Limiter != nil {
+		for _, m := range ms {
+			if err := t.Publish(ctx, dest, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	out := make([]*broker.Message, len(ms))
+	for i, m := range ms {
+		out[i] = unmarked(m)
+	}
+	if err := b.PublishBatch(ctx, dest, out); err != nil {
+		return err
+	}
+	if t.OnPublish != nil {
+		for range ms {
+			t.OnPublish()
+		}
+	}
+	return nil
+}
+
+// unmarked is m without the repair marks when its repair left it
+// unchanged.
+func unmarked(m *broker.Message) *broker.Message {
+	if m.Header(broker.HeaderRepair) != unchangedMethod {
+		return m
+	}
+	h := make(map[string]string, len(m.Headers))
+	for k, v := range m.Headers {
+		if k != broker.HeaderRepair && k != broker.HeaderRepaired {
+			h[k] = v
+		}
+	}
+	c := *m
+	c.Headers = h
+	return &c
 }
 
 // ErrForeignSource is wrapped by the error of a record a replay with no

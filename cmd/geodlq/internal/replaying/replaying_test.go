@@ -225,3 +225,43 @@ func TestWhy(t *testing.T) {
 		require.Contains(t, got, tc.want)
 	}
 }
+
+// TestTargetPublishBatch: a batch goes out whole through the store's
+// batched write, or one message at a time under a rate limit; either way
+// in order, an unchanged replay's repair marks taken off, and OnPublish
+// told about each message.
+func TestTargetPublishBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rate float64
+	}{{"batched", 0}, {"rate-limited", 1000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := memory.New(nil)
+			published := 0
+			tg := &Target{Publisher: store, Limiter: NewLimiter(tc.rate), OnPublish: func() { published++ }}
+			var ms []*broker.Message
+			for i := range 3 {
+				h := map[string]string{broker.HeaderIdempotencyKey: fmt.Sprintf("idem:v1:%d", i)}
+				if i == 1 {
+					h[broker.HeaderRepaired], h[broker.HeaderRepair] = "true", unchangedMethod
+				}
+				ms = append(ms, &broker.Message{Body: []byte(fmt.Sprint(i)), Headers: h})
+			}
+			require.NoError(t, tg.PublishBatch(ctx, "parcels", ms))
+			require.Equal(t, 3, published)
+			require.Equal(t, unchangedMethod, ms[1].Header(broker.HeaderRepair), "the caller's message is not changed")
+			got := memory.Messages(store, "parcels")
+			require.Len(t, got, 3)
+			for i, m := range got {
+				require.Equal(t, fmt.Sprint(i), string(m.Body), "in order")
+				require.Empty(t, m.Header(broker.HeaderRepair))
+				require.Empty(t, m.Header(broker.HeaderRepaired))
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			require.Error(t, tg.PublishBatch(cctx, "parcels", ms[:1]), "a cancelled context publishes nothing")
+			require.Len(t, memory.Messages(store, "parcels"), 3)
+		})
+	}
+}
