@@ -77,6 +77,7 @@ var (
 	_ broker.Purger       = (*driver)(nil)
 	_ broker.Aser         = (*driver)(nil)
 	_ broker.BatchSettler = (*driver)(nil)
+	_ broker.Batcher      = (*driver)(nil)
 )
 
 // New returns an empty in-memory store.
@@ -200,6 +201,32 @@ func (b *driver) leased(r *broker.Record) *entry {
 		return nil
 	}
 	return e
+}
+
+// PublishBatch implements [broker.Batcher]: the messages stored at the
+// end of destination, in order, under one lock.
+func (b *driver) PublishBatch(ctx context.Context, destination string, ms []*broker.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cs := make([]*broker.Message, len(ms))
+	for i, m := range ms {
+		cs[i] = m.Clone()
+		cs[i].DeliveryAttempt = 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.dests[destination]
+	if q == nil {
+		q = &queue{}
+		b.dests[destination] = q
+	}
+	for _, c := range cs {
+		q.seq++
+		q.order = append(q.order, &entry{seq: q.seq, msg: c})
+		q.live++
+	}
+	return nil
 }
 
 // RenewBatch implements [broker.BatchSettler]: Renew of each of rs,
