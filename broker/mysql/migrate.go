@@ -9,7 +9,7 @@ import (
 // SchemaVersion is the version of the table this package reads and
 // writes: the number of its migrations. [New] brings an older table up to
 // it (unless ReadOnly) and refuses a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations are the table's steps, oldest first; {t} is the quoted table
 // name. A step is a list of statements MySQL runs one by one; each must be
@@ -82,6 +82,97 @@ CREATE TABLE {s} (
 	PRIMARY KEY (id),
 	CONSTRAINT {n}_search_record FOREIGN KEY (id) REFERENCES {t} (id) ON DELETE CASCADE
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC COMMENT='geodlq (broker/mysql): the search text of each record, narrow, for Filter.Text'`},
+}, {
+	Version: 3,
+	Name:    "counts kept by triggers for Stats and Page.Total; an index of the leased rows",
+	// Every statement can run again: a step cut short (MySQL has no
+	// transactional DDL) is run from its start by the next migration.
+	// The counts are rebuilt from the records under LOCK TABLES, with the
+	// triggers created under the same lock, so they count every record
+	// exactly once however many times this runs.
+	Statements: []string{`
+CREATE TABLE IF NOT EXISTS {c} (
+	destination   VARBINARY(255) NOT NULL,
+	failure_class VARBINARY(64)  NOT NULL,
+	failed_stage  VARBINARY(64)  NOT NULL,
+	epsg          BIGINT         NOT NULL,
+	reason_kind   VARBINARY(256) NOT NULL,
+	source        VARBINARY(512) NOT NULL,
+	is_envelope   BOOLEAN        NOT NULL,
+	replayed      BOOLEAN        NOT NULL,
+	n             BIGINT         NOT NULL,
+	PRIMARY KEY (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, replayed)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC COMMENT='geodlq (broker/mysql): the records of {n} by their fields (with {n}_count_log), for Stats and Page.Total'`, `
+CREATE TABLE IF NOT EXISTS {l} (
+	seq           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+	destination   VARBINARY(255) NOT NULL,
+	failure_class VARBINARY(64)  NOT NULL,
+	failed_stage  VARBINARY(64)  NOT NULL,
+	epsg          BIGINT         NOT NULL,
+	reason_kind   VARBINARY(256) NOT NULL,
+	source        VARBINARY(512) NOT NULL,
+	is_envelope   BOOLEAN        NOT NULL,
+	replayed      BOOLEAN        NOT NULL,
+	n             INT            NOT NULL,
+	PRIMARY KEY (seq)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC COMMENT='geodlq (broker/mysql): changes to {n}_counts not yet folded into it, appended by the triggers of {n}'`,
+		// Stats moves the records under a live lease from pending to
+		// leased: few rows, found by this index (added unless a cut-short
+		// run added it already).
+		`SET @geodlq_ddl = IF(EXISTS(SELECT 1 FROM information_schema.STATISTICS
+	WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{n}' AND INDEX_NAME = 'leased'),
+	'DO 0', 'ALTER TABLE {t} ADD KEY leased (lease_until)')`,
+		`PREPARE geodlq_ddl FROM @geodlq_ddl`,
+		`EXECUTE geodlq_ddl`,
+		`DEALLOCATE PREPARE geodlq_ddl`,
+		// The table will be locked: the count below reads it without row
+		// locks (in REPEATABLE READ an INSERT … SELECT would lock every row
+		// it reads, and reach each one's clustered record to do so, rather
+		// than read the covering stats index alone). Set before LOCK
+		// TABLES, whose InnoDB transaction keeps the level it began with;
+		// the session is the migration's own: its connection is not used
+		// again (see schema.Migrate).
+		`SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`,
+		// From here to UNLOCK TABLES no other session writes the table:
+		// the counts rebuilt below are those of every record, and every
+		// later write goes through the triggers.
+		`LOCK TABLES {t} WRITE, {s} WRITE, {c} WRITE, {l} WRITE`,
+		`DROP TRIGGER IF EXISTS {n}_count_insert`,
+		`DROP TRIGGER IF EXISTS {n}_count_update`,
+		`DROP TRIGGER IF EXISTS {n}_count_delete`,
+		`
+CREATE TRIGGER {n}_count_insert AFTER INSERT ON {t} FOR EACH ROW
+INSERT INTO {l} (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, replayed, n)
+VALUES (NEW.destination, COALESCE(NEW.failure_class, ''), COALESCE(NEW.failed_stage, ''), COALESCE(NEW.epsg, 0),
+	COALESCE(NEW.reason_kind, ''), COALESCE(NEW.source, ''), NEW.is_envelope, NEW.acked_at IS NOT NULL, 1)`,
+		`
+CREATE TRIGGER {n}_count_delete AFTER DELETE ON {t} FOR EACH ROW
+INSERT INTO {l} (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, replayed, n)
+VALUES (OLD.destination, COALESCE(OLD.failure_class, ''), COALESCE(OLD.failed_stage, ''), COALESCE(OLD.epsg, 0),
+	COALESCE(OLD.reason_kind, ''), COALESCE(OLD.source, ''), OLD.is_envelope, OLD.acked_at IS NOT NULL, -1)`,
+		// An update is counted only when a counted field changes (an
+		// acknowledgement: replayed; the index backfill: source); a lease,
+		// a renewal or a release changes none.
+		`
+CREATE TRIGGER {n}_count_update AFTER UPDATE ON {t} FOR EACH ROW
+IF NOT (OLD.destination <=> NEW.destination AND OLD.failure_class <=> NEW.failure_class AND OLD.failed_stage <=> NEW.failed_stage
+	AND OLD.epsg <=> NEW.epsg AND OLD.reason_kind <=> NEW.reason_kind AND OLD.source <=> NEW.source
+	AND OLD.is_envelope <=> NEW.is_envelope AND (OLD.acked_at IS NULL) = (NEW.acked_at IS NULL)) THEN
+	INSERT INTO {l} (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, replayed, n)
+	VALUES (OLD.destination, COALESCE(OLD.failure_class, ''), COALESCE(OLD.failed_stage, ''), COALESCE(OLD.epsg, 0),
+		COALESCE(OLD.reason_kind, ''), COALESCE(OLD.source, ''), OLD.is_envelope, OLD.acked_at IS NOT NULL, -1),
+	(NEW.destination, COALESCE(NEW.failure_class, ''), COALESCE(NEW.failed_stage, ''), COALESCE(NEW.epsg, 0),
+		COALESCE(NEW.reason_kind, ''), COALESCE(NEW.source, ''), NEW.is_envelope, NEW.acked_at IS NOT NULL, 1);
+END IF`,
+		`DELETE FROM {l}`,
+		`DELETE FROM {c}`,
+		`
+INSERT INTO {c} (destination, failure_class, failed_stage, epsg, reason_kind, source, is_envelope, replayed, n)
+SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''),
+	COALESCE(source, ''), is_envelope, acked_at IS NOT NULL, COUNT(*)
+FROM {t} FORCE INDEX (stats) GROUP BY 1, 2, 3, 4, 5, 6, 7, 8`,
+		`UNLOCK TABLES`,
+	},
 }}
 
 func (d *driver) target() schema.Target {
@@ -89,7 +180,9 @@ func (d *driver) target() schema.Target {
 }
 
 // render substitutes {t} (the quoted table), {s} (the quoted search
-// table) and {n} (the bare table name).
+// table), {c} and {l} (the quoted counts and count log), and {n} (the bare
+// table name).
 func (d *driver) render(q string) string {
-	return strings.NewReplacer("{t}", d.table, "{s}", d.search, "{n}", d.name).Replace(q)
+	return strings.NewReplacer("{t}", d.table, "{s}", d.search, "{n}", d.name,
+		"{c}", schema.Quote(d.name+"_counts"), "{l}", schema.Quote(d.name+"_count_log")).Replace(q)
 }

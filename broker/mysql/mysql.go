@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/geodlq/geodlq/broker"
@@ -75,6 +76,9 @@ type driver struct {
 	limit    int
 	packet   int
 	readOnly bool
+	// sinceCompact counts the rows written, acknowledged or deleted since
+	// the count log was last folded (see [driver.wrote]).
+	sinceCompact atomic.Int64
 
 	insertSQL, ackSQL, releaseSQL, renewSQL string
 }
@@ -164,6 +168,11 @@ func newDriver(ctx context.Context, db *sql.DB, opts *Options) (*driver, error) 
 			return nil, err
 		}
 		if err := d.backfill(ctx); err != nil {
+			return nil, err
+		}
+		// The log other handles left unfolded (each folds after its own
+		// compactEvery writes) is folded at each read-write open.
+		if err := d.compact(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -270,7 +279,7 @@ func (d *driver) PublishBatch(ctx context.Context, destination string, ms []*bro
 		return nil
 	}
 	var last int64
-	return d.certain(ctx, "publish "+strconv.Itoa(len(ms))+" messages to "+strconv.Quote(destination),
+	err := d.certain(ctx, "publish "+strconv.Itoa(len(ms))+" messages to "+strconv.Quote(destination),
 		func(ctx context.Context, tx *sql.Tx) error {
 			for _, r := range rows {
 				id, err := d.insert(ctx, tx, r)
@@ -287,6 +296,10 @@ func (d *driver) PublishBatch(ctx context.Context, destination string, ms []*bro
 				last, destination).Scan(&n)
 			return n == 1, err
 		})
+	if err == nil {
+		d.wrote(ctx, len(rows))
+	}
+	return err
 }
 
 // backfillBatch is the rows one backfill transaction indexes.
@@ -348,6 +361,7 @@ func (d *driver) backfill(ctx context.Context) error {
 			return fmt.Errorf("mysql: indexing the records written before schema version 2: %w", err)
 		}
 		after = batch[len(batch)-1].id
+		d.wrote(ctx, len(batch))
 	}
 }
 
@@ -376,6 +390,9 @@ func (d *driver) Publish(ctx context.Context, destination string, m *broker.Mess
 				id, destination).Scan(&n)
 			return n == 1, err
 		})
+	if err == nil {
+		d.wrote(ctx, 1)
+	}
 	return err
 }
 
@@ -635,6 +652,9 @@ func (d *driver) Ack(ctx context.Context, r *broker.Record) error {
 		})
 	if errors.Is(err, errNoChange) {
 		return fmt.Errorf("mysql: record %s/%s: %w", r.Destination, r.ID, broker.ErrLeaseLost)
+	}
+	if err == nil {
+		d.wrote(ctx, 1)
 	}
 	return err
 }

@@ -186,6 +186,12 @@ func (d *driver) List(ctx context.Context, opts broker.ListOptions) (broker.Page
 	c.args = append(c.args, w.args...)
 	var page broker.Page
 	switch {
+	case opts.Total && countable(opts.Filter):
+		n, err := d.total(ctx, opts)
+		if err != nil {
+			return broker.Page{}, err
+		}
+		page.Total = n
 	case opts.Total && opts.TotalCap > 0:
 		// Count no further than one past the cap.
 		q := `SELECT COUNT(*) FROM (SELECT 1 FROM ` + d.table + ` WHERE TRUE` + c.sql + ` LIMIT ?) capped`
@@ -336,10 +342,15 @@ func (d *driver) Destinations(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Stats implements [broker.Statser] with one GROUP BY over the triage
-// columns (and the time bucket, in whole microseconds since the Unix
-// epoch).
+// Stats implements [broker.Statser]: from the counts the triggers keep
+// (see [driver.statsFromCounts]) when they can answer — no time bucket,
+// a countable filter, sources at the default pointer — else with one
+// GROUP BY over the triage columns (and the time bucket, in whole
+// microseconds since the Unix epoch).
 func (d *driver) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
+	if opts.Bucket <= 0 && countable(opts.Filter) && (!opts.BySource || defaultPointer(opts.Filter.SourcePointer)) {
+		return d.statsFromCounts(ctx, opts)
+	}
 	w := d.where(opts.Filter)
 	if w.none {
 		return nil, nil
@@ -516,5 +527,6 @@ func (d *driver) purge(ctx context.Context, req broker.PurgeRequest, c cond) (br
 	if err := tx.Commit(); err != nil {
 		return broker.PurgeResult{}, fmt.Errorf("mysql: purge: commit: %w", err)
 	}
+	d.wrote(ctx, len(ids))
 	return res, nil
 }

@@ -9,13 +9,18 @@
 // each applied step in the bookkeeping table {table}_migrations of the
 // same database. Each step is a list of statements that MySQL runs
 // atomically one by one (a CREATE TABLE with its indexes is one
-// statement). It is idempotent and safe to run concurrently from several
+// statement), on one connection that is closed afterwards, not returned
+// to the pool (a step may LOCK TABLES and UNLOCK them — a failed step's
+// tables are unlocked — or set its session's isolation level). A step cut short (a crash, a lost
+// connection) is run again from its first statement, so a step of more
+// than one statement must be safe to re-run. It is idempotent and safe to run concurrently from several
 // processes. [Version] reads how far a table has got without writing.
 package schema
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"regexp"
@@ -157,6 +162,10 @@ func Migrate(ctx context.Context, db *sql.DB, t Target, steps []Step, create boo
 		return fmt.Errorf("%s: migrate: %w", t.Prefix, err)
 	}
 	defer conn.Close()
+	// The connection is discarded, not returned to the pool: a step may
+	// change its session (an isolation level, table locks), which no
+	// other use of the pool should inherit.
+	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }()
 	// Read first, without the lock: an up-to-date store (the common case)
 	// or a target that is not a store is settled without writing.
 	table, mig, err := state(ctx, conn, t)
@@ -218,6 +227,11 @@ func Migrate(ctx context.Context, db *sql.DB, t Target, steps []Step, create boo
 				stmt = t.Render(stmt)
 			}
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				// A step may hold LOCK TABLES: the connection goes back to
+				// the pool without it.
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				_, _ = conn.ExecContext(uctx, `UNLOCK TABLES`)
+				cancel()
 				return fmt.Errorf("%s: migration %d (%s): %w", t.Prefix, s.Version, s.Name, err)
 			}
 		}
