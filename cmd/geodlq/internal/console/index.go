@@ -204,12 +204,41 @@ func (s *Server) sample(ctx context.Context, sel selection) (recs []placed, capp
 	return recs, capped, nil
 }
 
+// holdBodies waits until no other request reads record bodies to place
+// or draw them, and returns the function that lets the next one in: the
+// map's and the shapes' requests come together, and each page of bodies
+// (placeBodyBytes, one record at least) is then held by one request at a
+// time, not one per request.
+func (s *Server) holdBodies(ctx context.Context) (release func(), err error) {
+	select {
+	case s.bodies <- struct{}{}:
+		return func() { <-s.bodies }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // placeFromBodies places recs[need…] from their bodies (at most
-// placeBodyBytes of bodies held at once), and caches the places.
+// placeBodyBytes of bodies held at once, by one request at a time), and
+// caches the places.
 func (s *Server) placeFromBodies(ctx context.Context, recs []placed, need []int) error {
+	if len(need) == 0 {
+		return nil
+	}
+	release, err := s.holdBodies(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	byDest := map[string][]int{}
 	for _, i := range need {
-		byDest[recs[i].dest] = append(byDest[recs[i].dest], i)
+		pl := &recs[i]
+		if c, ok := s.places.get(recKey{pl.dest, pl.id}); ok {
+			// Placed by the request that held the bodies before.
+			pl.lon, pl.lat, pl.located, pl.reprojected, pl.why = c.lon, c.lat, c.located, c.reprojected, c.why
+			continue
+		}
+		byDest[pl.dest] = append(byDest[pl.dest], i)
 	}
 	for dest, idx := range byDest {
 		for _, part := range chunks(idx, broker.MaxFilterValues) {

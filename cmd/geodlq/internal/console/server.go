@@ -178,6 +178,9 @@ type Server struct {
 	watch   *watcher
 	// places keeps the places of records computed from their bodies.
 	places *placeCache
+	// bodies lets one request at a time read record bodies to place or
+	// draw them (see holdBodies).
+	bodies chan struct{}
 	// overviews keeps the latest overviews.
 	overviews overviewCache
 	hub       *hub
@@ -247,6 +250,7 @@ func New(opts Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.watch = newWatcher(s)
 	s.places = newPlaceCache(placeCacheEntries)
+	s.bodies = make(chan struct{}, 1)
 	s.jobs = newJobs(s)
 	s.routes()
 	s.wg.Go(func() { s.watch.watch(s.ctx, opts.Poll) })

@@ -146,41 +146,65 @@ func (s *Server) shapes(w http.ResponseWriter, r *http.Request) {
 	for _, p := range todo {
 		byDest[p.dest] = append(byDest[p.dest], p)
 	}
+	if len(todo) > 0 {
+		release, err := s.holdBodies(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer release()
+	}
 	for dest, ps := range byDest {
 		for _, part := range chunks(ps, broker.MaxFilterValues) {
 			ids := make([]string, len(part))
 			for i, p := range part {
 				ids[i] = p.id
 			}
-			pg, err := s.store.List(r.Context(), broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids}, Limit: len(ids)})
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			for _, e := range pg.Entries {
-				if e.Record == nil {
-					continue
+			// Pages of at most placeBodyBytes of bodies (one record at
+			// least), followed to the last: a page cut by its bytes leaves
+			// none of the records out.
+			lo := broker.ListOptions{Destination: dest, Filter: broker.Filter{IDs: ids}, Limit: len(ids), MaxBytes: placeBodyBytes}
+			for {
+				pg, err := s.store.List(r.Context(), lo)
+				if err != nil {
+					s.fail(w, r, err)
+					return
 				}
-				env := envelopeOf(e.Record)
-				if env == nil {
-					continue
+				s.drawPage(r.Context(), pg, dest, bucket, tol, &vertices, &ans)
+				if pg.Next == "" || pg.Next == lo.After {
+					break
 				}
-				sh, ok := s.shapeOf(r.Context(), e.Record, env, tol)
-				if !ok {
-					ans.Left++
-					continue
-				}
-				s.shapeCache.put(shapeKey{dest, e.Record.ID, bucket}, sh)
-				if vertices+sh.Vertices > maxShapeVertices {
-					ans.Left++
-					continue
-				}
-				vertices += sh.Vertices
-				ans.Shapes = append(ans.Shapes, sh)
+				lo.After = pg.Next
 			}
 		}
 	}
 	writeJSON(w, ans)
+}
+
+// drawPage draws the shapes of a page of records read with their bodies
+// into ans, within maxShapeVertices, and caches them.
+func (s *Server) drawPage(ctx context.Context, pg broker.Page, dest string, bucket int, tol float64, vertices *int, ans *shapesAnswer) {
+	for _, e := range pg.Entries {
+		if e.Record == nil {
+			continue
+		}
+		env := envelopeOf(e.Record)
+		if env == nil {
+			continue
+		}
+		sh, ok := s.shapeOf(ctx, e.Record, env, tol)
+		if !ok {
+			ans.Left++
+			continue
+		}
+		s.shapeCache.put(shapeKey{dest, e.Record.ID, bucket}, sh)
+		if *vertices+sh.Vertices > maxShapeVertices {
+			ans.Left++
+			continue
+		}
+		*vertices += sh.Vertices
+		ans.Shapes = append(ans.Shapes, sh)
+	}
 }
 
 // cmpRec orders records by destination, then id (numeric ids: shorter
