@@ -369,6 +369,28 @@ func (s *Store) ScanAll(ctx context.Context, opts ListOptions, fn func(Entry) er
 	}
 }
 
+// MoveLeased moves, for each count of leased (its Pending: records of
+// those fields under a live lease), as many records of the count of counts
+// with the same fields from Pending to Leased (at most its Pending).
+// Drivers that keep counts of the open records (not of the leases, which
+// lapse by themselves) read the live leases apart and settle them here.
+func MoveLeased(counts, leased []Count) {
+	idx := make(map[Count]int, len(counts))
+	for i, c := range counts {
+		c.Pending, c.Leased, c.Replayed = 0, 0, 0
+		idx[c] = i
+	}
+	for _, l := range leased {
+		n := l.Pending
+		l.Pending, l.Leased, l.Replayed = 0, 0, 0
+		if i, ok := idx[l]; ok {
+			m := min(n, counts[i].Pending)
+			counts[i].Pending -= m
+			counts[i].Leased += m
+		}
+	}
+}
+
 // MergeCounts applies key to every count (to regroup them: cut their
 // Source, drop their Bucket) and merges the counts that then share every
 // field, in the order of [CompareCounts]. Drivers use it to cut sources

@@ -216,15 +216,14 @@ func (d *driver) statsFromCounts(ctx context.Context, opts broker.StatsOptions) 
 		FROM ` + d.render(countsFrom) + ` WHERE TRUE` + c.sql + ` GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
 	lq := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''), ` + rowSrc + `, COUNT(*)
 		FROM ` + d.table + ` FORCE INDEX (leased) WHERE lease_until > UTC_TIMESTAMP(6) AND acked_at IS NULL` + c.sql + ` GROUP BY 1, 2, 3, 4, 5, 6`
-	type key struct {
-		dest, class, stage string
-		epsg               int64
-		kind, source       string
+	// count is a row of either query: the fields as bytes, then n.
+	count := func(dest, class, stage, kind, source []byte, epsg int64) broker.Count {
+		return broker.Count{Destination: string(dest), Class: classify.Class(class), Stage: classify.Stage(stage),
+			EPSG: int(epsg), ReasonKind: classify.ReasonKind(kind), Source: string(source)}
 	}
-	idx := map[key]int{}
-	var out []broker.Count
+	var out, leased []broker.Count
 	err := d.tx(ctx, sql.LevelRepeatableRead, func(tx *sql.Tx) error {
-		out, idx = nil, map[key]int{}
+		out, leased = nil, nil
 		rows, err := tx.QueryContext(ctx, q, c.args...)
 		if err != nil {
 			return err
@@ -233,19 +232,17 @@ func (d *driver) statsFromCounts(ctx context.Context, opts broker.StatsOptions) 
 		for rows.Next() {
 			var (
 				dest, class, stage, kind, source []byte
-				k                                key
-				open, replayed                   int64
+				epsg, open, replayed             int64
 			)
-			if err := rows.Scan(&dest, &class, &stage, &k.epsg, &kind, &source, &open, &replayed); err != nil {
+			if err := rows.Scan(&dest, &class, &stage, &epsg, &kind, &source, &open, &replayed); err != nil {
 				return err
 			}
 			if open == 0 && replayed == 0 {
 				continue
 			}
-			k.dest, k.class, k.stage, k.kind, k.source = string(dest), string(class), string(stage), string(kind), string(source)
-			idx[k] = len(out)
-			out = append(out, broker.Count{Destination: k.dest, Class: classify.Class(k.class), Stage: classify.Stage(k.stage),
-				EPSG: int(k.epsg), ReasonKind: classify.ReasonKind(k.kind), Source: k.source, Pending: int(open), Replayed: int(replayed)})
+			cnt := count(dest, class, stage, kind, source, epsg)
+			cnt.Pending, cnt.Replayed = int(open), int(replayed)
+			out = append(out, cnt)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -259,24 +256,21 @@ func (d *driver) statsFromCounts(ctx context.Context, opts broker.StatsOptions) 
 		for lrows.Next() {
 			var (
 				dest, class, stage, kind, source []byte
-				k                                key
-				n                                int64
+				epsg, n                          int64
 			)
-			if err := lrows.Scan(&dest, &class, &stage, &k.epsg, &kind, &source, &n); err != nil {
+			if err := lrows.Scan(&dest, &class, &stage, &epsg, &kind, &source, &n); err != nil {
 				return err
 			}
-			k.dest, k.class, k.stage, k.kind, k.source = string(dest), string(class), string(stage), string(kind), string(source)
-			if i, ok := idx[k]; ok {
-				m := min(int(n), out[i].Pending)
-				out[i].Pending -= m
-				out[i].Leased += m
-			}
+			cnt := count(dest, class, stage, kind, source, epsg)
+			cnt.Pending = int(n)
+			leased = append(leased, cnt)
 		}
 		return lrows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: stats: %w", err)
 	}
+	broker.MoveLeased(out, leased)
 	if opts.BySource && opts.SourceDepth > 0 {
 		out = broker.MergeCounts(out, func(c *broker.Count) { c.Source = broker.SourceGroup(c.Source, opts.SourceDepth) })
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/geodlq/geodlq/broker"
-	"github.com/geodlq/geodlq/classify"
 )
 
 // countsVersion is the schema version with {table}_counts and
@@ -135,31 +134,25 @@ func (d *driver) statsFromCounts(ctx context.Context, opts broker.StatsOptions) 
 		FROM ` + d.render(countsFrom) + ` WHERE true` + cond + ` GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`
 	lq := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0), COALESCE(reason_kind, ''), ` + src + `, count(*)
 		FROM ` + d.table + ` WHERE status = 'leased' AND lease_until > now()` + cond + ` GROUP BY 1, 2, 3, 4, 5, 6`
-	type key struct {
-		dest, class, stage string
-		epsg               int64
-		kind, source       string
-	}
-	idx := map[key]int{}
-	var out []broker.Count
+	var out, leased []broker.Count
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		out, leased = nil, nil
 		rows, err := tx.Query(ctx, q, a.list...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var k key
-			var open, replayed int64
-			if err := rows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.source, &open, &replayed); err != nil {
+			var c broker.Count
+			var epsg, open, replayed int64
+			if err := rows.Scan(&c.Destination, &c.Class, &c.Stage, &epsg, &c.ReasonKind, &c.Source, &open, &replayed); err != nil {
 				return err
 			}
 			if open == 0 && replayed == 0 {
 				continue
 			}
-			idx[k] = len(out)
-			out = append(out, broker.Count{Destination: k.dest, Class: classify.Class(k.class), Stage: classify.Stage(k.stage),
-				EPSG: int(k.epsg), ReasonKind: classify.ReasonKind(k.kind), Source: k.source, Pending: int(open), Replayed: int(replayed)})
+			c.EPSG, c.Pending, c.Replayed = int(epsg), int(open), int(replayed)
+			out = append(out, c)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -171,22 +164,20 @@ func (d *driver) statsFromCounts(ctx context.Context, opts broker.StatsOptions) 
 		}
 		defer lrows.Close()
 		for lrows.Next() {
-			var k key
-			var n int64
-			if err := lrows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.source, &n); err != nil {
+			var c broker.Count
+			var epsg, n int64
+			if err := lrows.Scan(&c.Destination, &c.Class, &c.Stage, &epsg, &c.ReasonKind, &c.Source, &n); err != nil {
 				return err
 			}
-			if i, ok := idx[k]; ok {
-				m := min(int(n), out[i].Pending)
-				out[i].Pending -= m
-				out[i].Leased += m
-			}
+			c.EPSG, c.Pending = int(epsg), int(n)
+			leased = append(leased, c)
 		}
 		return lrows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgis: stats: %w", err)
 	}
+	broker.MoveLeased(out, leased)
 	if opts.BySource && opts.SourceDepth > 0 {
 		out = broker.MergeCounts(out, func(c *broker.Count) { c.Source = broker.SourceGroup(c.Source, opts.SourceDepth) })
 	}
