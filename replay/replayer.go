@@ -491,11 +491,16 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		}
 		// A batch of records already examined (their leases lapsed and
 		// they came back; they are held again now) ends the run only when
-		// it is not full — there is nothing else to fetch — or when every
-		// record examined has come back since the last fresh one.
+		// it is not full — there is nothing else to fetch — or when more
+		// records have come back since the last fresh one than were
+		// examined: every one of them came back, was held again, and the
+		// fetch after still found no new record. (Records come oldest
+		// first, so the lapsed ones come back before the records not yet
+		// examined: ending once as many came back as were examined ended
+		// a slow dry run before the records after them.)
 		if fresh > 0 {
 			stale = 0
-		} else if stale += len(recs); len(recs) < asked || stale >= len(seen) {
+		} else if stale += len(recs); len(recs) < asked || stale > len(seen) {
 			return rep, nil
 		}
 	}
