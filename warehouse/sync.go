@@ -18,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 
 	"github.com/geodlq/geodlq/broker"
+	"github.com/geodlq/geodlq/envelope"
 )
 
 // SyncOptions configure [Sync].
@@ -64,6 +65,9 @@ type SyncOptions struct {
 
 	// hook, in tests, is called at each step of a commit and may fail it.
 	hook func(step string) error
+	// decode, in tests and benchmarks, replaces fastEnvelopeOf (with
+	// envelopeOf, the reference).
+	decode func(broker.Entry) (*envelope.Envelope, error)
 }
 
 // SyncResult reports a [Sync].
@@ -180,6 +184,9 @@ func Sync(ctx context.Context, src Lister, dir string, opts *SyncOptions) (res *
 		wm.Cursors = map[string]Cursor{}
 	}
 
+	if o.decode == nil {
+		o.decode = fastEnvelopeOf
+	}
 	s := &syncer{o: &o, src: src, dir: dir, run: wm.Run + 1, comp: comp, start: o.Now(),
 		conv: converter{o: o.rowOptions()}, crs: crsCache{resolve: o.CRS}, bufs: map[partKey]*partBuf{}}
 	s.staging = filepath.Join(meta, stagingDir, "run-"+strconv.FormatInt(s.run, 10))
@@ -462,7 +469,7 @@ func (s *syncer) unsettled(e broker.Entry, now time.Time) bool {
 	}
 	t := e.PublishedAt
 	if t.IsZero() {
-		if env, err := envelopeOf(e); err == nil {
+		if env, err := s.o.decode(e); err == nil {
 			t = env.DeadLetteredAt
 		}
 	}
@@ -470,7 +477,7 @@ func (s *syncer) unsettled(e broker.Entry, now time.Time) bool {
 }
 
 func (s *syncer) add(ctx context.Context, e broker.Entry) error {
-	env, err := envelopeOf(e)
+	env, err := s.o.decode(e)
 	if err != nil {
 		s.skipped++
 		return nil

@@ -3,6 +3,7 @@ package warehouse
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,22 +15,40 @@ import (
 
 	"github.com/geodlq/geodlq/broker"
 	"github.com/geodlq/geodlq/broker/memory"
+	"github.com/geodlq/geodlq/classify"
+	"github.com/geodlq/geodlq/envelope"
+	"github.com/geodlq/geodlq/internal/corpus"
 	"github.com/geodlq/geodlq/internal/dlqgen"
 	"github.com/geodlq/geodlq/offload"
 )
 
 // bodyLister lists its store's records as a SQL store does: bodies only,
-// no envelope decoded beforehand, so that a sync decodes every one.
-type bodyLister struct{ s *broker.Store }
+// no envelope decoded beforehand, so that a sync decodes every one; and
+// the records in replayed, which the memory store would have forgotten,
+// as replayed records with the time of their acknowledgement.
+type bodyLister struct {
+	s        *broker.Store
+	replayed map[string]time.Time
+}
 
 func (l bodyLister) List(ctx context.Context, opts broker.ListOptions) (broker.Page, error) {
 	p, err := l.s.List(ctx, opts)
 	for i, e := range p.Entries {
-		if e.Record != nil {
-			p.Entries[i].Record = bodyOnly(e.Record)
-		}
+		p.Entries[i] = l.entry(e)
 	}
 	return p, err
+}
+
+// entry is e as the lister lists it.
+func (l bodyLister) entry(e broker.Entry) broker.Entry {
+	if e.Record == nil {
+		return e
+	}
+	e.Record = bodyOnly(e.Record)
+	if at, ok := l.replayed[e.Record.ID]; ok {
+		e.Status, e.ReplayedAt = broker.StatusReplayed, at
+	}
+	return e
 }
 
 // bodyOnly returns a copy of r without its decoded envelope.
@@ -74,6 +93,53 @@ func realistic(t testing.TB, n, large int) (*broker.Store, *offload.Offloader) {
 	return s, off
 }
 
+// mixed is realistic with the rest of what a dead-letter store holds:
+// records replayed after their repair (acknowledged: repair_status
+// "replayed", replayed_at), repaired events that failed again
+// (dlq-repaired, dlq-replay-of), the hostile corpus's forged envelopes
+// (claimed sizes, tampered hashes, deep payloads, duplicate members,
+// trailing bytes) and its hostile events as the Builder wraps them.
+func mixed(t testing.TB, n, large int) (bodyLister, *offload.Offloader) {
+	t.Helper()
+	ctx := context.Background()
+	s, off := realistic(t, n, large)
+	p, err := s.List(ctx, broker.ListOptions{Destination: "spatial.events.poison.dlt", Limit: 25})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 25)
+	src := bodyLister{s: s, replayed: map[string]time.Time{}}
+	var recs []*broker.Record
+	for i, e := range p.Entries {
+		src.replayed[e.Record.ID] = time.Date(2026, 12, 1, 0, 0, i, 1234567, time.UTC)
+		recs = append(recs, e.Record)
+	}
+	g, err := dlqgen.New(&dlqgen.Options{Seed: 7, Offloader: off})
+	require.NoError(t, err)
+	for i := range 10 {
+		m, err := g.Message(ctx, i)
+		require.NoError(t, err)
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[broker.HeaderRepaired], m.Headers[broker.HeaderReplayOf] = "true", recs[i].ID
+		require.NoError(t, s.Publish(ctx, "spatial.events.retry.dlt", m))
+	}
+	b, err := envelope.NewBuilder(&envelope.BuilderOptions{Offloader: off})
+	require.NoError(t, err)
+	for _, f := range corpus.Hostile() {
+		if f.Large {
+			continue
+		}
+		body := f.Generate(corpus.MinHostileSize).Data
+		if f.Input == corpus.InputEvent {
+			if _, body, err = b.Build(ctx, envelope.Input{Payload: body, Err: classify.InvalidGeometry(errors.New("hostile: " + f.Name))}); err != nil {
+				continue // too large for an envelope: the Processor would say so
+			}
+		}
+		require.NoError(t, s.Publish(ctx, "spatial.events.poison.dlt", &broker.Message{Body: body}), f.Name)
+	}
+	return src, off
+}
+
 // dataFiles returns the dataset's data files by path.
 func dataFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
@@ -98,16 +164,33 @@ func dataFiles(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
-// Every row a sync writes is the row the one-record path (Writer.Write)
-// makes of the record: on a realistic corpus with every failure class,
-// offloaded and large geometries and bodies that are not envelopes,
-// decoded from their bodies as a SQL store lists them, with and without
-// payloads and blobs, in pages small and large. The guard of any faster
-// sync (issue 23: a partial decode, a pipeline).
+// Every row a sync writes is the row the one-record path (Writer.Write,
+// envelope.Decode) makes of the record: on a realistic corpus with every
+// failure class, offloaded and large geometries, replayed and repaired
+// records, hostile envelopes and bodies that are not envelopes, decoded
+// from their bodies as a SQL store lists them, with and without payloads
+// and blobs, in pages small and large. The guard of any faster sync
+// (issue 23: the sync decodes with envelope.DecodeFast).
 func TestSyncRowsMatchOneRecordPath(t *testing.T) {
 	ctx := context.Background()
-	s, off := realistic(t, 1500, 4)
-	src := bodyLister{s}
+	src, off := mixed(t, 1500, 4)
+	s := src.s
+	total, envelopes := 0, 0
+	require.NoError(t, s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Limit: broker.MaxListLimit}, func(e broker.Entry) error {
+		e = src.entry(e)
+		total++
+		want, werr := envelopeOf(e)
+		got, gerr := fastEnvelopeOf(e)
+		require.Equal(t, werr == nil, gerr == nil, "record %s: %v / %v", e.Record.ID, werr, gerr)
+		if werr != nil {
+			require.Equal(t, werr.Error(), gerr.Error())
+			return nil
+		}
+		envelopes++
+		require.Equal(t, want, got, e.Record.ID)
+		return nil
+	}))
+	require.Greater(t, total-envelopes, 3, "hostile records that are not envelopes")
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
@@ -124,15 +207,15 @@ func TestSyncRowsMatchOneRecordPath(t *testing.T) {
 			dir := t.TempDir()
 			res, err := Sync(ctx, src, dir, &SyncOptions{Options: tc.opts, PageSize: tc.page})
 			require.NoError(t, err)
-			require.EqualValues(t, 1504, res.Rows)
-			require.EqualValues(t, 3, res.Skipped)
+			require.EqualValues(t, envelopes, res.Rows)
+			require.EqualValues(t, total-envelopes, res.Skipped)
 			rows, _ := dataset(t, dir)
 
 			w, err := NewWriter(&bytes.Buffer{}, &tc.opts)
 			require.NoError(t, err)
 			var want []Row
 			require.NoError(t, s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Limit: broker.MaxListLimit}, func(e broker.Entry) error {
-				e.Record = bodyOnly(e.Record)
+				e = src.entry(e)
 				env, err := envelopeOf(e)
 				if err != nil {
 					return nil
@@ -142,18 +225,21 @@ func TestSyncRowsMatchOneRecordPath(t *testing.T) {
 				want = append(want, row)
 				return nil
 			}))
-			byID := map[string]Row{}
+			byID := map[[2]string]Row{} // record ids are per destination
 			for _, r := range throughParquet(t, want) {
-				byID[r.RecordID] = r
+				byID[[2]string{r.DLQDestination, r.RecordID}] = r
 			}
+			require.Len(t, byID, len(want))
 			require.Len(t, rows, len(byID))
-			statuses, classes := map[string]bool{}, map[string]bool{}
+			statuses, classes, repair := map[string]bool{}, map[string]bool{}, map[string]bool{}
 			for _, r := range rows {
-				require.Equal(t, byID[r.RecordID], r, r.RecordID)
+				require.Equal(t, byID[[2]string{r.DLQDestination, r.RecordID}], r, r.RecordID)
 				statuses[r.GeometryStatus] = true
 				classes[r.FailureClass] = true
+				repair[r.RepairStatus] = true
 			}
 			require.Len(t, classes, 5, "every failure class: %v", classes)
+			require.True(t, repair["replayed"] && repair["pending"], "%v", repair)
 			if tc.opts.Fetcher != nil {
 				require.True(t, statuses[GeometryOK] && statuses[GeometryOutsideCRS], "%v", statuses)
 			} else {
