@@ -262,3 +262,38 @@ func throughParquet(t *testing.T, rows []Row) []Row {
 	require.NoError(t, err)
 	return rs
 }
+
+// FuzzSyncRow feeds arbitrary bytes, as the body of a listed record, to
+// the sync's decoder (envelope.DecodeFast) and to the one-record path's
+// (envelope.Decode), and fails on any difference: error or not, the
+// error, the envelope, or the row made of it.
+func FuzzSyncRow(f *testing.F) {
+	ctx := context.Background()
+	src, off := mixed(f, 60, 0)
+	require.NoError(f, src.s.ScanAll(ctx, broker.ListOptions{IncludeReplayed: true, Limit: broker.MaxListLimit}, func(e broker.Entry) error {
+		if len(e.Record.Message.Body) <= 64<<10 {
+			f.Add(e.Record.Message.Body)
+		}
+		return nil
+	}))
+	conv := converter{o: (&Options{Fetcher: off, WithPayload: true}).rowOptions()}
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e := broker.Entry{Record: &broker.Record{ID: "1", Destination: "d", Message: &broker.Message{Body: body}}, Status: broker.StatusPending}
+		want, werr := envelopeOf(e)
+		got, gerr := fastEnvelopeOf(e)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("reference error %v, fast error %v", werr, gerr)
+		}
+		if werr != nil {
+			require.Equal(t, werr.Error(), gerr.Error())
+			require.ErrorIs(t, gerr, ErrNotEnvelope)
+			return
+		}
+		require.Equal(t, want, got)
+		var wr, gr Row
+		conv.row(ctx, &wr, e, want, now)
+		conv.row(ctx, &gr, e, got, now)
+		require.Equal(t, wr, gr)
+	})
+}
