@@ -150,6 +150,7 @@ FUZZ_TARGETS := \
 	./cmd/geodlq/internal/console:FuzzQuery \
 	./envelope:FuzzBuild \
 	./envelope:FuzzDecode \
+	./envelope:FuzzDecodeFast \
 	./envelope:FuzzFromCloudEvent \
 	./envelope:FuzzFromCloudEventHTTP \
 	./envelope:FuzzFromCloudEventKafka \
@@ -172,6 +173,7 @@ FUZZ_TARGETS := \
 	./spatial:FuzzCheckEventNesting \
 	./spatial:FuzzCheckGeometry \
 	./spatial/geos:FuzzEnginesAgree \
+	./warehouse:FuzzSyncRow \
 	./warehouse:FuzzWriter
 
 fuzz: deps

@@ -116,16 +116,45 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecode decodes the envelope of a small invalid polygon
+// (doc=small) and every envelope of TestDecodeFastMatchesDecode's corpus
+// in turn (doc=corpus), with Decode (decoder=reference) and DecodeFast
+// (decoder=fast):
+//
+//	go test -run '^$' -bench '^BenchmarkDecode$' -count 10 ./envelope/ | benchstat -col /decoder -
 func BenchmarkDecode(b *testing.B) {
 	_, data, err := newBuilder(b, nil).Build(context.Background(), smallInput)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := envelope.Decode(data); err != nil {
-			b.Fatal(err)
-		}
+	docs := corpusEnvelopes(b)
+	size := 0
+	for _, d := range docs {
+		size += len(d)
+	}
+	for _, dec := range []struct {
+		name   string
+		decode func([]byte) (*envelope.Envelope, error)
+	}{{"reference", envelope.Decode}, {"fast", envelope.DecodeFast}} {
+		b.Run("doc=small/decoder="+dec.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := dec.decode(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("doc=corpus/decoder="+dec.name, func(b *testing.B) {
+			b.SetBytes(int64(size / len(docs)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := dec.decode(docs[i%len(docs)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
