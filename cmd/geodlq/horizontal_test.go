@@ -105,7 +105,7 @@ func TestReplayAcrossProcesses(t *testing.T) {
 	// The victim: SIGKILLed once it has re-injected a few records, with
 	// leases held and perhaps a re-injection published but not
 	// acknowledged. Its leases lapse after lease_ttl (5 s).
-	victim, _, verr := replayProcess(ctx, binary, storeURL)
+	victim, _, verr := replayProcess(ctx, raceBinary, storeURL)
 	require.NoError(t, victim.Start())
 	for reinjected() < 10 {
 		if victim.ProcessState != nil {
@@ -128,7 +128,7 @@ func TestReplayAcrossProcesses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// Two of them work on four records at once.
-			cmd, out, errb := replayProcess(ctx, binary, storeURL, "--concurrency", fmt.Sprint(1+3*(i%2)))
+			cmd, out, errb := replayProcess(ctx, raceBinary, storeURL, "--concurrency", fmt.Sprint(1+3*(i%2)))
 			if err := cmd.Run(); err != nil {
 				errs[i] = fmt.Errorf("replayer %d: %w\n%s", i, err, errb)
 				return
@@ -139,7 +139,7 @@ func TestReplayAcrossProcesses(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 	time.Sleep(6 * time.Second) // the victim's leases (5 s) have lapsed
-	cmd, out, errb := replayProcess(ctx, binary, storeURL)
+	cmd, out, errb := replayProcess(ctx, raceBinary, storeURL)
 	require.NoError(t, cmd.Run(), "%s", errb)
 	var last replayReport
 	require.NoError(t, json.Unmarshal(out.Bytes(), &last))
@@ -156,7 +156,7 @@ func TestReplayAcrossProcesses(t *testing.T) {
 
 	// What is left pending is what no replay acknowledges (skipped,
 	// repair_failed, still_fails): a further run acknowledges nothing.
-	again, aout, aerr := replayProcess(ctx, binary, storeURL)
+	again, aout, aerr := replayProcess(ctx, raceBinary, storeURL)
 	require.NoError(t, again.Run(), "%s", aerr)
 	var rest replayReport
 	require.NoError(t, json.Unmarshal(aout.Bytes(), &rest))
@@ -338,7 +338,7 @@ func BenchmarkReplayAcrossProcesses(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						cmd, out, errb := replayProcess(ctx, binary, storeURL, "--concurrency", fmt.Sprint(c.conc))
+						cmd, out, errb := replayProcess(ctx, raceBinary, storeURL, "--concurrency", fmt.Sprint(c.conc))
 						if err := cmd.Run(); err != nil {
 							errs[i] = fmt.Errorf("replayer %d: %w\n%s", i, err, errb)
 							return

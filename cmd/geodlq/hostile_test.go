@@ -84,7 +84,11 @@ func hostileRun(t *testing.T, c cli, base int64, input int, args ...string) resu
 	require.True(t, ok)
 	peak := ru.Maxrss << 10 // KiB on Linux
 	if raceEnabled || input < 0 {
-		return r // the race detector multiplies memory: the bound holds for the binary users run
+		// Under -race this test process is several times larger, and the
+		// child, a vfork of it, counts its pages in Maxrss until it execs
+		// (a --help measured 262 MiB): the bound is asserted by the run
+		// without -race, where binary is the same build.
+		return r
 	}
 	require.LessOrEqual(t, peak, base+hostiletest.Budget(input), "geodlq %v: peak RSS %d MiB (the binary alone: %d MiB) for %d bytes of input",
 		args, peak>>20, base>>20, input)
@@ -151,25 +155,14 @@ func TestHostileCorpus(t *testing.T) {
 	forged.env = append(forged.env, "GEODLQ_BLOBS_BASE="+corpus.HostileBaseURI)
 	views := listViews(t, c, "--dest", "hostile.poison.dlt,hostile.retry.dlt,forged.poison.dlt")
 	require.NotEmpty(t, views)
-	skipped := 0
 	for _, v := range views {
 		ref := v.Destination + "/" + v.ID
 		cc := c
 		if v.Destination == "forged.poison.dlt" {
 			cc = forged
 		}
-		if raceEnabled && v.Destination != "forged.poison.dlt" && v.PayloadSize > 4<<20 {
-			// Under the race detector a 30 MB payload takes a minute a
-			// command; CI's budget keeps these to the normal build
-			// (go test without -race), and to check, export and triage here.
-			skipped++
-			continue
-		}
 		hostileRun(t, cc, base, largest, "show", "-o", "json", ref)
 		hostileRun(t, cc, base, largest, "render", ref, filepath.Join(dir, "out.svg"))
-	}
-	if skipped > 0 {
-		t.Logf("race detector: show and render left out for %d records of payloads over 4 MiB", skipped)
 	}
 	// The whole store is the input of export and triage.
 	total := 0

@@ -33,7 +33,7 @@ func interrupted(t *testing.T, c cli, delay time.Duration, args ...string) (resu
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(c.base(), args...)...)
+	cmd := exec.CommandContext(ctx, raceBinary, append(c.base(), args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())

@@ -312,11 +312,13 @@ func TestReplayProgressNotATerminal(t *testing.T) {
 	for i := range n {
 		fmt.Fprintf(&in, `{"event_id":"evt-%05d","crs":"EPSG:4326","geometry":%s}`+"\n", i, bowtieGeom)
 	}
-	c.must(exitProblems, in.Bytes(), "check", "--dead-letter", "parcels", "-o", "json")
+	seed := c
+	seed.bin = binary // the seeding is not what this test watches
+	seed.must(exitProblems, in.Bytes(), "check", "--dead-letter", "parcels", "-o", "json")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(c.base(), "replay", "--repair", "make-valid", "--progress-interval", "250ms",
+	cmd := exec.CommandContext(ctx, raceBinary, append(c.base(), "replay", "--repair", "make-valid", "--progress-interval", "250ms",
 		"--target", "sqlite://"+filepath.Join(dir, "target.db"))...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

@@ -2,5 +2,6 @@
 
 package main
 
-// raceEnabled builds the binary under test with -race too.
+// raceEnabled builds raceBinary, which the commands in raceCommands run,
+// with -race too.
 const raceEnabled = true

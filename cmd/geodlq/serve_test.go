@@ -36,7 +36,7 @@ var openLine = regexp.MustCompile(`^open (http://127\.0\.0\.1:\d+/)(?:#token=(\S
 // line that names its address.
 func startServe(t *testing.T, env []string, args ...string) *serving {
 	t.Helper()
-	cmd := exec.Command(binary, append(args, "serve", "--addr", "127.0.0.1:0", "--poll", "100ms")...)
+	cmd := exec.Command(raceBinary, append(args, "serve", "--addr", "127.0.0.1:0", "--poll", "100ms")...)
 	cmd.Env = append(os.Environ(), env...)
 	pr, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestServe(t *testing.T) {
 		{nil, []string{"--target", url}, "read-only console"},
 		{nil, []string{"extra"}, "takes no arguments"},
 	} {
-		cmd := exec.Command(binary, append(append(append([]string{}, store...), "serve", "--addr", "127.0.0.1:0"), tc.args...)...)
+		cmd := exec.Command(raceBinary, append(append(append([]string{}, store...), "serve", "--addr", "127.0.0.1:0"), tc.args...)...)
 		cmd.Env = append(os.Environ(), tc.env...)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
@@ -143,7 +143,7 @@ func TestServe(t *testing.T) {
 	}
 
 	// A store that is not there is an error, not an empty console.
-	out, err := exec.Command(binary, "--store", "sqlite://"+filepath.Join(dir, "nope.db"), "serve", "--addr", "127.0.0.1:0").CombinedOutput()
+	out, err := exec.Command(raceBinary, "--store", "sqlite://"+filepath.Join(dir, "nope.db"), "serve", "--addr", "127.0.0.1:0").CombinedOutput()
 	require.Error(t, err, string(out))
 	require.Contains(t, string(out), "no geodlq store")
 }
