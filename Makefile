@@ -21,6 +21,10 @@ export GOFLAGS
 
 PKGS := github.com/geodlq/geodlq/...
 
+# STEP prints the step's name and the time it starts (UTC), so that a run
+# of make test shows where its time went (docs/testing.md).
+STEP = @echo "== $@ starts at $$(date -u +%T)"
+
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
 .PHONY: bench-scale all demo test deps test-deps vet race core-nocgo nocgo lambda importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console screenshots
@@ -31,6 +35,7 @@ deps:
 	@scripts/deps.sh
 
 test-deps: deps
+	$(STEP)
 	@scripts/services.sh
 
 demo: deps
@@ -40,8 +45,10 @@ demo: deps
 # cmd/geodlq's TestNoCGOBuild and the examples' empty-root tests make,
 # which then come from the build cache.
 test: test-deps vet tidy-check nocgo lambda race release-check
+	@echo "== make test ends at $$(date -u +%T)"
 
 vet:
+	$(STEP)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 
@@ -49,6 +56,7 @@ vet:
 # scripts/test-plain lists, through internal/testreport (fails on a skip
 # scripts/skip-allowlist does not list; prints each package's time).
 race:
+	$(STEP)
 	@scripts/test.sh
 
 core-nocgo:
@@ -64,6 +72,7 @@ NOCGO_MODULES := . broker/jetstream broker/kafka broker/mysql broker/postgis bro
 	broker/rabbitmq broker/redisstream broker/servicebus broker/sqlite broker/sqs cmd/geodlq \
 	examples offload/blobstore pgmigrate replay/pgclaims replay/redisclaims warehouse
 nocgo: core-nocgo
+	$(STEP)
 	@for m in $(NOCGO_MODULES); do \
 	  echo "CGO_ENABLED=0 go build ./... in $$m"; \
 	  (cd $$m && CGO_ENABLED=0 $(GO) build ./...) || exit 1; \
@@ -78,6 +87,7 @@ nocgo: core-nocgo
 LAMBDA_OUT := build/lambda
 LAMBDAS    := lambda-sqs-consumer lambda-ingress
 lambda:
+	$(STEP)
 	@mkdir -p $(LAMBDA_OUT)
 	@for fn in $(LAMBDAS); do for arch in arm64:arm64 x86_64:amd64; do \
 	  dir=$(LAMBDA_OUT)/$$fn-$${arch%%:*}; rm -rf $$dir; mkdir -p $$dir; \
@@ -232,6 +242,7 @@ tidy:
 	@scripts/gomod.sh tidy
 
 tidy-check:
+	$(STEP)
 	@scripts/gomod.sh check
 
 # A release tried as a user would before any tag exists (docs/releasing.md):
@@ -239,4 +250,5 @@ tidy-check:
 # file:// proxy, the README's install lines (with the clients' floors) and
 # every example directory copied whole, with no go.work and no replace.
 release-check: deps
+	$(STEP)
 	@scripts/release-check.sh
