@@ -5,8 +5,9 @@
 // memory measured in a child process against [Budget].
 //
 // It is test support, imported only by tests: the library's hostile
-// tests (this package's, which run every library entry point) and those
-// of the geodlq command and the JSON-Schema contract.
+// tests (this package's and package entrypoints', which run every library
+// entry point, the first under the race detector and the second without)
+// and those of the geodlq command and the JSON-Schema contract.
 //
 // A memory test re-executes the test binary with [RunChild]:
 //
@@ -78,11 +79,17 @@ func Within(t testing.TB, d time.Duration, what string, fn func()) {
 }
 
 // Each runs fn for every family, as a subtest named after it, with the
-// family generated at size and the call bounded by deadline.
-func Each(t *testing.T, families []corpus.Family, size int, deadline time.Duration, fn func(t *testing.T, f corpus.Family, s corpus.Sample)) {
+// family generated at size and the call bounded by deadline. With
+// parallel, the subtests are parallel (fn must be safe for concurrent
+// use): they then run after the calling test's function returns, so what
+// they share must outlive it (undo it in t.Cleanup, not in a defer).
+func Each(t *testing.T, families []corpus.Family, size int, deadline time.Duration, parallel bool, fn func(t *testing.T, f corpus.Family, s corpus.Sample)) {
 	t.Helper()
 	for _, f := range families {
 		t.Run(f.Name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			s := f.Generate(size)
 			Within(t, deadline, t.Name(), func() { fn(t, f, s) })
 		})
