@@ -8,13 +8,11 @@ import (
 )
 
 // familySize is the size the scaling families are generated at: the
-// default, 32 MiB, half the checker's byte budget; 4 MiB with -short and
-// under the race detector (which multiplies time and memory several-fold;
-// the depth it takes to overflow a stack is reached at either size with
-// the stack capped, see entrypoints.Run).
+// default, 32 MiB, half the checker's byte budget; entrypoints.RaceSize
+// (just over 4 MiB) with -short and under the race detector.
 func familySize() int {
 	if testing.Short() || raceEnabled {
-		return 4 << 20
+		return entrypoints.RaceSize
 	}
 	return corpus.DefaultHostileSize
 }

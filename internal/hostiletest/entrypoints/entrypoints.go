@@ -55,6 +55,15 @@ const (
 	StageTriage     = "triage"
 )
 
+// RaceSize is the size the families that scale are generated at under
+// the race detector (and with -short), which multiplies time and memory
+// several-fold: 4 MiB and 64 KiB, just over the 4 MiB of a document's rest
+// from which CheckEvent parses a MultiPolygon's coordinates on several
+// goroutines (internal/geojson), so that large_valid takes that parse
+// where the detector watches it. The depth that overflows the capped stack
+// is reached at this size too (see [Run]).
+const RaceSize = 4<<20 + 64<<10
+
 // topic is where events come from and are replayed to.
 const topic = "hostile"
 

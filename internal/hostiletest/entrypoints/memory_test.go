@@ -24,14 +24,14 @@ import (
 
 // familySize is the size the scaling families are generated at: the
 // default, 32 MiB, half the checker's byte budget, where the 4× term of
-// the budget outweighs its fixed 64 MiB; 4 MiB with -short and under the
-// race detector (which multiplies time and memory several-fold, and whose
-// budget is then ten times the real one). make test runs this package
+// the budget outweighs its fixed 64 MiB; entrypoints.RaceSize (just over
+// 4 MiB) with -short and under the race detector (whose budget is then ten
+// times the real one). make test runs this package
 // without the detector (scripts/test-plain), so the real budget is the one
 // checked.
 func familySize() int {
 	if testing.Short() || raceEnabled {
-		return 4 << 20
+		return entrypoints.RaceSize
 	}
 	return corpus.DefaultHostileSize
 }
