@@ -78,24 +78,6 @@ func Within(t testing.TB, d time.Duration, what string, fn func()) {
 	fn()
 }
 
-// Each runs fn for every family, as a subtest named after it, with the
-// family generated at size and the call bounded by deadline. With
-// parallel, the subtests are parallel (fn must be safe for concurrent
-// use): they then run after the calling test's function returns, so what
-// they share must outlive it (undo it in t.Cleanup, not in a defer).
-func Each(t *testing.T, families []corpus.Family, size int, deadline time.Duration, parallel bool, fn func(t *testing.T, f corpus.Family, s corpus.Sample)) {
-	t.Helper()
-	for _, f := range families {
-		t.Run(f.Name, func(t *testing.T) {
-			if parallel {
-				t.Parallel()
-			}
-			s := f.Generate(size)
-			Within(t, deadline, t.Name(), func() { fn(t, f, s) })
-		})
-	}
-}
-
 // Environment of a child started by RunChild.
 const (
 	envFamily = "GEODLQ_HOSTILE_FAMILY"

@@ -482,7 +482,7 @@ func Concurrent(stage string) bool {
 // Run answers every hostile family at the stages keep selects, in a
 // subtest per family (with parallel, the families at once, all on e's
 // checker, as a service's requests would be), the family generated once
-// at size and shared by its stages, the family's calls bounded by
+// at size and shared by its stages, each stage's calls bounded by
 // [hostiletest.Deadline], and the goroutine stack capped at 4 MiB, so that
 // nothing may recurse with the input (a million nested collections need a
 // thousand times that): the verdict is the family's, every error is
@@ -493,28 +493,36 @@ func Run(t *testing.T, e *Env, size int, parallel bool, keep func(stage string) 
 	// run after the calling test's function returns).
 	prev := debug.SetMaxStack(4 << 20)
 	t.Cleanup(func() { debug.SetMaxStack(prev) })
-	hostiletest.Each(t, corpus.Hostile(), size, hostiletest.Deadline, parallel, func(t *testing.T, f corpus.Family, s corpus.Sample) {
-		// CheckEvent's answer is the cause a consumer wraps in the later
-		// stages; when the check_event stage is kept, this call is its
-		// call, verified in its subtest.
-		var cause error
-		if f.Input == corpus.InputEvent {
-			_, cause = e.Checker.CheckEvent(s.Data)
-		}
-		r := e.Family(t, f, s, cause)
-		for _, name := range Stages(f) {
-			if !keep(name) {
-				continue
+	for _, f := range corpus.Hostile() {
+		t.Run(f.Name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
 			}
-			t.Run(name, func(t *testing.T) {
-				if name == StageCheck {
-					verifyCheck(t, f, cause)
-					return
+			s := f.Generate(size)
+			// CheckEvent's answer is the cause a consumer wraps in the
+			// later stages; when the check_event stage is kept, this call
+			// is its call, verified in its subtest.
+			var cause error
+			if f.Input == corpus.InputEvent {
+				hostiletest.Within(t, hostiletest.Deadline, t.Name()+"/"+StageCheck, func() { _, cause = e.Checker.CheckEvent(s.Data) })
+			}
+			r := e.Family(t, f, s, cause)
+			for _, name := range Stages(f) {
+				if !keep(name) {
+					continue
 				}
-				st := r.Prepare(t, name)
-				st.Act()
-				st.Verify()
-			})
-		}
-	})
+				t.Run(name, func(t *testing.T) {
+					if name == StageCheck {
+						verifyCheck(t, f, cause)
+						return
+					}
+					hostiletest.Within(t, hostiletest.Deadline, t.Name(), func() {
+						st := r.Prepare(t, name)
+						st.Act()
+						st.Verify()
+					})
+				})
+			}
+		})
+	}
 }
