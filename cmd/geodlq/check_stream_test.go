@@ -244,32 +244,76 @@ func (w *cancelAfter) Write(p []byte) (int, error) {
 }
 
 // TestReadLine reads lines shorter and longer than the reader's buffer,
-// with and without a final newline.
+// with and without a final newline, from an input that can be read
+// ahead (a file; here a strings.Reader, which is an io.ReaderAt and an
+// io.Seeker) and from one that cannot (a pipe), and reports each line
+// longer than the buffer, before it is read, when it is the longest yet.
 func TestReadLine(t *testing.T) {
 	long := strings.Repeat("0123456789", 10)
 	tests := []struct {
 		name, in string
 		want     []string
+		longs    []int // sizes reported to onLong
 	}{
-		{"empty", "", nil},
-		{"short lines", "a\nbc\n\nd", []string{"a\n", "bc\n", "\n", "d"}},
-		{"buffer-sized", long[:16] + "\n" + long[:15] + "\n", []string{long[:16] + "\n", long[:15] + "\n"}},
-		{"longer than the buffer", long + "\r\n" + long[:33], []string{long + "\r\n", long[:33]}},
-		{"exact multiple, no newline", long[:32], []string{long[:32]}},
+		{"empty", "", nil, nil},
+		{"short lines", "a\nbc\n\nd", []string{"a\n", "bc\n", "\n", "d"}, nil},
+		{"buffer-sized", long[:16] + "\n" + long[:15] + "\n", []string{long[:16] + "\n", long[:15] + "\n"}, []int{17}},
+		{"longer than the buffer", long + "\r\n" + long[:33], []string{long + "\r\n", long[:33]}, []int{102}},
+		{"exact multiple, no newline", long[:32], []string{long[:32]}, []int{32}},
+		{"long lines, longest last", long[:40] + "\n" + long[:20] + "\n" + long + "\n" + long[:50],
+			[]string{long[:40] + "\n", long[:20] + "\n", long + "\n", long[:50]}, []int{41, 101}},
+		{"line ending at a read-ahead chunk's end", strings.Repeat("x", readAheadChunk+15) + "\n" + "y",
+			[]string{strings.Repeat("x", readAheadChunk+15) + "\n", "y"}, []int{readAheadChunk + 16}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := bufio.NewReaderSize(strings.NewReader(tt.in), 16)
-			var got []string
-			for {
-				line, err := readLine(r)
-				if err == io.EOF {
-					break
+		for _, ahead := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/ahead=%v", tt.name, ahead), func(t *testing.T) {
+				var in io.Reader = strings.NewReader(tt.in)
+				if !ahead {
+					in = struct{ io.Reader }{in} // hides ReadAt and Seek
 				}
-				require.NoError(t, err)
-				got = append(got, string(line))
-			}
-			require.Equal(t, tt.want, got)
+				lr := newLineReader(in, 16)
+				require.Equal(t, ahead, lr.ra != nil)
+				var longs []int
+				lr.onLong = func(n int) { longs = append(longs, n) }
+				var got []string
+				for {
+					line, err := lr.readLine()
+					if err == io.EOF {
+						break
+					}
+					require.NoError(t, err)
+					got = append(got, string(line))
+				}
+				require.Equal(t, tt.want, got)
+				require.Equal(t, tt.longs, longs)
+			})
+		}
+	}
+}
+
+// changedInput reads one text and reads ahead in another, as a file
+// rewritten between the two reads would.
+type changedInput struct {
+	*strings.Reader
+	ahead *strings.Reader
+}
+
+func (c changedInput) ReadAt(p []byte, off int64) (int, error) { return c.ahead.ReadAt(p, off) }
+
+// TestReadLineChanged: a line whose end is not where reading ahead found
+// it is an error, never a wrong line.
+func TestReadLineChanged(t *testing.T) {
+	long := strings.Repeat("0123456789", 10)
+	for _, tc := range []struct{ name, read, ahead string }{
+		{"newline earlier", long[:40] + "\n" + long, long + "\n" + long},
+		{"shorter", long[:40], long + "\n"},
+		{"newline gone", long + "x" + long, long + "\n" + long},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lr := newLineReader(changedInput{strings.NewReader(tc.read), strings.NewReader(tc.ahead)}, 16)
+			_, err := lr.readLine()
+			require.ErrorIs(t, err, errInputChanged)
 		})
 	}
 }
