@@ -21,7 +21,7 @@ import (
 // corpus, its peak RSS stays within 3 × its largest event + 64 MiB. The
 // corpus is generated into a file (small events, valid and not, then one
 // valid MultiPolygon of about 40 MB, last, as in the benchmark corpus of
-// make bench-corpus) and the built (non-race) geodlq checks it as a
+// make bench-corpus) and geodlq, built without -race, checks it as a
 // process, on one worker and on two; the kernel's peak RSS of that process
 // (wait4's Maxrss) is asserted. The corpus is written as it is generated,
 // never held here: a child starts as a vfork of this process and Maxrss
@@ -31,10 +31,7 @@ func TestCheckMemoryBound(t *testing.T) {
 		t.Skip("builds geodlq and checks a 40 MB event")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "geodlq")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, build.Run())
+	bin := binary // built without -race (TestMain), as operators run it
 
 	corpus := filepath.Join(dir, "corpus.jsonl")
 	events, largest := writeCheckCorpus(t, corpus, 16_000)
