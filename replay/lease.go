@@ -43,10 +43,17 @@ type LeaseKeeperOptions struct {
 // while it works on them, and fences what it does with each: the
 // guarantee that two workers never both act on one record rests on it.
 //
-// A record given to [LeaseKeeper.Hold] is renewed ([broker.DeadLetterSource]
-// Renew) in the background each time a third of its lease has passed, so
-// that a batch outlives its lease as long as the worker lives and the
-// source answers. [LeaseKeeper.Act] runs the side effect (a
+// A record given to [LeaseKeeper.Hold] is renewed in the background each
+// time a third of its lease has passed, so that a batch outlives its
+// lease as long as the worker lives and the source answers: the leases
+// that fall due together are renewed in one call of the source's
+// RenewBatch ([broker.BatchSettler]) when it has one, one
+// [broker.DeadLetterSource] Renew each otherwise. A renewal that finds
+// a lease lost (another holder took the record) marks it lost for good:
+// [LeaseKeeper.Lost] says so, and the record is never acted on. (So a
+// wrapper that overrides a source's Renew must override RenewBatch too,
+// or hide it: embed the [broker.DeadLetterSource] interface, not the
+// store.) [LeaseKeeper.Act] runs the side effect (a
 // re-injection, a move) only while the lease is provably held: it first
 // renews the lease — one atomic check-and-extend at the source, which
 // fails if anyone else took the record — then runs the act with a
@@ -318,37 +325,54 @@ func (k *LeaseKeeper) loop() {
 			return
 		}
 		now := time.Now()
-		var due []*hold
+		var due, near []*hold
 		var next time.Time
 		k.mu.Lock()
 		for _, h := range k.held {
 			if h.lost != nil {
 				continue
 			}
-			if !h.next.After(now) {
+			switch {
+			case !h.next.After(now):
 				due = append(due, h)
-			} else if next.IsZero() || h.next.Before(next) {
-				next = h.next
+			case !h.next.After(now.Add(h.length / 6)):
+				near = append(near, h)
+				fallthrough
+			default:
+				if next.IsZero() || h.next.Before(next) {
+					next = h.next
+				}
 			}
 		}
 		k.mu.Unlock()
-		var wg sync.WaitGroup
-		for _, h := range due {
-			select {
-			case sem <- struct{}{}:
-			case <-k.ctx.Done():
-			}
-			if k.ctx.Err() != nil {
-				break
-			}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				if err := k.renew(k.ctx, h); errors.Is(err, broker.ErrLeaseLost) {
-					k.giveBack(h)
-				}
-			})
+		if len(due) > 0 {
+			// The leases due within a sixth of their length are renewed
+			// with the ones due now, so that leases that fall due close
+			// together (a batch fetched at once, records left in place
+			// one after another) are renewed in one batch.
+			due = append(due, near...)
 		}
-		wg.Wait()
+		if _, ok := k.src.(broker.BatchSettler); ok && !k.noBatch.Load() && len(due) > 0 {
+			k.renewDue(due, sem)
+		} else {
+			var wg sync.WaitGroup
+			for _, h := range due {
+				select {
+				case sem <- struct{}{}:
+				case <-k.ctx.Done():
+				}
+				if k.ctx.Err() != nil {
+					break
+				}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					if err := k.renew(k.ctx, h); errors.Is(err, broker.ErrLeaseLost) {
+						k.giveBack(h)
+					}
+				})
+			}
+			wg.Wait()
+		}
 		if len(due) > 0 {
 			continue // the renewed ones have a new next; look again
 		}
@@ -364,6 +388,40 @@ func (k *LeaseKeeper) loop() {
 		case <-timer.C:
 		}
 	}
+}
+
+// renewBatchMax is the most leases the renewal loop renews in one call
+// of the source's RenewBatch (broker.MaxBatch bounds a [*broker.Store]'s).
+const renewBatchMax = 1000
+
+// renewDue renews the leases of due in calls of the source's RenewBatch
+// of at most renewBatchMax records each, as many at once as sem allows
+// (the holds in the order they were made, so that the records fetched
+// together are renewed together), and gives back the records whose
+// leases a renewal found lost. A source that answers
+// errors.ErrUnsupported is renewed one record at a time from then on
+// (renewBatch).
+func (k *LeaseKeeper) renewDue(due []*hold, sem chan struct{}) {
+	slices.SortFunc(due, func(a, b *hold) int { return cmp.Compare(a.seq, b.seq) })
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(due, renewBatchMax) {
+		select {
+		case sem <- struct{}{}:
+		case <-k.ctx.Done():
+		}
+		if k.ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for i, err := range k.renewBatch(k.ctx, chunk) {
+				if errors.Is(err, broker.ErrLeaseLost) {
+					k.giveBack(chunk[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // giveBack releases a record whose renewal found its lease lost. Most
@@ -689,6 +747,33 @@ func (k *LeaseKeeper) Drop(r *broker.Record) {
 		delete(k.held, r)
 	}
 	k.mu.Unlock()
+}
+
+// slim keeps renewing r's lease, as held by k, without holding r's body:
+// it replaces the record k holds with a copy that has only what renewing
+// and releasing it need (leaseOnly), and returns that copy, which k
+// holds from then on in r's place (r itself is no longer held). For a
+// record a worker leaves in place but keeps out of its own later
+// fetches until it is done: [LeaseKeeper.Release] the copy then. A
+// record k does not hold comes back as a lease-only copy, not held.
+func (k *LeaseKeeper) slim(r *broker.Record) *broker.Record {
+	k.mu.Lock()
+	h := k.held[r]
+	k.mu.Unlock()
+	if h == nil {
+		return leaseOnly(r)
+	}
+	h.mu.Lock() // a renewal in flight finishes first
+	defer h.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	lo := leaseOnly(h.rec)
+	if k.held[r] == h {
+		delete(k.held, r)
+		h.rec = lo
+		k.held[lo] = h
+	}
+	return lo
 }
 
 // Close stops renewing (leases lapse at their ends) and waits for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -169,6 +170,20 @@ func (s *stalling) Renew(ctx context.Context, r *broker.Record) error {
 		return fmt.Errorf("store unreachable: %w", ctx.Err())
 	}
 	return s.Store.Renew(ctx, r)
+}
+
+// RenewBatch stalls as Renew does: the keeper renews the leases it holds
+// in batches when the source has them.
+func (s *stalling) RenewBatch(ctx context.Context, rs []*broker.Record) []error {
+	if s.stall.Load() {
+		<-ctx.Done()
+		errs := make([]error, len(rs))
+		for i := range errs {
+			errs[i] = fmt.Errorf("store unreachable: %w", ctx.Err())
+		}
+		return errs
+	}
+	return s.Store.RenewBatch(ctx, rs)
 }
 
 // TestConcurrentReplayersReinjectOnce: two replayers over one store, with
@@ -458,5 +473,239 @@ func TestSlowDryRunExaminesEveryRecord(t *testing.T) {
 			require.Equal(t, tc.n, memory.Len(b, dlq), "a dry run leaves every record in place")
 			require.Zero(t, memory.Len(b, topic), "and re-injects none")
 		})
+	}
+}
+
+// slowSource is a source whose Fetch takes perRecord for each record it
+// returns, after leasing it (as reading a 20 MB record does), whose
+// renewals fail while stall is set (a store that stopped answering), and
+// which counts renewals one at a time and in batches.
+type slowSource struct {
+	broker.DeadLetterSource
+	perRecord            time.Duration
+	stall                atomic.Bool
+	renews, renewBatches atomic.Int64
+}
+
+func (s *slowSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
+	recs, err := s.DeadLetterSource.Fetch(ctx, dest, f, n)
+	time.Sleep(time.Duration(len(recs)) * s.perRecord)
+	return recs, err
+}
+
+func (s *slowSource) Renew(ctx context.Context, r *broker.Record) error {
+	s.renews.Add(1)
+	if s.stall.Load() {
+		return errors.New("store unreachable")
+	}
+	return s.DeadLetterSource.Renew(ctx, r)
+}
+
+// slowBatches is a slowSource over a source with batches.
+type slowBatches struct{ *slowSource }
+
+func (s slowBatches) RenewBatch(ctx context.Context, rs []*broker.Record) []error {
+	s.renewBatches.Add(1)
+	if s.stall.Load() {
+		errs := make([]error, len(rs))
+		for i := range errs {
+			errs[i] = errors.New("store unreachable")
+		}
+		return errs
+	}
+	return s.DeadLetterSource.(broker.BatchSettler).RenewBatch(ctx, rs)
+}
+
+func (s slowBatches) AckBatch(ctx context.Context, rs []*broker.Record) []error {
+	return s.DeadLetterSource.(broker.BatchSettler).AckBatch(ctx, rs)
+}
+
+// slowModes are sourceModes for a slowSource: renewed in batches, or one
+// record at a time over a source without batches.
+var slowModes = []struct {
+	name    string
+	batches bool
+	wrap    func(s *slowSource) broker.DeadLetterSource
+}{
+	{"renewed in batches", true, func(s *slowSource) broker.DeadLetterSource { return slowBatches{s} }},
+	{"renewed one at a time", false, func(s *slowSource) broker.DeadLetterSource { return s }},
+}
+
+// leaseIndex is the index seedDeadLetters gave env's record.
+func leaseIndex(t *testing.T, env *envelope.Envelope) int {
+	var i int
+	_, err := fmt.Sscanf(env.IdempotencyKey, "idem:v1:lease-%d", &i)
+	require.NoError(t, err)
+	return i
+}
+
+// halfRepairable returns a repairer that takes step per record, then
+// repairs the records of even index and fails the odd ones (left in
+// place, their leases held until the run ends); at, when set, is called
+// with each index first.
+func halfRepairable(t *testing.T, step time.Duration, at func(i int)) replay.Repairer {
+	return replay.RepairFunc(func(ctx context.Context, env *envelope.Envelope, p []byte) ([]byte, replay.Repair, error) {
+		i := leaseIndex(t, env)
+		if at != nil {
+			at(i)
+		}
+		time.Sleep(step)
+		if i%2 == 1 {
+			return nil, replay.Repair{}, fmt.Errorf("record %d: %w", i, replay.ErrNotRepairable)
+		}
+		return makeValid{}.Repair(ctx, env, p)
+	})
+}
+
+// TestLongRunKeepsLeases: a run over records whose fetch and repair each
+// take a good part of a lease — one pass over them takes many leases —
+// keeps the leases of every record it holds (left in place, or not yet
+// examined) alive until it ends: no record comes back to it, each is
+// examined exactly once, dry run or not, and each one re-injected is
+// re-injected once; the leases are renewed in batches over a source with
+// batches, one at a time otherwise. Before, the leases of the records
+// left in place lapsed, the records came back first (oldest first), and
+// the run ended before the records not yet examined, saying nothing
+// (geodlq replay --dry-run examined 33 of 40 records of 20 MB in CI).
+func TestLongRunKeepsLeases(t *testing.T) {
+	const (
+		n   = 8
+		ttl = 300 * time.Millisecond
+	)
+	for _, mode := range slowModes {
+		for _, dry := range []bool{true, false} {
+			for _, batch := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%s/dry=%t/batch=%d", mode.name, dry, batch), func(t *testing.T) {
+					ctx := context.Background()
+					b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+					dlq := topic + ".poison.dlt"
+					seedDeadLetters(t, b, n)
+					// A fetch takes a fifth of a lease per record and a
+					// repair half of one: one pass is about 6 leases.
+					src := &slowSource{DeadLetterSource: b, perRecord: ttl / 5}
+					r, err := replay.New(&replay.Options{Source: mode.wrap(src), Target: b, BatchSize: batch,
+						Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: halfRepairable(t, ttl/2, nil)}})
+					require.NoError(t, err)
+					start := time.Now()
+					rep, err := r.Run(ctx, replay.Request{Destination: dlq, DryRun: dry})
+					require.NoError(t, err)
+					took := time.Since(start)
+					require.Greater(t, took, 4*ttl, "one pass takes several leases")
+					require.Equal(t, n, rep.Examined, "every record examined: %s", rep.Summary())
+					ids := map[string]int{}
+					for _, it := range rep.Items {
+						ids[it.RecordID]++
+					}
+					require.Len(t, ids, n, "each once")
+					require.Zero(t, rep.LeasesLost, "no lease lapsed")
+					require.Empty(t, rep.Incomplete)
+					if dry {
+						require.Equal(t, map[replay.Outcome]int{replay.OutcomeWouldRepair: n / 2, replay.OutcomeWouldFail: n / 2}, rep.Counts)
+						require.Equal(t, n, memory.Len(b, dlq), "a dry run leaves every record in place")
+						require.Zero(t, memory.Len(b, topic), "and re-injects none")
+					} else {
+						require.Equal(t, map[replay.Outcome]int{replay.OutcomeRepaired: n / 2, replay.OutcomeRepairFailed: n / 2}, rep.Counts)
+						require.Equal(t, n/2, memory.Len(b, dlq), "the records that failed their repair are left in place")
+						keys := map[string]int{}
+						for _, m := range memory.Messages(b, topic) {
+							keys[m.Header(broker.HeaderIdempotencyKey)]++
+						}
+						require.Len(t, keys, n/2, "every repaired record re-injected")
+						for k, c := range keys {
+							require.Equal(t, 1, c, "%s re-injected once", k)
+						}
+					}
+					// Released at the end: every record left in place is
+					// available to the next run at once.
+					recs, err := memory.Reopen(b).Fetch(ctx, dlq, broker.Filter{}, n)
+					require.NoError(t, err)
+					require.Len(t, recs, memory.Len(b, dlq), "every record left in place released")
+					if mode.batches {
+						require.Positive(t, src.renewBatches.Load(), "renewed in batches")
+						require.Zero(t, src.renews.Load(), "never one at a time")
+					} else {
+						require.Positive(t, src.renews.Load())
+					}
+					t.Logf("%s in %v (%.1f leases), %d renewals one at a time, %d in batches",
+						rep.Summary(), took.Round(time.Millisecond), float64(took)/float64(ttl), src.renews.Load(), src.renewBatches.Load())
+				})
+			}
+		}
+	}
+}
+
+// TestStolenLeasesReportIncomplete: another replayer takes over the
+// records a run holds mid-run (the run's renewals failed for longer than
+// a lease, and the other fetched every record then available, the
+// records not yet examined with them): the run counts the leases it
+// lost, acts on none of the stolen records, and reports itself
+// incomplete — never a silent partial run.
+func TestStolenLeasesReportIncomplete(t *testing.T) {
+	const (
+		n     = 12
+		ttl   = 300 * time.Millisecond
+		steal = 4 // at the repair of the record of this index
+	)
+	for _, mode := range slowModes {
+		for _, dry := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/dry=%t", mode.name, dry), func(t *testing.T) {
+				ctx := context.Background()
+				b := memory.New(&memory.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
+				dlq := topic + ".poison.dlt"
+				seedDeadLetters(t, b, n)
+				src := &slowSource{DeadLetterSource: b}
+				thief := memory.Reopen(b)
+				theirs := replay.NewLeaseKeeper(thief, nil)
+				defer theirs.Close()
+				var stolen []*broker.Record
+				at := func(i int) {
+					if i != steal {
+						return
+					}
+					src.stall.Store(true)
+					time.Sleep(ttl + ttl/2)
+					fetched := time.Now()
+					recs, err := thief.Fetch(ctx, dlq, broker.Filter{}, n)
+					require.NoError(t, err)
+					theirs.Hold(fetched, recs...)
+					stolen = recs
+					src.stall.Store(false)
+				}
+				r, err := replay.New(&replay.Options{Source: mode.wrap(src), Target: b, BatchSize: 1,
+					Repairers: map[classify.Class]replay.Repairer{classify.ClassInvalidGeometry: halfRepairable(t, 0, at)}})
+				require.NoError(t, err)
+				rep, err := r.Run(ctx, replay.Request{Destination: dlq, DryRun: dry})
+				require.NoError(t, err)
+				require.NotEmpty(t, stolen)
+				require.Equal(t, steal+1, rep.Examined, "the records not yet examined went to the other: %s", rep.Summary())
+				// The run held the record it was repairing and, dry, every
+				// record before it; not dry, the odd ones (left in place).
+				wantLost := steal + 1
+				if !dry {
+					wantLost = steal/2 + 1
+					require.Equal(t, replay.OutcomeLeaseLost, rep.Items[steal].Outcome, "the record whose lease was stolen is not re-injected")
+				}
+				require.Equal(t, wantLost, rep.LeasesLost, rep.Summary())
+				require.Contains(t, rep.Incomplete, fmt.Sprintf("%d records' leases were lost", wantLost))
+				stolenIDs := map[string]bool{}
+				for _, s := range stolen {
+					stolenIDs[s.ID] = true
+				}
+				keys := map[string]int{}
+				for _, m := range memory.Messages(b, topic) {
+					keys[m.Header(broker.HeaderIdempotencyKey)]++
+					require.False(t, stolenIDs[strings.TrimPrefix(m.Header(broker.HeaderReplayOf), dlq+"/")], "a stolen record is not re-injected")
+				}
+				if dry {
+					require.Empty(t, keys)
+				} else {
+					require.Len(t, keys, steal/2, "the records repaired before the theft")
+					for k, c := range keys {
+						require.Equal(t, 1, c, "%s re-injected once", k)
+					}
+				}
+				require.Equal(t, n-len(keys), memory.Len(b, dlq))
+			})
+		}
 	}
 }

@@ -360,6 +360,21 @@ type Report struct {
 	Counts map[Outcome]int
 	// Items lists every record, in the order examined.
 	Items []Item
+	// LeasesLost counts the records whose leases the run lost before it
+	// was done with them: a renewal or the release at the end was
+	// refused because another holder had taken the record over
+	// (OutcomeLeaseLost, or ack_failed for that reason), or a lease
+	// lapsed (its renewals failed) and the record came back to the run.
+	// Such a record may have been examined or acted on by another
+	// replayer; this run acts on no record twice.
+	LeasesLost int
+	// Incomplete is empty when the run examined every record it was
+	// meant to: each record of the destination that matched the filter
+	// and was not held by another replayer when the run fetched it, once,
+	// up to Request.Limit. Otherwise it says why not — leases were lost
+	// (LeasesLost), or the run ended early on an error (the error Run
+	// returns) — and the run must be taken as partial: run it again.
+	Incomplete string
 }
 
 // Summary counts the report's outcomes on one line, in the order of
@@ -384,34 +399,54 @@ func (r Report) Summary() string {
 func (r Report) Acked() int { return r.Counts[OutcomeReplayed] + r.Counts[OutcomeRepaired] }
 
 // Run replays the records of req.Destination that match req.Filter. Records
-// that are not re-injected stay leased until the run ends and are then
-// released, untouched, for a later run or an operator. Run returns the
-// report so far together with an error when ctx ends or the source fails;
-// nothing is half-acknowledged.
+// that are not re-injected stay leased until the run ends — their leases
+// renewed meanwhile, however long the run takes, so that they do not come
+// back to it or go to another replayer — and are then released,
+// untouched, for a later run or an operator. Each record is examined and
+// acted on at most once by a run. Run returns the report so far together
+// with an error when ctx ends or the source fails; nothing is
+// half-acknowledged. A run that lost leases, or ended early, says so in
+// [Report].Incomplete.
 func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error) {
 	ctx, span := r.tel.Start(ctx, "geodlq.replay.run",
 		attribute.String("geodlq.destination", req.Destination), attribute.Bool("geodlq.dry_run", req.DryRun))
 	defer func() {
-		span.SetAttributes(attribute.Int("geodlq.examined", rep.Examined), attribute.Int("geodlq.acked", rep.Acked()))
+		span.SetAttributes(attribute.Int("geodlq.examined", rep.Examined), attribute.Int("geodlq.acked", rep.Acked()),
+			attribute.Int("geodlq.leases_lost", rep.LeasesLost), attribute.Bool("geodlq.incomplete", rep.Incomplete != ""))
 		telemetry.End(span, err)
 	}()
 	rep = Report{Counts: map[Outcome]int{}}
 	keeper := NewLeaseKeeper(r.opts.Source, &LeaseKeeperOptions{Margin: r.opts.LeaseMargin, Logger: r.log})
 	defer keeper.Close()
+	// held: the records left in place, by id, as the keeper holds them
+	// (their leases alone: see LeaseKeeper.slim), renewed until the run
+	// ends. lost: the ids of the records whose leases the run lost
+	// before it was done with them.
 	held := map[string]*broker.Record{}
+	lost := map[string]bool{}
 	defer func() {
 		// Give back everything we did not acknowledge, even if ctx ended.
 		// Several at once: a run that leaves thousands of records in
 		// place (skipped classes) would otherwise spend a round trip on
-		// each, one after another, after its work is done.
+		// each, one after another, after its work is done. A release
+		// refused because the lease was lost (a renewal found it taken
+		// over, or it lapsed and another holder took the record) counts
+		// the record lost.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		recs := make(chan *broker.Record)
+		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for range min(releaseConcurrency, len(held)) {
 			wg.Go(func() {
 				for rec := range recs {
-					if err := r.opts.Source.Release(rctx, rec); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
+					err := keeper.Release(rctx, rec)
+					switch {
+					case errors.Is(err, broker.ErrLeaseLost):
+						mu.Lock()
+						lost[rec.ID] = true
+						mu.Unlock()
+					case err != nil:
 						r.log.WarnContext(ctx, "geodlq: releasing record after replay", slog.String("record", rec.ID), slog.Any("error", err))
 					}
 				}
@@ -422,7 +457,27 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		}
 		close(recs)
 		wg.Wait()
+		rep.LeasesLost = len(lost)
+		switch {
+		case err != nil:
+			rep.Incomplete = fmt.Sprintf("the run ended early, after %d records: %v", rep.Examined, err)
+		case rep.LeasesLost > 0:
+			rep.Incomplete = fmt.Sprintf("%d records' leases were lost during the run (another process took them over, or they lapsed): "+
+				"records may have been left unexamined; run again", rep.LeasesLost)
+		}
+		if rep.Incomplete != "" {
+			r.log.WarnContext(ctx, "geodlq: replay incomplete", slog.String("destination", req.Destination),
+				slog.Int("examined", rep.Examined), slog.Int("leases_lost", rep.LeasesLost), slog.String("why", rep.Incomplete))
+		}
 	}()
+	// keep leaves rec in place until the run ends: its lease (alone, not
+	// its body) is renewed meanwhile, and it is released then.
+	keep := func(rec *broker.Record) {
+		if prev := held[rec.ID]; prev != nil && prev != rec {
+			keeper.Drop(prev)
+		}
+		held[rec.ID] = keeper.slim(rec)
+	}
 	seen := map[string]bool{}
 	n := 1     // the first batch: the records' size is not known yet
 	stale := 0 // records come back already examined since the last fresh one
@@ -441,52 +496,54 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		if err != nil {
 			return rep, fmt.Errorf("replay: fetching from %q: %w", req.Destination, err)
 		}
-		var lk *LeaseKeeper
-		if !req.DryRun {
-			// The batch's leases are renewed until each record is done
-			// with.
-			lk = keeper
-			lk.Hold(fetched, recs...)
-		}
+		// The batch's leases are renewed until the run ends or each
+		// record is settled, dry run or not.
+		keeper.Hold(fetched, recs...)
 		asked := n
 		n = r.nextBatch(recs)
 		fresh := 0
 		var work []*broker.Record
 		for _, rec := range recs {
 			if seen[rec.ID] {
-				// A lease we held expired and the record came back: keep
-				// holding it, it was already reported.
-				keeper.Drop(rec)
-				held[rec.ID] = leaseOnly(rec)
+				// The record came back, already reported: hold it again.
+				// One the run kept in place lost its lease (its renewals
+				// failed and it lapsed), and another replayer may have
+				// had it meanwhile. (One whose acknowledgement failed was
+				// let go of on purpose: ack_failed says so.)
+				if held[rec.ID] != nil {
+					lost[rec.ID] = true
+				}
+				keep(rec)
 				continue
 			}
 			seen[rec.ID] = true
 			fresh++
 			if req.Limit > 0 && rep.Examined+len(work) >= req.Limit {
-				keeper.Drop(rec)
-				held[rec.ID] = leaseOnly(rec)
+				keep(rec)
 				continue
 			}
 			work = append(work, rec)
 		}
-		for i, it := range r.batch(ctx, work, req.DryRun, lk) {
+		for i, it := range r.batch(ctx, work, req.DryRun, keeper) {
 			rec := work[i]
 			// Each record is let go of once examined: one held until the
-			// run ends is held by its lease alone (leaseOnly), not by its
-			// body.
+			// run ends is held by its lease alone, not by its body.
 			work[i] = nil
 			rep.Examined++
 			rep.Counts[it.Outcome]++
 			rep.Items = append(rep.Items, it)
+			if it.Outcome == OutcomeLeaseLost || (it.Outcome == OutcomeAckFailed && errors.Is(it.Err, broker.ErrLeaseLost)) {
+				lost[rec.ID] = true
+			}
 			switch it.Outcome {
 			case OutcomeReplayed, OutcomeRepaired, OutcomeAckFailed:
+				// Settled (or, ack_failed, no longer held by the keeper).
 			default:
-				// Left in place: kept out of this run's later fetches
-				// until the run ends, its lease no longer renewed, then
-				// released (a lease lost meanwhile is not: the release
-				// fails with ErrLeaseLost and changes nothing).
-				keeper.Drop(rec) // a renewal in flight ends first
-				held[rec.ID] = leaseOnly(rec)
+				// Left in place: kept out of this run's later fetches by
+				// its lease, renewed until the run ends, then released
+				// (a lease lost meanwhile is not: the release fails with
+				// ErrLeaseLost, changes nothing, and counts it lost).
+				keep(rec)
 			}
 		}
 		// A batch of records already examined (their leases lapsed and
@@ -496,8 +553,8 @@ func (r *Replayer) Run(ctx context.Context, req Request) (rep Report, err error)
 		// examined: every one of them came back, was held again, and the
 		// fetch after still found no new record. (Records come oldest
 		// first, so the lapsed ones come back before the records not yet
-		// examined: ending once as many came back as were examined ended
-		// a slow dry run before the records after them.)
+		// examined.) Either way the records that came back count as lost
+		// leases: the run reports itself incomplete.
 		if fresh > 0 {
 			stale = 0
 		} else if stale += len(recs); len(recs) < asked || stale > len(seen) {
