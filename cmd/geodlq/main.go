@@ -34,7 +34,8 @@
 // Output is chosen with -o: table (fitted to the terminal), wide (nothing
 // cut), json or jsonl. Exit codes: 0 success; 1 problems found (check: an
 // event would be dead-lettered; verify: a blob is missing or altered;
-// show/render: the payload fails its hash; replay: a record failed);
+// show/render: the payload fails its hash; replay: a record failed, or
+// the run was incomplete);
 // 2 usage error; 3 store, network or file error; 130 interrupted (Ctrl-C,
 // SIGTERM).
 //

@@ -125,8 +125,10 @@ in place (or, in a dry run, that would fail or be skipped) with the reason and
 the flag that would change it; -o wide has a row for every record, -o json
 everything ("why" is the reason). A progress bar (or JSON records on stderr)
 shows the work as it goes. Exit code 1 when a record could not be restored,
-re-injected or acknowledged, or, with --fail-if-none, when nothing was replayed
-(a dry run: nothing would be).`,
+re-injected or acknowledged, when the run was incomplete (it lost leases to
+another process, so records may be left unexamined: "INCOMPLETE" under the
+report, "incomplete" with -o json; run again), or, with --fail-if-none, when
+nothing was replayed (a dry run: nothing would be).`,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.replay(cmd, args, o) },
 	}
 	o.f.register(cmd.Flags(), false)
@@ -153,6 +155,14 @@ type replayReport struct {
 	Destinations []replayDestination `json:"destinations"`
 	Examined     int                 `json:"examined"`
 	Counts       map[string]int      `json:"counts"`
+	// Incomplete is set when a destination's run may not have examined
+	// every record it was meant to (its own incomplete says why): leases
+	// lost to another process, or a run that ended early. The command
+	// then exits 1.
+	Incomplete bool `json:"incomplete"`
+	// LeasesLost counts the records whose leases the runs lost before
+	// they were done with them (replay.Report.LeasesLost).
+	LeasesLost int `json:"leases_lost"`
 	// foreign counts the records left in place because they did not come
 	// from the store's own broker (no --target).
 	foreign int
@@ -162,7 +172,12 @@ type replayDestination struct {
 	Destination string         `json:"destination"`
 	Examined    int            `json:"examined"`
 	Counts      map[string]int `json:"counts"`
-	Items       []replayItem   `json:"items"`
+	// LeasesLost and Incomplete are the run's (replay.Report): Incomplete
+	// says why the run may not have examined every record it was meant
+	// to, or is empty.
+	LeasesLost int          `json:"leases_lost"`
+	Incomplete string       `json:"incomplete,omitempty"`
+	Items      []replayItem `json:"items"`
 }
 
 type replayItem struct {
@@ -353,6 +368,7 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		tr.batchDone()
 		if held != nil {
 			held.releaseAll(ctx)
+			held.lostInto(&res)
 		}
 		rep.add(d, res, replaying.CLIHints)
 		if err != nil {
@@ -376,6 +392,10 @@ func (a *app) replay(cmd *cobra.Command, args []string, o replayOptions) (err er
 		// Records that arrived after the check above.
 		return usageFor(cmd, "%d records did not come from this store's broker (%s) and were left in place: "+
 			"name where their consumer reads with --target URL", n, src.Name())
+	}
+	if rep.Incomplete {
+		return problems("replay incomplete: %d records examined, %d leases lost to another process or lapsed; "+
+			"records may have been left unexamined: run the same command again", rep.Examined, rep.LeasesLost)
 	}
 	for _, bad := range []replay.Outcome{replay.OutcomeRestoreFailed, replay.OutcomePublishFailed, replay.OutcomeAckFailed, replay.OutcomeInvalidEnvelope, replay.OutcomeLeaseLost} {
 		if rep.Counts[string(bad)] > 0 {
@@ -418,7 +438,8 @@ func (a *app) planTotal(ctx context.Context, s *broker.Store, p replayPlan, sel 
 }
 
 func (r *replayReport) add(dest string, res replay.Report, h replaying.Hints) {
-	d := replayDestination{Destination: dest, Examined: res.Examined, Counts: map[string]int{}, Items: []replayItem{}}
+	d := replayDestination{Destination: dest, Examined: res.Examined, Counts: map[string]int{}, Items: []replayItem{},
+		LeasesLost: res.LeasesLost, Incomplete: res.Incomplete}
 	for _, it := range res.Items {
 		why := replaying.Why(it, h)
 		replaying.Normalize(&it)
@@ -449,6 +470,8 @@ func (r *replayReport) add(dest string, res replay.Report, h replaying.Hints) {
 		d.Items = append(d.Items, ri)
 	}
 	r.Examined += res.Examined
+	r.LeasesLost += res.LeasesLost
+	r.Incomplete = r.Incomplete || res.Incomplete != ""
 	r.Destinations = append(r.Destinations, d)
 }
 
@@ -518,6 +541,12 @@ func (a *app) replayText(o *output, rep replayReport, what string, legend map[st
 	}
 	if rep.Interrupted {
 		fmt.Fprintln(a.stdout, "interrupted: unfinished records were released untouched; run the same command again to carry on")
+	} else {
+		for _, d := range rep.Destinations {
+			if d.Incomplete != "" {
+				fmt.Fprintf(a.stdout, "INCOMPLETE: %s: %s\n", d.Destination, d.Incomplete)
+			}
+		}
 	}
 	return nil
 }
@@ -691,8 +720,11 @@ func unsupportedBatch(rs []*broker.Record) []error {
 }
 
 // holdingSource applies the client-side filter (source prefix) for the
-// replayer: records that do not match are kept leased — so that the store
-// does not hand them out again — and released when the run ends.
+// replayer: records that do not match are kept leased — their leases
+// renewed by a replay.LeaseKeeper, so that the store hands them out
+// neither to this run again nor to another process — and released when
+// the run ends. A lease it loses meanwhile (a renewal or the release
+// refused, or the record back in a later fetch) is counted in lost.
 type holdingSource struct {
 	broker.DeadLetterSource
 	sel selection
@@ -703,10 +735,13 @@ type holdingSource struct {
 	foreign   int
 	mu        sync.Mutex
 	held      map[string]*broker.Record
+	keeper    *replay.LeaseKeeper
+	lost      map[string]bool // ids of the held records whose leases were lost
 }
 
 func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter, n int) ([]*broker.Record, error) {
 	for {
+		fetched := time.Now()
 		recs, err := h.DeadLetterSource.Fetch(ctx, dest, f, n)
 		if err != nil || len(recs) == 0 {
 			return recs, err
@@ -715,7 +750,8 @@ func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter,
 		fresh := 0
 		h.mu.Lock()
 		if h.held == nil {
-			h.held = map[string]*broker.Record{}
+			h.held, h.lost = map[string]*broker.Record{}, map[string]bool{}
+			h.keeper = replay.NewLeaseKeeper(h.DeadLetterSource, nil)
 		}
 		for _, r := range recs {
 			env, err := envelope.Decode(r.Message.Body)
@@ -724,15 +760,22 @@ func (h *holdingSource) Fetch(ctx context.Context, dest string, f broker.Filter,
 				out = append(out, r)
 				continue
 			}
-			if _, ok := h.held[r.ID]; !ok {
+			if prev, ok := h.held[r.ID]; !ok {
 				fresh++
 				if foreign {
 					h.foreign++
 				}
+			} else {
+				// A lease lapsed (its renewals failed) and the record came
+				// back: hold the new one, and count the old one lost.
+				h.keeper.Drop(prev)
+				h.lost[r.ID] = true
 			}
-			// A lapsed lease came back: hold the new one. Only the lease is
-			// held, not the body: releasing needs no more.
-			h.held[r.ID] = &broker.Record{ID: r.ID, Destination: r.Destination, Deliveries: r.Deliveries, Lease: r.Lease, LeaseExpires: r.LeaseExpires}
+			// Only the lease is held, not the body: renewing and
+			// releasing need no more.
+			lo := &broker.Record{ID: r.ID, Destination: r.Destination, Deliveries: r.Deliveries, Lease: r.Lease, LeaseExpires: r.LeaseExpires}
+			h.held[r.ID] = lo
+			h.keeper.Hold(fetched, lo)
 		}
 		h.mu.Unlock()
 		if len(out) > 0 || fresh == 0 {
@@ -751,18 +794,28 @@ func (h *holdingSource) AckBatch(ctx context.Context, rs []*broker.Record) []err
 	return ackBatch(ctx, h.DeadLetterSource, rs)
 }
 
+// releaseAll releases every record held, counting in lost those whose
+// release is refused because their leases were lost, and stops renewing.
 func (h *holdingSource) releaseAll(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.keeper == nil {
+		return
+	}
 	// Eight at once: the records a filter left out can be thousands.
 	recs := make(chan *broker.Record)
+	var lost sync.Mutex
 	var wg sync.WaitGroup
 	for range min(8, len(h.held)) {
 		wg.Go(func() {
 			for r := range recs {
-				_ = h.DeadLetterSource.Release(rctx, r)
+				if err := h.keeper.Release(rctx, r); errors.Is(err, broker.ErrLeaseLost) {
+					lost.Lock()
+					h.lost[r.ID] = true
+					lost.Unlock()
+				}
 			}
 		})
 	}
@@ -771,7 +824,26 @@ func (h *holdingSource) releaseAll(ctx context.Context) {
 	}
 	close(recs)
 	wg.Wait()
-	h.held = nil
+	h.keeper.Close()
+	h.held, h.keeper = nil, nil
+}
+
+// lostInto adds the leases lost of the records held for a run (after
+// releaseAll) to its report, which is then incomplete: a record the
+// client-side filter left out whose lease was lost may have come back to
+// the run in the place of a record it had not examined yet.
+func (h *holdingSource) lostInto(rep *replay.Report) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.lost) == 0 {
+		return
+	}
+	rep.LeasesLost += len(h.lost)
+	if rep.Incomplete == "" {
+		rep.Incomplete = fmt.Sprintf("%d records' leases were lost during the run (another process took them over, or they lapsed): "+
+			"records may have been left unexamined; run again", rep.LeasesLost)
+	}
+	h.lost = nil
 }
 
 // parseClasses reads the class names of flag.

@@ -97,8 +97,8 @@ Long commands (replay, triage, verify, purge, export) show a progress bar on a
 terminal, and one JSON progress record a second on stderr otherwise.
 
 Exit codes: 0 ok; 1 problems found (check: an event would be dead-lettered,
-verify: a blob is missing or altered, replay: a record failed); 2 usage error;
-3 store or I/O error; 130 interrupted.`,
+verify: a blob is missing or altered, replay: a record failed or the run was
+incomplete); 2 usage error; 3 store or I/O error; 130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

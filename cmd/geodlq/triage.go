@@ -161,6 +161,7 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 		tr.batchDone()
 		if held != nil {
 			held.releaseAll(ctx)
+			held.lostInto(&res.Replay)
 			foreign += held.foreign
 		}
 		rep.Quarantines[d] = triage.DefaultQuarantine(d)
@@ -235,6 +236,10 @@ func (a *app) triage(cmd *cobra.Command, o triageOptions) (err error) {
 	if foreign > 0 {
 		return usageFor(cmd, "%d records did not come from this store's broker (%s) and were left in place: "+
 			"name where their consumer reads with --target URL", foreign, s.Name())
+	}
+	if rep.Replay.Incomplete {
+		return problems("triage incomplete: %d records examined, %d leases lost to another process or lapsed; "+
+			"records may have been left unexamined: run the same command again", rep.Replay.Examined, rep.Replay.LeasesLost)
 	}
 	if rep.QuarantineFailed > 0 {
 		return &problemsError{}
