@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,36 +84,41 @@ func TestListPlans(t *testing.T) {
 		t.Fatal("no last page")
 		return nil, 0
 	}
-	for name, f := range filters {
-		for _, dest := range []string{"", "a"} {
-			for _, k := range broker.SortKeys() {
-				for _, desc := range []bool{false, true} {
-					for _, replayed := range []bool{false, true} {
-						opts := broker.ListOptions{Destination: dest, Filter: f, Sort: k, Descending: desc, IncludeReplayed: replayed,
-							Limit: 4, Summaries: true, Total: true}
-						d.common = 1 << 30 // every filter few: its index read, the matches sorted
-						want, wantTotal := list(opts)
-						d.common = 3 // every filter common: the order walked
-						got, total := list(opts)
-						require.Equal(t, want, got, "filter %s, destination %q, sort %q, descending %v", name, dest, k, desc)
-						require.Equal(t, wantTotal, total)
-						require.Len(t, got, total, "filter %s: Total counts what is listed", name)
-						for _, limit := range []int{1, total, total + 1} {
-							if limit <= 0 {
-								continue
-							}
-							opts.TotalCap = limit
-							p, err := s.List(ctx, opts)
-							require.NoError(t, err)
-							if p.TotalIsLowerBound {
-								require.Less(t, limit, total, "filter %s: a lower bound only when more match", name)
-								require.Equal(t, limit, p.Total)
-							} else {
-								require.Equal(t, total, p.Total, "filter %s, cap %d", name, limit)
-							}
-							opts.TotalCap = 0
-						}
+	// Every filter with every sort key, each pair under two of the eight
+	// combinations of destination, direction and replayed, turned with the
+	// filter and the key so that every filter meets all eight (over its
+	// five keys) and so does every key (over the filters): the whole cross
+	// product read 22,000 pages under the race detector (187 s of the
+	// package's time; 600 s+ in make test alongside the other packages).
+	names := slices.Sorted(maps.Keys(filters))
+	for fi, name := range names {
+		f := filters[name]
+		for ki, k := range broker.SortKeys() {
+			for _, c := range []int{(fi + ki) % 8, (fi + ki + 4) % 8} {
+				dest, desc, replayed := []string{"", "a"}[c&1], c&2 != 0, c&4 != 0
+				opts := broker.ListOptions{Destination: dest, Filter: f, Sort: k, Descending: desc, IncludeReplayed: replayed,
+					Limit: 4, Summaries: true, Total: true}
+				d.common = 1 << 30 // every filter few: its index read, the matches sorted
+				want, wantTotal := list(opts)
+				d.common = 3 // every filter common: the order walked
+				got, total := list(opts)
+				require.Equal(t, want, got, "filter %s, destination %q, sort %q, descending %v, replayed %v", name, dest, k, desc, replayed)
+				require.Equal(t, wantTotal, total)
+				require.Len(t, got, total, "filter %s: Total counts what is listed", name)
+				for _, limit := range []int{1, total, total + 1} {
+					if limit <= 0 {
+						continue
 					}
+					opts.TotalCap = limit
+					p, err := s.List(ctx, opts)
+					require.NoError(t, err)
+					if p.TotalIsLowerBound {
+						require.Less(t, limit, total, "filter %s: a lower bound only when more match", name)
+						require.Equal(t, limit, p.Total)
+					} else {
+						require.Equal(t, total, p.Total, "filter %s, cap %d", name, limit)
+					}
+					opts.TotalCap = 0
 				}
 			}
 		}
