@@ -206,53 +206,13 @@ func (r *fastReader) timestamp(minYear int) (time.Time, bool) {
 // number reads a JSON number as encoding/json decodes it into a float64.
 func (r *fastReader) number() (float64, bool) {
 	s := r.i
-	e, ok := skipNumber(r.data, s)
+	e, ok := jsonscan.NumberEnd(r.data, s)
 	if !ok {
 		return 0, false
 	}
 	r.i = e
 	f, err := strconv.ParseFloat(string(r.data[s:e]), 64)
 	return f, err == nil
-}
-
-// skipNumber returns the end of the JSON number at data[i].
-func skipNumber(d []byte, i int) (int, bool) {
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i++; i < len(d) && d[i] >= '0' && d[i] <= '9'; i++ {
-		}
-	default:
-		return i, false
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		s := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == s {
-			return i, false
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		s := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == s {
-			return i, false
-		}
-	}
-	return i, true
 }
 
 // skipString returns the end of the valid JSON string at data[i] (a '"'):
@@ -348,7 +308,7 @@ value:
 		i += len(lit)
 	default:
 		var ok bool
-		if i, ok = skipNumber(d, i); !ok {
+		if i, ok = jsonscan.NumberEnd(d, i); !ok {
 			return nil, false
 		}
 	}

@@ -201,6 +201,17 @@ func literal(data []byte, i int, lit string) (int, error) {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
+// NumberEnd returns the end of the JSON number (RFC 8259's grammar: no
+// NaN, no Infinity, no leading '+' or zeros) that starts at data[i], and
+// false when none starts there.
+func NumberEnd(data []byte, i int) (int, bool) {
+	if i < 0 || i >= len(data) || data[i] == '-' && i+1 < len(data) && data[i+1] == 'I' {
+		return i, false
+	}
+	end, err := skipNumber(data, i)
+	return end, err == nil
+}
+
 // skipNumber checks the JSON number grammar (and -Infinity).
 func skipNumber(data []byte, i int) (int, error) {
 	start := i

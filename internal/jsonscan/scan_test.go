@@ -419,3 +419,33 @@ func BenchmarkFindAllCount40MB(b *testing.B) {
 		}
 	}
 }
+
+func TestNumberEnd(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		i    int
+		end  int
+		want bool
+	}{
+		{"0", 0, 1, true},
+		{"-12.5e+3,", 0, 8, true},
+		{"[1.25]", 1, 5, true},
+		{"0123", 0, 1, true}, // the number is 0; what follows is the caller's
+		{"1.", 0, 2, false},
+		{"1e", 0, 2, false},
+		{"-", 0, 1, false},
+		{"-Infinity", 0, 0, false},
+		{"Infinity", 0, 0, false},
+		{"NaN", 0, 0, false},
+		{"+1", 0, 0, false},
+		{"", 0, 0, false},
+		{"1", 5, 5, false},
+		{"1", -1, -1, false},
+	} {
+		end, ok := jsonscan.NumberEnd([]byte(tc.in), tc.i)
+		require.Equal(t, tc.want, ok, "%q at %d", tc.in, tc.i)
+		if ok {
+			require.Equal(t, tc.end, end, "%q at %d", tc.in, tc.i)
+		}
+	}
+}
