@@ -138,3 +138,29 @@ func ExampleBuilder_IdempotencyKeyOf() {
 	// from-header false
 	// idem:v1: true
 }
+
+// DecodeFast is for reading many stored envelopes (a store's bulk export):
+// the same envelope, or the same typed error, as Decode, in one pass.
+func ExampleDecodeFast() {
+	ctx := context.Background()
+	b, err := envelope.NewBuilder(nil)
+	if err != nil {
+		panic(err)
+	}
+	payload := []byte(`{"event_id":"evt-7","geometry":{"type":"Point","coordinates":[1,2]}}`)
+	_, data, err := b.Build(ctx, envelope.Input{Payload: payload, Err: errors.New("spatial join: timeout")})
+	if err != nil {
+		panic(err)
+	}
+	for _, stored := range [][]byte{data, []byte(`{"schema_version":"dlq.v2"}`)} {
+		env, err := envelope.DecodeFast(stored)
+		if err != nil {
+			fmt.Println(errors.Is(err, envelope.ErrUnsupportedVersion))
+			continue
+		}
+		fmt.Println(env.EventID, env.FailureClass)
+	}
+	// Output:
+	// evt-7 unknown
+	// true
+}
