@@ -355,23 +355,11 @@ func (k *LeaseKeeper) loop() {
 		if _, ok := k.src.(broker.BatchSettler); ok && !k.noBatch.Load() && len(due) > 0 {
 			k.renewDue(due, sem)
 		} else {
-			var wg sync.WaitGroup
-			for _, h := range due {
-				select {
-				case sem <- struct{}{}:
-				case <-k.ctx.Done():
+			k.fanOut(sem, len(due), func(i int) {
+				if err := k.renew(k.ctx, due[i]); errors.Is(err, broker.ErrLeaseLost) {
+					k.giveBack(due[i])
 				}
-				if k.ctx.Err() != nil {
-					break
-				}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					if err := k.renew(k.ctx, h); errors.Is(err, broker.ErrLeaseLost) {
-						k.giveBack(h)
-					}
-				})
-			}
-			wg.Wait()
+			})
 		}
 		if len(due) > 0 {
 			continue // the renewed ones have a new next; look again
@@ -403,8 +391,23 @@ const renewBatchMax = 1000
 // (renewBatch).
 func (k *LeaseKeeper) renewDue(due []*hold, sem chan struct{}) {
 	slices.SortFunc(due, func(a, b *hold) int { return cmp.Compare(a.seq, b.seq) })
+	chunks := slices.Collect(slices.Chunk(due, renewBatchMax))
+	k.fanOut(sem, len(chunks), func(c int) {
+		for i, err := range k.renewBatch(k.ctx, chunks[c]) {
+			if errors.Is(err, broker.ErrLeaseLost) {
+				k.giveBack(chunks[c][i])
+			}
+		}
+	})
+}
+
+// fanOut runs fn(0) … fn(n-1), each on a goroutine of its own once it
+// holds a slot of sem (as many at once as sem has room for), and returns
+// when they have returned; it starts no more once the keeper's context
+// ends.
+func (k *LeaseKeeper) fanOut(sem chan struct{}, n int, fn func(i int)) {
 	var wg sync.WaitGroup
-	for chunk := range slices.Chunk(due, renewBatchMax) {
+	for i := range n {
 		select {
 		case sem <- struct{}{}:
 		case <-k.ctx.Done():
@@ -414,11 +417,7 @@ func (k *LeaseKeeper) renewDue(due []*hold, sem chan struct{}) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			for i, err := range k.renewBatch(k.ctx, chunk) {
-				if errors.Is(err, broker.ErrLeaseLost) {
-					k.giveBack(chunk[i])
-				}
-			}
+			fn(i)
 		})
 	}
 	wg.Wait()
