@@ -17,6 +17,10 @@
 
 GO      ?= go
 GOFLAGS ?= -buildvcs=false
+# Third-party servers and engines the race detector does not instrument
+# (scripts/race-uninstrumented says which and why); in every step, so that
+# all of them share one build of those packages.
+GOFLAGS += $(foreach p,$(shell sed 's/\#.*//' scripts/race-uninstrumented),-gcflags=$(p)=-race=false)
 export GOFLAGS
 
 PKGS := github.com/geodlq/geodlq/...

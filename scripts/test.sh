@@ -19,8 +19,16 @@
 # in the race set, and TEST_PARALLEL (default 4) parallel tests at once in
 # each: most packages wait on servers, lease expiries and child processes
 # more than they compute (docs/testing.md has the measured times).
+#
+# The packages scripts/race-uninstrumented lists (third-party servers and
+# engines) are compiled without instrumentation (-gcflags=P=-race=false in
+# GOFLAGS, as the Makefile exports it; added here when it is not there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for p in $(sed 's/#.*//' scripts/race-uninstrumented); do
+  case " ${GOFLAGS:-} " in *" -gcflags=$p=-race=false "*) ;; *) GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=$p=-race=false" ;; esac
+done
+export GOFLAGS
 times=${TEST_TIMES:-${TMPDIR:-/tmp}/geodlq-test-times.txt}
 timeout=${TEST_TIMEOUT:-30m}
 
