@@ -31,7 +31,7 @@ STEP = @echo "== $@ starts at $$(date -u +%T)"
 
 CORE := ./classify ./envelope ./offload ./offload/offloadtest ./offload/gcref ./broker ./broker/memory ./broker/brokertest ./replay ./replay/claimstest ./triage ./dlqtest ./ingress
 
-.PHONY: bench-scale all demo test deps test-deps vet race core-nocgo nocgo lambda importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console screenshots
+.PHONY: bench-scale all demo test deps test-deps vet race race-and-release-check core-nocgo nocgo lambda importrule release-check bench bench-adapters bench-corpus fuzz fmt tidy tidy-check ui bench-console screenshots
 
 all: test
 
@@ -48,7 +48,7 @@ demo: deps
 # nocgo and lambda come before race: their builds are the ones
 # cmd/geodlq's TestNoCGOBuild and the examples' empty-root tests make,
 # which then come from the build cache.
-test: test-deps vet tidy-check nocgo lambda race release-check
+test: test-deps vet tidy-check nocgo lambda race-and-release-check
 	@echo "== make test ends at $$(date -u +%T)"
 
 vet:
@@ -256,3 +256,18 @@ tidy-check:
 release-check: deps
 	$(STEP)
 	@scripts/release-check.sh
+
+# make test runs release-check alongside race, at the lowest CPU priority:
+# the race step waits on servers, lease expiries and child processes part
+# of the time, and release-check compiles in those gaps (the two share
+# only the build and module caches, which the go command locks). Its
+# output follows the race step's; either failing fails the target.
+race-and-release-check:
+	$(STEP)
+	@log=$$(mktemp "$${TMPDIR:-/tmp}/geodlq-release-check-log.XXXXXX"); \
+	  { echo "== release-check starts at $$(date -u +%T), alongside race"; \
+	    nice -n 19 scripts/release-check.sh; rc=$$?; \
+	    echo "== release-check ends at $$(date -u +%T)"; exit $$rc; } >"$$log" 2>&1 & rel=$$!; \
+	  scripts/test.sh; race=$$?; \
+	  wait $$rel; release=$$?; cat "$$log"; rm -f "$$log"; \
+	  [ $$race -eq 0 ] && [ $$release -eq 0 ]
