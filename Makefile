@@ -4,7 +4,8 @@
 #               concurrency lives; no skip outside scripts/skip-allowlist;
 #               times per package, docs/testing.md), the CGO_ENABLED=0
 #               builds (make nocgo), the import rule, module graph and
-#               import cost, go.mod tidiness, make lambda's static zips, and
+#               import cost, go.mod tidiness, make lambda's static zips, and,
+#               alongside the tests at the lowest CPU priority,
 #               make release-check: every module served at a simulated tag,
 #               installed (each adapter with its client pinned at its
 #               floor), built and tested with no go.work and no replace
