@@ -7,10 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,8 +40,9 @@ func hostileSize() int {
 func baselineRSS(t *testing.T) int64 {
 	t.Helper()
 	cmd := exec.Command(binary, "--help")
+	peak := measured(t, cmd)
 	require.NoError(t, cmd.Run())
-	return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	return peak()
 }
 
 // hostileRun runs geodlq once on hostile input under a deadline and
@@ -57,21 +56,10 @@ func baselineRSS(t *testing.T) int64 {
 // store already holds, not with the input.
 func hostileRun(t *testing.T, c cli, base int64, input int, args ...string) result {
 	t.Helper()
-	// The child starts as a vfork of this process, whose pages count in
-	// its peak RSS until it execs: give the memory back first, when the
-	// peak is asserted (a collection and the page faults after it, ~400
-	// times in TestHostileCorpus). Under -race this test process is
-	// several times larger, and the child, a vfork of it, counts its pages
-	// in Maxrss until it execs (a --help measured 262 MiB): the bound is
-	// asserted by the run without -race, where binary is the same build.
-	// input < 0 asserts no bound either (see above).
-	assertPeak := !raceEnabled && input >= 0
-	if assertPeak {
-		debug.FreeOSMemory()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, append(c.base(), args...)...)
+	peak := measured(t, cmd) // the command's pages alone, with or without -race here
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -89,14 +77,12 @@ func hostileRun(t *testing.T, c cli, base int64, input int, args ...string) resu
 	require.NotContains(t, r.stderr, "fatal error:", "geodlq %v", args)
 	require.NotContains(t, r.stderr, "goroutine ", "geodlq %v", args)
 	require.Contains(t, []int{exitOK, exitProblems, exitUsage, exitStore}, r.code, "geodlq %v: %s", args, r.stderr)
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	require.True(t, ok)
-	peak := ru.Maxrss << 10 // KiB on Linux
-	if !assertPeak {
+	if input < 0 {
 		return r
 	}
-	require.LessOrEqual(t, peak, base+hostiletest.Budget(input), "geodlq %v: peak RSS %d MiB (the binary alone: %d MiB) for %d bytes of input",
-		args, peak>>20, base>>20, input)
+	p := peak()
+	require.LessOrEqual(t, p, base+hostiletest.Budget(input), "geodlq %v: peak RSS %d MiB (the binary alone: %d MiB) for %d bytes of input",
+		args, p>>20, base>>20, input)
 	return r
 }
 

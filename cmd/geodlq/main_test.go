@@ -62,7 +62,8 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "geodlq")
 	raceBinary = binary
-	builds := [][]string{{"build", "-o", binary, "."}}
+	peakrssBin = filepath.Join(dir, "peakrss")
+	builds := [][]string{{"build", "-o", binary, "."}, {"build", "-o", peakrssBin, "github.com/geodlq/geodlq/internal/peakrss"}}
 	if raceEnabled {
 		raceBinary = filepath.Join(dir, "geodlq-race")
 		builds = append(builds, []string{"build", "-race", "-o", raceBinary, "."})
@@ -72,6 +73,13 @@ func TestMain(m *testing.M) {
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building geodlq:", err)
+			os.RemoveAll(dir)
+			os.Exit(2)
+		}
+	}
+	for _, bin := range []string{binary, peakrssBin} {
+		if err := evictPageCache(bin); err != nil {
+			fmt.Fprintln(os.Stderr, "evicting the built binary from the page cache:", err)
 			os.RemoveAll(dir)
 			os.Exit(2)
 		}
