@@ -70,44 +70,70 @@ func (p *parser) parallelPolygons() (polys int, ok bool) {
 	if len(cuts) < 2 {
 		return 0, false
 	}
-	results := make([]chunkResult, len(cuts))
+	// Every chunk parses into its own range of one array, the final one,
+	// sized by the '[' in the chunk (each position opens with one); the
+	// ranges are then closed up in place. A chunk never holds its
+	// positions in a second array the size of the geometry's (16 B a
+	// position: 16 MB for a 40 MB MultiPolygon, live beside the document
+	// and the final array). The array is never larger than the room the
+	// vertex limit leaves: a chunk whose bound is more gets the room left,
+	// and a chunk that outgrows its range appends elsewhere and is copied
+	// in (its parse is then abandoned by the limit anyway).
+	bounds := make([]int, len(cuts))
 	var wg sync.WaitGroup
+	for k := range cuts {
+		stop := len(p.data)
+		if k+1 < len(cuts) {
+			stop = cuts[k+1]
+		}
+		wg.Go(func() { bounds[k] = bytes.Count(p.data[cuts[k]:stop], []byte{'['}) + 1 })
+	}
+	wg.Wait()
+	base := len(p.pts)
+	room := max(p.lim.MaxVertices-base, 0) + 1
+	offs := make([]int, len(cuts))
+	need := 0
+	for k, b := range bounds {
+		bounds[k] = min(b, room-need)
+		offs[k] = base + need
+		need += bounds[k]
+	}
+	if p.pts == nil {
+		p.pts = make([]orb.Point, 0, need)
+	}
+	p.pts = slices.Grow(p.pts, need)[:base+need]
+	results := make([]chunkResult, len(cuts))
 	for k := range cuts {
 		end := -1 // the last chunk ends with the array
 		if k+1 < len(cuts) {
 			end = cuts[k+1]
 		}
-		wg.Go(func() { results[k] = p.parseChunk(cuts[k], end) })
+		into := p.pts[offs[k] : offs[k] : offs[k]+bounds[k]]
+		wg.Go(func() { results[k] = p.parseChunk(cuts[k], end, into) })
 	}
 	wg.Wait()
 	total, parts := 0, 0
 	for _, r := range results {
 		if !r.ok {
+			p.pts = p.pts[:base]
 			return 0, false
 		}
 		total += len(r.pts)
 		parts += r.parts
 		polys += r.polys
 	}
-	if len(p.pts)+total > p.lim.MaxVertices || p.parts+parts > p.lim.MaxParts {
+	if base+total > p.lim.MaxVertices || p.parts+parts > p.lim.MaxParts {
+		p.pts = p.pts[:base]
 		return 0, false // the sequential parse reports where
 	}
-	// The chunks' positions are copied into place in parallel too.
-	base := len(p.pts)
-	if p.pts == nil {
-		p.pts = make([]orb.Point, 0, total)
-	}
-	p.pts = slices.Grow(p.pts, total)[:base+total]
+	// Close up the ranges, in order: chunk k moves down to at <= its
+	// offset, over nothing a later chunk still holds (copy is memmove).
 	at := base
-	for k := range results {
-		off := at
-		wg.Go(func() { copy(p.pts[off:], results[k].pts) })
-		at += len(results[k].pts)
-	}
 	for _, r := range results {
+		at += copy(p.pts[at:], r.pts)
 		p.counts = append(p.counts, r.counts...)
 	}
-	wg.Wait()
+	p.pts = p.pts[:at]
 	p.parts += parts
 	p.pos = results[len(results)-1].end
 	parallelParses.Add(1)
@@ -117,18 +143,15 @@ func (p *parser) parallelPolygons() (polys int, ok bool) {
 // parseChunk parses polygons from start until the one that ends just
 // before end's polygon begins (a ',' then end), or for the last chunk
 // (end < 0) until the array's closing ']'.
-func (p *parser) parseChunk(start, end int) chunkResult {
+//
+// Its positions are appended to into (length 0), in place while they fit.
+func (p *parser) parseChunk(start, end int, into []orb.Point) chunkResult {
 	q := &parser{
 		scanner: scanner{data: p.data, pos: start, maxDepth: p.maxDepth, maxNumber: p.maxNumber},
 		lim:     p.lim,
 		counts:  make([]int, 0, 64),
 	}
-	stop := end
-	if stop < 0 {
-		stop = len(p.data)
-	}
-	// Room for every position the chunk can hold: each opens with '['.
-	q.pts = make([]orb.Point, 0, bytes.Count(p.data[start:stop], []byte{'['})+1)
+	q.pts = into
 	var r chunkResult
 	for {
 		if err := q.array(MultiPolygon, 3); err != nil || q.zs != nil {
