@@ -162,6 +162,16 @@ type Job struct {
 	ItemsTotal  int       `json:"items_total"`
 	// ConfirmedBy is the real run that carried this dry run out.
 	ConfirmedBy string `json:"confirmed_by,omitempty"`
+	// LeasesLost counts the records whose leases a replay lost before it
+	// was done with them (replay.Report.LeasesLost, over the job's
+	// runs): another replayer took them over, or a lease lapsed while the
+	// store did not answer. The job acted on none of them twice.
+	LeasesLost int `json:"leases_lost,omitempty"`
+	// Incomplete is empty when the job examined every record it was
+	// given that no other replayer held; otherwise it says why not
+	// (replay.Report.Incomplete): the job must be taken as partial, and
+	// run again.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 type job struct {
@@ -650,6 +660,25 @@ func (jb *job) add(it JobItem) {
 	jb.j.Counts[it.Outcome]++
 }
 
+// incomplete keeps what a run of the job said about its completeness:
+// the leases it lost add up over the job's runs, and the job says it is
+// incomplete as the CLI's replay does.
+func (jb *job) incomplete(rep replay.Report) {
+	if rep.LeasesLost == 0 && rep.Incomplete == "" {
+		return
+	}
+	jb.mu.Lock()
+	defer jb.mu.Unlock()
+	jb.j.LeasesLost += rep.LeasesLost
+	switch {
+	case jb.j.LeasesLost > 0:
+		jb.j.Incomplete = fmt.Sprintf("%d records' leases were lost during the job (another process took them over, or they lapsed): "+
+			"records may have been left unexamined; run it again", jb.j.LeasesLost)
+	default:
+		jb.j.Incomplete = rep.Incomplete
+	}
+}
+
 // chunks cuts ids into runs of at most n.
 func chunks[T any](ids []T, n int) [][]T {
 	var out [][]T
@@ -748,6 +777,7 @@ func (js *jobs) replay(ctx context.Context, jb *job) error {
 				}
 			}
 			jb.record(items)
+			jb.incomplete(rep)
 			s.forget(gone)
 			if time.Since(last) > 250*time.Millisecond {
 				last = time.Now()

@@ -942,6 +942,8 @@ function openJob(action, selection, describe, defaultRepairs) {
     opts.append(el('p', {}, 'A dry run comes first and lists what would be deleted. Discarded records are deleted for good; records leased by a replayer are never deleted.'));
   }
   $('job-status').textContent = '';
+  $('job-incomplete').textContent = '';
+  $('job-incomplete').hidden = true;
   $('job-error').textContent = '';
   $('job-progress').value = 0;
   clear($('job-counts'));
@@ -1021,6 +1023,8 @@ function showJob(j) {
     ? verb + ': selecting the records the filters match… ' + j.selected + ' so far'
     : verb + ' ' + j.state + ': ' + j.done + ' of ' + j.selected + ' records' +
       (j.orphaned_blobs ? '; ' + j.orphaned_blobs + ' offloaded blobs are no longer referenced' : '');
+  $('job-incomplete').textContent = j.incomplete ? 'Incomplete: ' + j.incomplete : '';
+  $('job-incomplete').hidden = !j.incomplete;
   $('job-status').dataset.state = j.state;
   $('job-status').dataset.dry = String(j.dry_run);
   $('job-progress').max = Math.max(1, j.selected);
