@@ -809,6 +809,105 @@ func (d *drv) Stats(ctx context.Context, opts broker.StatsOptions) ([]broker.Cou
 	if d.current() && opts.Bucket <= 0 && countable(opts.Filter) && (!opts.BySource || defaultPointer(opts.Filter.SourcePointer)) {
 		return d.statsFromCounts(ctx, opts)
 	}
+	if d.hourly() && hours(opts) {
+		return d.statsFromHours(ctx, opts)
+	}
+	return d.scanStats(ctx, opts)
+}
+
+// hours reports whether dlq_hour_counts answers opts: a bucket of whole
+// hours, no grouping by source and a filter on the fields it keeps.
+func hours(opts broker.StatsOptions) bool {
+	return opts.Bucket > 0 && opts.Bucket%time.Hour == 0 && opts.Bucket.Nanoseconds() <= math.MaxInt64/2 &&
+		!opts.BySource && countable(opts.Filter) && len(opts.Filter.Sources) == 0 && opts.Filter.SourcePrefix == ""
+}
+
+// statsFromHours is Stats by time from dlq_hour_counts, as statsFromCounts
+// is without it: each hour floored to the bucket (a whole number of hours,
+// so that the floor of the hour is the floor of the time), the records
+// under a live lease, found by dlq_leases, moved from pending to leased.
+func (d *drv) statsFromHours(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
+	b := opts.Bucket.Nanoseconds()
+	cond := ""
+	var args []any
+	if opts.Destination != "" {
+		cond += ` AND destination = ?`
+		args = append(args, opts.Destination)
+	}
+	fcond, fargs := where(opts.Filter, true)
+	cond += fcond
+	args = append(args, fargs...)
+	q := `SELECT destination, failure_class, failed_stage, epsg, reason_kind,
+		CASE WHEN hour = ` + strconv.Itoa(noHour) + ` THEN NULL ELSE hour - ((hour % ?) + ?) % ? END,
+		SUM(CASE WHEN acked = 0 THEN n ELSE 0 END), SUM(CASE WHEN acked = 1 THEN n ELSE 0 END)
+		FROM dlq_hour_counts WHERE n > 0` + cond + ` GROUP BY 1, 2, 3, 4, 5, 6`
+	lq := `SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0),
+		COALESCE(reason_kind, ''), dead_lettered_at - ((dead_lettered_at % ?) + ?) % ?, count(*)
+		FROM dlq_records INDEXED BY dlq_leases WHERE acked_at IS NULL AND lease_until IS NOT NULL AND lease_until > ?` + cond + `
+		GROUP BY 1, 2, 3, 4, 5, 6`
+	now := nanos(d.now())
+	type key struct {
+		dest, class, stage string
+		epsg               int
+		kind               string
+		bucket             sql.NullInt64
+	}
+	counts, err := read(ctx, d, func(ctx context.Context, db *sql.DB) ([]broker.Count, error) {
+		idx := map[key]int{}
+		var out []broker.Count
+		rows, err := db.QueryContext(ctx, q, append([]any{b, b, b}, args...)...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k key
+			var c broker.Count
+			if err := rows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.bucket, &c.Pending, &c.Replayed); err != nil {
+				return nil, err
+			}
+			c.Destination, c.Class, c.Stage, c.EPSG = k.dest, classify.Class(k.class), classify.Stage(k.stage), k.epsg
+			c.ReasonKind = classify.ReasonKind(k.kind)
+			if k.bucket.Valid {
+				c.Bucket = time.Unix(0, k.bucket.Int64).UTC()
+			}
+			idx[k] = len(out)
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		rows.Close()
+		lrows, err := db.QueryContext(ctx, lq, append([]any{b, b, b, now}, args...)...)
+		if err != nil {
+			return nil, err
+		}
+		defer lrows.Close()
+		for lrows.Next() {
+			var k key
+			var n int
+			if err := lrows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.bucket, &n); err != nil {
+				return nil, err
+			}
+			if i, ok := idx[k]; ok {
+				n = min(n, out[i].Pending)
+				out[i].Pending -= n
+				out[i].Leased += n
+			}
+		}
+		return out, lrows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	counts = slices.DeleteFunc(counts, func(c broker.Count) bool { return c.Total() == 0 })
+	slices.SortFunc(counts, broker.CompareCounts)
+	return counts, nil
+}
+
+// scanStats is Stats by one GROUP BY over the records (dlq_stats holds
+// every column it reads).
+func (d *drv) scanStats(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
 	now := nanos(d.now())
 	bucket := "NULL"
 	var args []any // in the order of the placeholders: the bucket's, the statuses', the selection's

@@ -130,7 +130,7 @@ func TestMigrateFromVersion0(t *testing.T) {
 	require.NoError(t, err)
 	defer rw.Close()
 	require.NoError(t, db.QueryRow(`PRAGMA user_version`).Scan(&v))
-	require.Equal(t, 4, v)
+	require.Equal(t, 5, v)
 	var unindexed int
 	require.NoError(t, db.QueryRow(`SELECT count(*) FROM dlq_records WHERE summary IS NULL`).Scan(&unindexed))
 	require.Zero(t, unindexed, "every row is indexed")

@@ -35,8 +35,9 @@ const table = "dlq_records"
 // (dlq_text). Files of version 0 (every file before version 2) are rebuilt
 // in the new layout when opened read-write, and older ones brought up to
 // date (see [drv.migrate]); 4 adds the indexes of a listing sorted by
-// attempts under a filter (schemaV4).
-const schemaVersion = 4
+// attempts under a filter (schemaV4); 5 keeps counts by the hour of
+// dead-lettering (dlq_hour_counts, schemaV5).
+const schemaVersion = 5
 
 // recordsTable is the layout of version 2; {t} is the table's name.
 const recordsTable = `CREATE TABLE {t} (
@@ -168,6 +169,71 @@ CREATE INDEX IF NOT EXISTS dlq_class_attempts ON dlq_records (failure_class, att
 CREATE INDEX IF NOT EXISTS dlq_kind_attempts ON dlq_records (reason_kind, attempts, id);
 CREATE INDEX IF NOT EXISTS dlq_epsg_attempts ON dlq_records (epsg, attempts, id);
 `
+
+// schemaV5 is what version 5 adds: the counts of dlq_counts by the hour
+// the records were dead-lettered in too (without their sources), kept by
+// triggers, so that Stats by time (a bucket of whole hours: the console's
+// time line) reads a row per field values and hour rather than every
+// record. hour is dead_lettered_at floored to a multiple of an hour since
+// the epoch, in nanoseconds, or noHour for a record without the time (not
+// an envelope), as in the dlq_sort_time index. Counts left by an earlier
+// upgrade of a file whose version was then set back are built again.
+const schemaV5 = `
+DROP TRIGGER IF EXISTS dlq_hour_counts_insert;
+DROP TRIGGER IF EXISTS dlq_hour_counts_delete;
+DROP TRIGGER IF EXISTS dlq_hour_counts_update;
+DROP TABLE IF EXISTS dlq_hour_counts;
+CREATE TABLE dlq_hour_counts (
+	destination   TEXT    NOT NULL,
+	failure_class TEXT    NOT NULL,
+	failed_stage  TEXT    NOT NULL,
+	epsg          INTEGER NOT NULL,
+	reason_kind   TEXT    NOT NULL,
+	is_envelope   INTEGER NOT NULL,
+	hour          INTEGER NOT NULL,
+	acked         INTEGER NOT NULL,
+	n             INTEGER NOT NULL,
+	PRIMARY KEY (destination, failure_class, failed_stage, epsg, reason_kind, is_envelope, hour, acked)
+) WITHOUT ROWID;
+INSERT INTO dlq_hour_counts SELECT destination, COALESCE(failure_class, ''), COALESCE(failed_stage, ''), COALESCE(epsg, 0),
+	COALESCE(reason_kind, ''), is_envelope, {hour}, acked_at IS NOT NULL, count(*)
+	FROM dlq_records GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+CREATE TRIGGER dlq_hour_counts_insert AFTER INSERT ON dlq_records BEGIN
+	INSERT INTO dlq_hour_counts VALUES (new.destination, COALESCE(new.failure_class, ''), COALESCE(new.failed_stage, ''),
+		COALESCE(new.epsg, 0), COALESCE(new.reason_kind, ''), new.is_envelope, {newhour}, new.acked_at IS NOT NULL, 1)
+	ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER dlq_hour_counts_delete AFTER DELETE ON dlq_records BEGIN
+	UPDATE dlq_hour_counts SET n = n - 1 WHERE destination = old.destination AND failure_class = COALESCE(old.failure_class, '')
+		AND failed_stage = COALESCE(old.failed_stage, '') AND epsg = COALESCE(old.epsg, 0) AND reason_kind = COALESCE(old.reason_kind, '')
+		AND is_envelope = old.is_envelope AND hour = {oldhour} AND acked = (old.acked_at IS NOT NULL);
+END;
+CREATE TRIGGER dlq_hour_counts_update AFTER UPDATE OF destination, failure_class, failed_stage, epsg, reason_kind, is_envelope, dead_lettered_at, acked_at
+	ON dlq_records WHEN old.destination IS NOT new.destination OR old.failure_class IS NOT new.failure_class
+		OR old.failed_stage IS NOT new.failed_stage OR old.epsg IS NOT new.epsg OR old.reason_kind IS NOT new.reason_kind
+		OR old.is_envelope IS NOT new.is_envelope OR old.dead_lettered_at IS NOT new.dead_lettered_at
+		OR (old.acked_at IS NULL) <> (new.acked_at IS NULL) BEGIN
+	UPDATE dlq_hour_counts SET n = n - 1 WHERE destination = old.destination AND failure_class = COALESCE(old.failure_class, '')
+		AND failed_stage = COALESCE(old.failed_stage, '') AND epsg = COALESCE(old.epsg, 0) AND reason_kind = COALESCE(old.reason_kind, '')
+		AND is_envelope = old.is_envelope AND hour = {oldhour} AND acked = (old.acked_at IS NOT NULL);
+	INSERT INTO dlq_hour_counts VALUES (new.destination, COALESCE(new.failure_class, ''), COALESCE(new.failed_stage, ''),
+		COALESCE(new.epsg, 0), COALESCE(new.reason_kind, ''), new.is_envelope, {newhour}, new.acked_at IS NOT NULL, 1)
+	ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+`
+
+// noHour is dlq_hour_counts' hour of a record without a dead-letter time.
+const noHour = -9223372036854775807
+
+// hourOf is the SQL of dlq_hour_counts' hour of column t.
+func hourOf(t string) string {
+	const h = "3600000000000"
+	return "COALESCE(" + t + " - ((" + t + " % " + h + ") + " + h + ") % " + h + ", " + strconv.Itoa(noHour) + ")"
+}
+
+// schemaV5SQL is schemaV5 with its hours written out.
+var schemaV5SQL = strings.NewReplacer("{hour}", hourOf("dead_lettered_at"), "{newhour}", hourOf("new.dead_lettered_at"),
+	"{oldhour}", hourOf("old.dead_lettered_at")).Replace(schemaV5)
 
 // columns are the columns a table must have to be a store's.
 var columns = []string{"id", "destination", "msg_key", "headers", "body", "is_envelope", "event_id",
@@ -395,7 +461,7 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 			return err
 		}
 		v = 0
-	case v == 2 || v == 3:
+	case v >= 2 && v < schemaVersion:
 		// The layout of version 2: only the later versions' tables and
 		// indexes are missing.
 	case v < 2:
@@ -437,6 +503,11 @@ func upgrade(ctx context.Context, c *sql.Conn) error {
 	}
 	if _, err := c.ExecContext(ctx, schemaV4); err != nil {
 		return fmt.Errorf("adding the indexes of version 4: %w", err)
+	}
+	if v < 5 {
+		if _, err := c.ExecContext(ctx, schemaV5SQL); err != nil {
+			return fmt.Errorf("adding the hourly counts of version 5: %w", err)
+		}
 	}
 	_, err = c.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(schemaVersion))
 	return err

@@ -633,6 +633,18 @@ func (d *drv) current() bool {
 	return d.ro.version >= listVersion
 }
 
+// hourly reports whether the file keeps dlq_hour_counts (version 5 or
+// later): a read-only handle on an older file counts by time from the
+// records.
+func (d *drv) hourly() bool {
+	if d.ro == nil {
+		return true
+	}
+	d.ro.mu.Lock()
+	defer d.ro.mu.Unlock()
+	return d.ro.version >= 5
+}
+
 // listVersion is the oldest layout whose columns and tables List, Stats
 // and Purge query: version 4 only adds indexes, which a read-only handle
 // on a file of version 3 does without (slower).
