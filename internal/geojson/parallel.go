@@ -2,6 +2,7 @@ package geojson
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -90,7 +91,10 @@ func (p *parser) parallelPolygons() (polys int, ok bool) {
 	}
 	wg.Wait()
 	base := len(p.pts)
-	room := max(p.lim.MaxVertices-base, 0) + 1
+	room := max(p.lim.MaxVertices-base, 0) // no limit is math.MaxInt: one more would wrap
+	if room < math.MaxInt {
+		room++
+	}
 	offs := make([]int, len(cuts))
 	need := 0
 	for k, b := range bounds {

@@ -95,6 +95,7 @@ func TestParallelParseMatchesSequential(t *testing.T) {
 		}
 		parseBoth(t, name+" vertices", event, Limits{MaxVertices: g.Geometry.Vertices - 1})
 		parseBoth(t, name+" vertices exactly", event, Limits{MaxVertices: g.Geometry.Vertices})
+		parseBoth(t, name+" no vertex limit", event, Limits{MaxVertices: -1})
 		parseBoth(t, name+" parts", event, Limits{MaxParts: 1 + rng.IntN(40)})
 		parseBoth(t, name+" holes", event, Limits{MaxHoles: 1})
 	}
