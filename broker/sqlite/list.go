@@ -560,6 +560,14 @@ func (d *drv) List(ctx context.Context, opts broker.ListOptions) (broker.Page, e
 			return broker.Page{}, fmt.Errorf("sqlite: list: %w", err)
 		}
 	}
+	if len(opts.Filter.IDs) > 0 {
+		// Records named by id are read by their rowids, in order. Led by
+		// the destination's index (id IN (…) as bound parameters), SQLite
+		// read every named record and sorted them, bodies and all, through
+		// a temporary file, for each page: the console placing 40 records
+		// of 20 MB one page at a time read 78 GB and wrote 16 GB.
+		from = strings.Replace(from, ` AND destination = ?`, ` AND +destination = ?`, 1)
+	}
 	pcond, pargs := whereWith(opts.Filter, current, pl)
 	q := sel + from + pcond + bound
 	args = append(append(slices.Clone(baseArgs), pargs...), boundArgs...)
