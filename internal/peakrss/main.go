@@ -12,10 +12,11 @@
 // command it starts inherits only its few MiB, so maxrss is the command's
 // own peak (max(peakrss's, the command's)).
 //
-// Standard input, output and error are the command's. peakrss exits with
-// the command's exit code, or 128 + the signal that ended it, as a shell
-// does; the command is killed when peakrss is (a test's deadline kills
-// peakrss). The file is written to a temporary name and renamed, and only
+// Standard input, output and error are the command's, and so are the
+// signals peakrss gets to stop it (SIGINT, SIGTERM, SIGHUP, SIGQUIT: passed
+// on, and peakrss waits). peakrss exits with the command's exit code, or
+// 128 + the signal that ended it, as a shell does; the command is killed
+// when peakrss is (a test's deadline kills peakrss). The file is written to a temporary name and renamed, and only
 // when the command ran.
 package main
 
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -54,7 +56,27 @@ func run(out string, args []string) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = procAttr()
-	err := cmd.Run()
+	// The signals a caller stops a command with are the command's: it
+	// gets them, and peakrss waits for it to end.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	err := cmd.Start()
+	if err == nil {
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case sig := <-sigs:
+					_ = cmd.Process.Signal(sig)
+				case <-done:
+					return
+				}
+			}
+		}()
+		err = cmd.Wait()
+		close(done)
+	}
 	ps := cmd.ProcessState
 	var exit *exec.ExitError
 	if ps == nil || (err != nil && !errors.As(err, &exit)) {

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,6 +61,12 @@ func child(mode string) {
 	case "kill":
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
+	case "interrupt":
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt)
+		fmt.Println("ready")
+		<-sigs
+		os.Exit(7)
 	}
 	os.Exit(99)
 }
@@ -162,4 +170,25 @@ func TestUsageAndStartErrors(t *testing.T) {
 			require.NoFileExists(t, out, "nothing ran, nothing is written")
 		})
 	}
+}
+
+// TestSignalsReachTheCommand: SIGINT to peakrss stops the command as it
+// would have stopped it alone, and the figure is still written.
+func TestSignalsReachTheCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "peak")
+	cmd := exec.Command(bin, "-o", out, os.Args[0])
+	cmd.Env = append(os.Environ(), "GEODLQ_PEAKRSS_CHILD=interrupt")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line := make([]byte, 6)
+	_, err = io.ReadFull(stdout, line)
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(line))
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 7, exit.ExitCode(), "the command's own exit, after its handler ran")
+	require.FileExists(t, out)
 }
