@@ -725,6 +725,73 @@ func countable(f broker.Filter) bool {
 	return g.IsZero()
 }
 
+// keptCounts reads counts kept by triggers and the records under a live
+// lease, and moves those from pending to leased: q gives each group's
+// fields (destination, class, stage, EPSG, reason kind, then its source or,
+// bucketed, its time bucket, NULL for none) and its pending and replayed
+// records; lq (its arguments largs), the records under a live lease by
+// the same fields (dlq_leases: few rows). What lq counts in a group q does
+// not hold (written since) is left out.
+func (d *drv) keptCounts(ctx context.Context, q string, qargs []any, lq string, largs []any, bucketed bool) ([]broker.Count, error) {
+	type key struct {
+		dest, class, stage string
+		epsg               int
+		kind, source       string
+		bucket             sql.NullInt64
+	}
+	sixth := func(k *key) any {
+		if bucketed {
+			return &k.bucket
+		}
+		return &k.source
+	}
+	return read(ctx, d, func(ctx context.Context, db *sql.DB) ([]broker.Count, error) {
+		idx := map[key]int{}
+		var out []broker.Count
+		rows, err := db.QueryContext(ctx, q, qargs...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k key
+			var c broker.Count
+			if err := rows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, sixth(&k), &c.Pending, &c.Replayed); err != nil {
+				return nil, err
+			}
+			c.Destination, c.Class, c.Stage, c.EPSG = k.dest, classify.Class(k.class), classify.Stage(k.stage), k.epsg
+			c.ReasonKind, c.Source = classify.ReasonKind(k.kind), k.source
+			if k.bucket.Valid {
+				c.Bucket = time.Unix(0, k.bucket.Int64).UTC()
+			}
+			idx[k] = len(out)
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		rows.Close()
+		lrows, err := db.QueryContext(ctx, lq, largs...)
+		if err != nil {
+			return nil, err
+		}
+		defer lrows.Close()
+		for lrows.Next() {
+			var k key
+			var n int
+			if err := lrows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, sixth(&k), &n); err != nil {
+				return nil, err
+			}
+			if i, ok := idx[k]; ok {
+				n = min(n, out[i].Pending)
+				out[i].Pending -= n
+				out[i].Leased += n
+			}
+		}
+		return out, lrows.Err()
+	})
+}
+
 // statsFromCounts is Stats from dlq_counts (a few thousand rows rather than
 // every record): open and replayed records by their fields, with the
 // records under a live lease (found by dlq_leases) moved from pending to
@@ -750,54 +817,7 @@ func (d *drv) statsFromCounts(ctx context.Context, opts broker.StatsOptions) ([]
 		COALESCE(reason_kind, ''), CASE WHEN is_envelope THEN COALESCE(` + src + `, '') ELSE '' END, count(*)
 		FROM dlq_records INDEXED BY dlq_leases WHERE acked_at IS NULL AND lease_until IS NOT NULL AND lease_until > ?` + cond + `
 		GROUP BY 1, 2, 3, 4, 5, 6`
-	now := nanos(d.now())
-	counts, err := read(ctx, d, func(ctx context.Context, db *sql.DB) ([]broker.Count, error) {
-		type key struct {
-			dest, class, stage string
-			epsg               int
-			kind, source       string
-		}
-		idx := map[key]int{}
-		var out []broker.Count
-		rows, err := db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k key
-			var c broker.Count
-			if err := rows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.source, &c.Pending, &c.Replayed); err != nil {
-				return nil, err
-			}
-			c.Destination, c.Class, c.Stage, c.EPSG = k.dest, classify.Class(k.class), classify.Stage(k.stage), k.epsg
-			c.ReasonKind, c.Source = classify.ReasonKind(k.kind), k.source
-			idx[k] = len(out)
-			out = append(out, c)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		rows.Close()
-		lrows, err := db.QueryContext(ctx, lq, append([]any{now}, args...)...)
-		if err != nil {
-			return nil, err
-		}
-		defer lrows.Close()
-		for lrows.Next() {
-			var k key
-			var n int
-			if err := lrows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.source, &n); err != nil {
-				return nil, err
-			}
-			if i, ok := idx[k]; ok {
-				n = min(n, out[i].Pending)
-				out[i].Pending -= n
-				out[i].Leased += n
-			}
-		}
-		return out, lrows.Err()
-	})
+	counts, err := d.keptCounts(ctx, q, args, lq, append([]any{nanos(d.now())}, args...), false)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: stats: %w", err)
 	}
@@ -853,58 +873,7 @@ func (d *drv) statsFromHours(ctx context.Context, opts broker.StatsOptions) ([]b
 		COALESCE(reason_kind, ''), dead_lettered_at - ((dead_lettered_at % ?) + ?) % ?, count(*)
 		FROM dlq_records INDEXED BY dlq_leases WHERE acked_at IS NULL AND lease_until IS NOT NULL AND lease_until > ?` + cond + `
 		GROUP BY 1, 2, 3, 4, 5, 6`
-	now := nanos(d.now())
-	type key struct {
-		dest, class, stage string
-		epsg               int
-		kind               string
-		bucket             sql.NullInt64
-	}
-	counts, err := read(ctx, d, func(ctx context.Context, db *sql.DB) ([]broker.Count, error) {
-		idx := map[key]int{}
-		var out []broker.Count
-		rows, err := db.QueryContext(ctx, q, append([]any{b, b, b}, args...)...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k key
-			var c broker.Count
-			if err := rows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.bucket, &c.Pending, &c.Replayed); err != nil {
-				return nil, err
-			}
-			c.Destination, c.Class, c.Stage, c.EPSG = k.dest, classify.Class(k.class), classify.Stage(k.stage), k.epsg
-			c.ReasonKind = classify.ReasonKind(k.kind)
-			if k.bucket.Valid {
-				c.Bucket = time.Unix(0, k.bucket.Int64).UTC()
-			}
-			idx[k] = len(out)
-			out = append(out, c)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		rows.Close()
-		lrows, err := db.QueryContext(ctx, lq, append([]any{b, b, b, now}, args...)...)
-		if err != nil {
-			return nil, err
-		}
-		defer lrows.Close()
-		for lrows.Next() {
-			var k key
-			var n int
-			if err := lrows.Scan(&k.dest, &k.class, &k.stage, &k.epsg, &k.kind, &k.bucket, &n); err != nil {
-				return nil, err
-			}
-			if i, ok := idx[k]; ok {
-				n = min(n, out[i].Pending)
-				out[i].Pending -= n
-				out[i].Leased += n
-			}
-		}
-		return out, lrows.Err()
-	})
+	counts, err := d.keptCounts(ctx, q, append([]any{b, b, b}, args...), lq, append([]any{b, b, b, nanos(d.now())}, args...), true)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: stats: %w", err)
 	}
