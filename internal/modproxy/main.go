@@ -28,6 +28,8 @@ import (
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	"golang.org/x/mod/zip"
+
+	"github.com/geodlq/geodlq/internal/atomicfile"
 )
 
 func main() {
@@ -99,31 +101,13 @@ func run(repo, rev, version, out string, dirs []string) error {
 			version + ".info": info,
 			"list":            []byte(version + "\n"),
 		} {
-			if err := writeFile(filepath.Join(dir, name), b); err != nil {
+			if err := atomicfile.WriteFile(filepath.Join(dir, name), b); err != nil {
 				return err
 			}
 		}
 		fmt.Printf("%s %s (%d bytes)\n", m.Path, version, z.Len())
 	}
 	return nil
-}
-
-// writeFile writes b to a temporary name beside path and renames it.
-func writeFile(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 func gitShow(repo, rev, file string) ([]byte, error) {

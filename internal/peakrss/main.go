@@ -27,10 +27,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
+
+	"github.com/geodlq/geodlq/internal/atomicfile"
 )
 
 func main() {
@@ -88,7 +89,7 @@ func run(out string, args []string) int {
 		fmt.Fprintln(os.Stderr, "peakrss: this system reports no peak RSS")
 		return 125
 	}
-	if err := writeFile(out, strconv.FormatInt(peak, 10)+"\n"); err != nil {
+	if err := atomicfile.WriteFile(out, []byte(strconv.FormatInt(peak, 10)+"\n")); err != nil {
 		fmt.Fprintln(os.Stderr, "peakrss:", err)
 		return 125
 	}
@@ -96,27 +97,4 @@ func run(out string, args []string) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// writeFile writes data to path through a temporary name in its
-// directory, so that a reader never sees half a figure.
-func writeFile(path, data string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".peakrss-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }
