@@ -26,19 +26,27 @@ func (d *drv) slowStats(ctx context.Context, opts broker.StatsOptions) ([]broker
 	return broker.MergeCounts(counts, func(c *broker.Count) { c.Bucket = time.Time{} }), nil
 }
 
-// TestStatsFromCounts: Stats read from dlq_counts (kept by triggers) agree
-// with Stats over the records after writes, leases, an ack, a release, a
-// purge and a backfill, for every option the counts answer.
-func TestStatsFromCounts(t *testing.T) {
+// countsFixture opens a store at path (leases of an hour) with the
+// listing inputs in two destinations and a body that is not an envelope,
+// runs spread (SQL, when not "") over the records, then leases three,
+// acknowledges one, releases one, purges one, and writes a row as an
+// older geodlq did, indexed by the backfill: 12 records, 1 leased, 1
+// replayed.
+func countsFixture(t *testing.T, path, spread string) (*broker.Store, *drv, *sql.DB) {
+	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "counts.db")
 	s, err := Open(ctx, path, &Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Hour}})
 	require.NoError(t, err)
-	defer s.Close()
 	d := s.Driver().(*drv)
 	msgs := brokertest.Messages(t, brokertest.ListingInputs())
 	require.NoError(t, s.PublishBatch(ctx, "a", msgs[:6]))
 	require.NoError(t, s.PublishBatch(ctx, "b", append(msgs[6:], &broker.Message{Body: []byte("not an envelope")})))
+	var db *sql.DB
+	require.True(t, s.As(&db))
+	if spread != "" {
+		_, err = db.Exec(spread)
+		require.NoError(t, err)
+	}
 	recs, err := s.Fetch(ctx, "a", broker.Filter{}, 3)
 	require.NoError(t, err)
 	require.NoError(t, s.Ack(ctx, recs[0]))
@@ -46,11 +54,19 @@ func TestStatsFromCounts(t *testing.T) {
 	_, err = s.Purge(ctx, broker.PurgeRequest{Destination: "b", Filter: broker.Filter{EventIDs: []string{"evt-list-7"}}, IncludePending: true})
 	require.NoError(t, err)
 	// A row an older geodlq wrote, then indexed by the backfill.
-	var db *sql.DB
-	require.True(t, s.As(&db))
 	_, err = db.Exec(`INSERT INTO dlq_records (destination, headers, body, is_envelope, published_at) VALUES ('a', '{}', ?, 1, 1)`, msgs[9].Body)
 	require.NoError(t, err)
 	require.NoError(t, d.backfill(ctx, d.db))
+	return s, d, db
+}
+
+// TestStatsFromCounts: Stats read from dlq_counts (kept by triggers) agree
+// with Stats over the records after writes, leases, an ack, a release, a
+// purge and a backfill, for every option the counts answer.
+func TestStatsFromCounts(t *testing.T) {
+	ctx := context.Background()
+	s, d, _ := countsFixture(t, filepath.Join(t.TempDir(), "counts.db"), "")
+	defer s.Close()
 
 	for _, opts := range []broker.StatsOptions{
 		{}, {Destination: "a"}, {BySource: true}, {BySource: true, SourceDepth: 1},
@@ -118,32 +134,14 @@ func TestMigrateFromVersion2(t *testing.T) {
 func TestStatsFromHours(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hours.db")
-	s, err := Open(ctx, path, &Options{StoreOptions: broker.StoreOptions{LeaseTTL: time.Hour}})
-	require.NoError(t, err)
-	d := s.Driver().(*drv)
-	msgs := brokertest.Messages(t, brokertest.ListingInputs())
-	require.NoError(t, s.PublishBatch(ctx, "a", msgs[:6]))
-	require.NoError(t, s.PublishBatch(ctx, "b", append(msgs[6:], &broker.Message{Body: []byte("not an envelope")})))
-	var db *sql.DB
-	require.True(t, s.As(&db))
-	// Spread the records over weeks, before the epoch too (a floor, not a
+	// The records spread over weeks, before the epoch too (a floor, not a
 	// truncation), an hour's last nanosecond and the next hour's first.
-	_, err = db.Exec(`UPDATE dlq_records SET dead_lettered_at = CASE id % 5
+	s, d, db := countsFixture(t, path, `UPDATE dlq_records SET dead_lettered_at = CASE id % 5
 		WHEN 0 THEN dead_lettered_at - 86400000000000 * (id * 3)
 		WHEN 1 THEN -3600000000000 * id - 1
 		WHEN 2 THEN 3600000000000 * 500000 - 1
 		WHEN 3 THEN 3600000000000 * 500000
 		ELSE dead_lettered_at END WHERE is_envelope = 1`)
-	require.NoError(t, err)
-	recs, err := s.Fetch(ctx, "a", broker.Filter{}, 3)
-	require.NoError(t, err)
-	require.NoError(t, s.Ack(ctx, recs[0]))
-	require.NoError(t, s.Release(ctx, recs[2]))
-	_, err = s.Purge(ctx, broker.PurgeRequest{Destination: "b", Filter: broker.Filter{EventIDs: []string{"evt-list-7"}}, IncludePending: true})
-	require.NoError(t, err)
-	_, err = db.Exec(`INSERT INTO dlq_records (destination, headers, body, is_envelope, published_at) VALUES ('a', '{}', ?, 1, 1)`, msgs[9].Body)
-	require.NoError(t, err)
-	require.NoError(t, d.backfill(ctx, d.db))
 
 	buckets := []time.Duration{time.Hour, 3 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour}
 	filters := []broker.Filter{{}, {Classes: []classify.Class{classify.ClassInvalidGeometry}},
