@@ -18,7 +18,7 @@ import (
 // dlq_hour_counts (hours) against the GROUP BY over the records (scan),
 // the same store in the same run.
 //
-//	go test -run '^$' -bench BenchmarkStatsByTime -count 6 ./broker/sqlite
+//	go test -run '^$' -bench BenchmarkStatsByTime -count 6 ./broker/sqlite | benchstat -col /path -
 func BenchmarkStatsByTime(b *testing.B) {
 	const n = 100_000
 	ctx := context.Background()
@@ -44,7 +44,7 @@ func BenchmarkStatsByTime(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		stats func(context.Context, broker.StatsOptions) ([]broker.Count, error)
-	}{{"hours", d.Stats}, {"scan", d.scanStats}} {
+	}{{"path=hours", d.Stats}, {"path=scan", d.scanStats}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				cs, err := bc.stats(ctx, opts)
