@@ -202,6 +202,8 @@ type envOptions struct {
 	// filled (a broker's message size limit), so that larger payloads
 	// are offloaded whole; 0 means no limit.
 	maxMessageBytes int
+	// timeouts is Options.Timeouts.
+	timeouts Timeouts
 }
 
 // limitedPublisher is a store with a message size limit.
@@ -259,7 +261,7 @@ func newEnv(t testing.TB, k storeKind, o envOptions) *env {
 		poll = 200 * time.Millisecond
 	}
 	e.srv, err = New(Options{Store: e.store, Targets: []Target{{Label: "sqlite://target.db", Publisher: e.target}}, Blobs: e.blobs, Token: e.token,
-		Label: broker.Redact(e.url), Poll: poll, SourcePointer: o.sourcePointer, Logger: o.logger})
+		Label: broker.Redact(e.url), Poll: poll, SourcePointer: o.sourcePointer, Logger: o.logger, Timeouts: o.timeouts})
 	require.NoError(t, err)
 	e.http = httptest.NewServer(e.srv)
 	t.Cleanup(func() {
