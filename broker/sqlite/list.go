@@ -792,6 +792,20 @@ func (d *drv) keptCounts(ctx context.Context, q string, qargs []any, lq string, 
 	})
 }
 
+// countsWhere is the condition, and its arguments, on the kept counts'
+// fields (and on the records' under a lease) that select opts's
+// destination and filter.
+func countsWhere(opts broker.StatsOptions) (string, []any) {
+	cond := ""
+	var args []any
+	if opts.Destination != "" {
+		cond += ` AND destination = ?`
+		args = append(args, opts.Destination)
+	}
+	fcond, fargs := where(opts.Filter, true)
+	return cond + fcond, append(args, fargs...)
+}
+
 // statsFromCounts is Stats from dlq_counts (a few thousand rows rather than
 // every record): open and replayed records by their fields, with the
 // records under a live lease (found by dlq_leases) moved from pending to
@@ -801,15 +815,7 @@ func (d *drv) statsFromCounts(ctx context.Context, opts broker.StatsOptions) ([]
 	if opts.BySource {
 		src = "source"
 	}
-	cond := ""
-	var args []any
-	if opts.Destination != "" {
-		cond += ` AND destination = ?`
-		args = append(args, opts.Destination)
-	}
-	fcond, fargs := where(opts.Filter, true)
-	cond += fcond
-	args = append(args, fargs...)
+	cond, args := countsWhere(opts)
 	q := `SELECT destination, failure_class, failed_stage, epsg, reason_kind, ` + src + `,
 		SUM(CASE WHEN acked = 0 THEN n ELSE 0 END), SUM(CASE WHEN acked = 1 THEN n ELSE 0 END)
 		FROM dlq_counts WHERE n > 0` + cond + ` GROUP BY 1, 2, 3, 4, 5, 6`
@@ -856,15 +862,7 @@ func hours(opts broker.StatsOptions) bool {
 // under a live lease, found by dlq_leases, moved from pending to leased.
 func (d *drv) statsFromHours(ctx context.Context, opts broker.StatsOptions) ([]broker.Count, error) {
 	b := opts.Bucket.Nanoseconds()
-	cond := ""
-	var args []any
-	if opts.Destination != "" {
-		cond += ` AND destination = ?`
-		args = append(args, opts.Destination)
-	}
-	fcond, fargs := where(opts.Filter, true)
-	cond += fcond
-	args = append(args, fargs...)
+	cond, args := countsWhere(opts)
 	q := `SELECT destination, failure_class, failed_stage, epsg, reason_kind,
 		CASE WHEN hour = ` + strconv.Itoa(noHour) + ` THEN NULL ELSE hour - ((hour % ?) + ?) % ? END,
 		SUM(CASE WHEN acked = 0 THEN n ELSE 0 END), SUM(CASE WHEN acked = 1 THEN n ELSE 0 END)
