@@ -779,13 +779,18 @@ func TestTooLarge(t *testing.T) {
 // status the row has (an expired lease is pending again).
 func TestListPaging(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: 300 * time.Millisecond}})
+	// The lease must outlive the scans below, which list every page
+	// eight times (CI: past 300 ms on a loaded machine, the leased record
+	// listed as pending); the test then waits for it to lapse.
+	const ttl = 5 * time.Second
+	s := newStore(t, &postgis.Options{StoreOptions: broker.StoreOptions{LeaseTTL: ttl}})
 	var want []string // "destination/id", oldest first
 	for i := range 12 {
 		d := "page." + strconv.Itoa(i%3)
 		res := write(t, s, d, bowtie(t, "idem:page:"+strconv.Itoa(i)))
 		want = append(want, d+"/"+strconv.FormatInt(res.ID, 10))
 	}
+	fetched := time.Now()
 	leased, err := s.Fetch(ctx, "page.0", broker.Filter{}, 1)
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
@@ -826,7 +831,7 @@ func TestListPaging(t *testing.T) {
 	_, err = s.List(ctx, broker.ListOptions{After: "not-a-cursor"})
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)
 
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(time.Until(fetched.Add(ttl + 100*time.Millisecond)))
 	_, st := scan(broker.ListOptions{Destination: "page.0"})
 	require.Equal(t, broker.StatusPending, st["page.0/"+leased[0].ID], "an expired lease is pending again")
 
